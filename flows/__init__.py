@@ -1,0 +1,1 @@
+"""Prefect flows that run a campaign (see flows/campaign.py)."""

@@ -1,0 +1,1 @@
+"""Thin Prefect tasks around the agentsession_core engine phases."""

@@ -1,0 +1,11 @@
+"""Suite-wide guards: no network, no telemetry, no ephemeral Prefect server by accident."""
+
+import os
+import tempfile
+
+# Set before anything imports Prefect (see ../shared/notes/prefect.md §4).
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="agentsession-prefect-"))
