@@ -182,7 +182,7 @@ def _as_text(text: str | bytes, source: str) -> str:
         raise ScriptError(
             source,
             "file",
-            f"{size} bytes is over the {format_quantity(MAX_SCRIPT_BYTES)} limit for a script",
+            f"{size} bytes is over the {MAX_SCRIPT_BYTES // 2**20} MiB limit for a script",
         )
     if isinstance(text, bytes):
         nul = text.find(b"\0")
@@ -663,6 +663,6 @@ def load_file(path: Path) -> Script:
             source,
             "file",
             f"{path.stat().st_size} bytes is over the "
-            f"{format_quantity(MAX_SCRIPT_BYTES)} limit for a script",
+            f"{MAX_SCRIPT_BYTES // 2**20} MiB limit for a script",
         )
     return decode(data, source)
