@@ -142,6 +142,19 @@ class RowStats:
         self.failed_response.merge(other.failed_response)
         self.errors.update(other.errors)
 
+    def add_interval(self, interval: Interval) -> None:
+        self.count += interval.count
+        self.failures += interval.failures
+        self.cancelled += interval.cancelled
+        self.events += interval.events
+        self.bytes += interval.bytes
+        for hist, part in ((self.response, interval.response), (self.service, interval.service),
+                           (self.start_lag, interval.start_lag),
+                           (self.failed_response, interval.failed_response)):
+            hist.add_sparse(*part)
+        if interval.errors:
+            self.errors.update(interval.errors)
+
     def copy(self) -> RowStats:
         return RowStats(self.count, self.failures, self.cancelled, self.events, self.bytes,
                         self.response.copy(), self.service.copy(), self.start_lag.copy(),
@@ -293,9 +306,8 @@ class Recorder:
             existing.add(interval)
         cumulative = self._cumulative.get(key)
         if cumulative is None:
-            self._cumulative[key] = interval.stats()
-        else:
-            cumulative.merge(interval.stats())
+            cumulative = self._cumulative[key] = RowStats()
+        cumulative.add_interval(interval)
 
     def _drain(self, row: Row, now_sec: int, *, consume: bool = True) -> dict[int, Interval]:
         """Bucket the row's buffered samples of seconds < now_sec; keep the rest buffered."""
@@ -422,17 +434,19 @@ def _sample_interval(part: np.ndarray, errors: Counter[str]) -> Interval:
     sent = part[:, _SENT]
     done = part[:, _DONE]
     failed = part[:, _FAILED] != 0
-    response = (done - intended) / _NS_PER_MS
+    latencies = np.stack((done - intended, done - sent, sent - intended)) / _NS_PER_MS
+    response, service, start_lag = SparseHistogram.of_rows(latencies)
     n_failed = int(np.count_nonzero(failed))
     return Interval(
         count=int(part.shape[0]),
         failures=n_failed,
         bytes=int(part[:, _NBYTES].sum()),
         errors=errors or None,
-        response=SparseHistogram.of_values(response),
-        service=SparseHistogram.of_values((done - sent) / _NS_PER_MS),
-        start_lag=SparseHistogram.of_values((sent - intended) / _NS_PER_MS),
-        failed_response=SparseHistogram.of_values(response[failed]) if n_failed else EMPTY_SPARSE,
+        response=response,
+        service=service,
+        start_lag=start_lag,
+        failed_response=(SparseHistogram.of_values(latencies[0][failed]) if n_failed
+                         else EMPTY_SPARSE),
     )
 
 

@@ -121,7 +121,8 @@ class LogHistogram:
         n = int(counts.sum()) + zero
         if n == 0:
             return
-        np.add.at(self._counts, slots, counts)
+        # Sparse slots are unique, so plain fancy-index addition is exact (no np.add.at needed).
+        self._counts[slots] += counts
         self.zero += zero
         self.count += n
         self.total += total
@@ -261,10 +262,31 @@ class SparseHistogram(NamedTuple):
             return EMPTY_SPARSE
         slots = slots_of(v)
         positive = slots >= 0
-        uniq, counts = np.unique(slots[positive], return_counts=True)
-        return cls(uniq.astype(np.int16), counts.astype(np.int64),
+        dense = np.bincount(slots[positive], minlength=NUM_BUCKETS)
+        nz = np.flatnonzero(dense)
+        return cls(nz.astype(np.int16), dense[nz].astype(np.int64),
                    int(v.size - np.count_nonzero(positive)), float(v.sum()),
                    float(v.min()), float(v.max()))
+
+    @classmethod
+    def of_rows(cls, values_ms: np.ndarray) -> list[SparseHistogram]:
+        """One sparse histogram per row of a 2-D array, bucketed in a single numpy pass."""
+        v = np.asarray(values_ms, dtype=np.float64)
+        k, n = v.shape
+        if n == 0:
+            return [EMPTY_SPARSE] * k
+        slots = slots_of(v)
+        positive = slots >= 0
+        shifted = slots + (np.arange(k, dtype=np.int64) * NUM_BUCKETS)[:, None]
+        dense = np.bincount(shifted[positive], minlength=k * NUM_BUCKETS).reshape(k, NUM_BUCKETS)
+        zeros = n - np.count_nonzero(positive, axis=1)
+        totals, mins, maxs = v.sum(axis=1), v.min(axis=1), v.max(axis=1)
+        out = []
+        for i in range(k):
+            nz = np.flatnonzero(dense[i])
+            out.append(cls(nz.astype(np.int16), dense[i, nz].astype(np.int64), int(zeros[i]),
+                           float(totals[i]), float(mins[i]), float(maxs[i])))
+        return out
 
     def merged(self, other: SparseHistogram) -> SparseHistogram:
         if other.count == 0:
