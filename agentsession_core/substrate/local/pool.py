@@ -1,0 +1,192 @@
+"""The worker pool: a fixed number of worker processes, handed out one actor at a time.
+
+Each worker is `python -m agentsession_core.substrate.local.worker` on its own loopback
+port (handshake: its first stdout line, `LISTENING <port>`). Its stdin stays open to us;
+when we go, it goes.
+
+`acquire` hands out a free worker, preferring the one that holds the actor's paused state
+(its resume is a local swap), otherwise the free worker holding the fewest paused bytes.
+Waiters are served first come, first served; `acquire` gives up after its timeout
+(the caller turns that into RESOURCE_EXHAUSTED).
+
+A watcher per process notices its exit; unless the pool is stopping, the worker is
+reported to `on_crash` (the server marks its actors CRASHED) and a replacement is started
+in the same slot, so the pool returns to full size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import sys
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentsession_core.substrate.local.worker import SECRET_ENV
+
+SPAWN_TIMEOUT = 60.0
+
+
+@dataclass(eq=False)
+class WorkerProc:
+    slot: int
+    generation: int
+    process: asyncio.subprocess.Process
+    port: int
+    scratch: Path
+    hosting: str | None = None  # "atespace/name" of the running actor
+    paused: dict[str, int] = field(default_factory=dict)  # actor → bytes held here
+    alive: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"w{self.slot}" if self.generation == 0 else f"w{self.slot}.{self.generation}"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+class Pool:
+    def __init__(
+        self,
+        size: int,
+        scratch_root: Path,
+        worker_args: list[str],
+        on_crash: Callable[[WorkerProc], None],
+        seed: int = 0,
+    ) -> None:
+        self.size = size
+        self.scratch_root = scratch_root
+        self.worker_args = worker_args
+        self.on_crash = on_crash
+        self.seed = seed
+        self.secret = secrets.token_hex(16)
+        self.workers: dict[int, WorkerProc] = {}
+        self.crashes = 0
+        self._free: list[WorkerProc] = []
+        self._waiters: deque[tuple[asyncio.Future[WorkerProc], WorkerProc | None]] = deque()
+        self._watchers: set[asyncio.Task[None]] = set()
+        self._stopping = False
+
+    async def start(self) -> None:
+        spawned = await asyncio.gather(*(self._spawn(slot, 0) for slot in range(self.size)))
+        for worker in spawned:
+            self._give(worker)
+
+    async def _spawn(self, slot: int, generation: int) -> WorkerProc:
+        scratch = self.scratch_root / f"w{slot}-{generation}"
+        await asyncio.to_thread(scratch.mkdir, parents=True, exist_ok=True)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentsession_core.substrate.local.worker",
+            "--scratch", str(scratch), "--seed", str(self.seed * 1_000_003 + slot * 1009
+                                                     + generation),
+            *self.worker_args,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, SECRET_ENV: self.secret},
+        )  # fmt: skip
+        assert process.stdout is not None
+        try:
+            line = await asyncio.wait_for(process.stdout.readline(), SPAWN_TIMEOUT)
+            word, port = line.decode().split()
+            if word != "LISTENING":
+                raise ValueError(line)
+        except (TimeoutError, ValueError) as exc:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            raise RuntimeError(f"worker slot {slot} did not start: {exc!r}") from exc
+        worker = WorkerProc(slot, generation, process, int(port), scratch)
+        self.workers[slot] = worker
+        task = asyncio.create_task(self._watch(worker))
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+        return worker
+
+    async def _watch(self, worker: WorkerProc) -> None:
+        await worker.process.wait()
+        worker.alive = False
+        with contextlib.suppress(ValueError):
+            self._free.remove(worker)
+        if self._stopping:
+            return
+        self.crashes += 1
+        self.on_crash(worker)
+        await asyncio.to_thread(shutil.rmtree, worker.scratch, True)
+        while not self._stopping:
+            try:
+                replacement = await self._spawn(worker.slot, worker.generation + 1)
+            except RuntimeError as exc:
+                print(f"agentsession substrate: {exc}; retrying", file=sys.stderr)
+                await asyncio.sleep(1.0)
+                continue
+            self._give(replacement)
+            return
+
+    def free_count(self) -> int:
+        return len(self._free)
+
+    async def acquire(self, prefer: WorkerProc | None, timeout: float) -> WorkerProc:
+        if prefer is not None and prefer in self._free:
+            self._free.remove(prefer)
+            return prefer
+        if self._free:
+            best = min(self._free, key=lambda w: sum(w.paused.values()))
+            self._free.remove(best)
+            return best
+        future: asyncio.Future[WorkerProc] = asyncio.get_running_loop().create_future()
+        entry = (future, prefer)
+        self._waiters.append(entry)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            if future.done() and not future.cancelled():
+                # Handed over just as we gave up: pass it on rather than leak it.
+                self.release(future.result())
+            future.cancel()
+            raise
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(entry)
+
+    def release(self, worker: WorkerProc) -> None:
+        worker.hosting = None
+        if worker.alive and not self._stopping:
+            self._give(worker)
+
+    def _give(self, worker: WorkerProc) -> None:
+        while self._waiters:
+            future, _ = self._waiters.popleft()
+            if not future.done():
+                future.set_result(worker)
+                return
+        self._free.append(worker)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        self._stopping = True
+        for future, _ in self._waiters:
+            future.cancel()
+        workers = list(self.workers.values())
+        for worker in workers:
+            if worker.process.stdin is not None:
+                worker.process.stdin.close()
+            with contextlib.suppress(ProcessLookupError):
+                worker.process.send_signal(signal.SIGTERM)
+        for worker in workers:
+            try:
+                await asyncio.wait_for(worker.process.wait(), grace)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.process.kill()
+                await worker.process.wait()
+        for task in list(self._watchers):
+            task.cancel()
