@@ -214,6 +214,7 @@ class _Mapping(dict):
 
 class _Sequence(list):
     line: int | None = None
+    item_lines: list[int] | None = None
 
 
 class _Loader(yaml.SafeLoader):
@@ -248,6 +249,7 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Mapping:
 def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> _Sequence:
     result = _Sequence(loader.construct_object(child, deep=True) for child in node.value)
     result.line = node.start_mark.line + 1
+    result.item_lines = [child.start_mark.line + 1 for child in node.value]
     return result
 
 
@@ -256,8 +258,9 @@ _Loader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
 
 
 def _load_yaml(text: str, source: str) -> Any:
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)
         data = loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -267,21 +270,25 @@ def _load_yaml(text: str, source: str) -> Any:
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
         column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
         raise ScriptError(
-            source,
-            f"line {line}, column {column}",
-            f"YAML: character U+{ord(exc.character) if isinstance(exc.character, str) else 0:04X}"
-            " is not allowed",
+            source, f"line {line}, column {column}", f"YAML: character U+{code:04X} is not allowed"
         ) from None
     except yaml.YAMLError as exc:
         raise ScriptError(source, "file", f"YAML: {exc}") from None
     except RecursionError:
         raise ScriptError(source, "file", "YAML nesting is too deep") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if data is None:
         raise ScriptError(source, "file", "empty; a script needs name, min_actor_memory, steps")
     return data
+
+
+def _item_line(items: list, index: int) -> int | None:
+    lines = getattr(items, "item_lines", None)
+    return lines[index] if lines else None
 
 
 class _Decoder:
@@ -293,8 +300,10 @@ class _Decoder:
         # (step index, op index or None) → line, for validation messages.
         self.lines: dict[tuple[int, int | None], int] = {}
 
-    def fail(self, where: str, detail: str, node: Any = None, field: Any = None) -> ScriptError:
-        line = getattr(node, "line", None)
+    def fail(
+        self, where: str, detail: str, node: Any = None, field: Any = None, line: int | None = None
+    ) -> ScriptError:
+        line = getattr(node, "line", line)
         key_lines = getattr(node, "key_lines", None)
         if field is not None and key_lines and field in key_lines:
             line = key_lines[field]
@@ -331,7 +340,9 @@ class _Decoder:
             raise self.fail(
                 "steps", f"{ops_seen} ops per lap is over the limit of {MAX_OPS_PER_LAP}", steps
             )
-        decoded = tuple(self.step(index, raw) for index, raw in enumerate(steps))
+        decoded = tuple(
+            self.step(index, raw, _item_line(steps, index)) for index, raw in enumerate(steps)
+        )
         return Script(name=name, min_actor_memory=memory, steps=decoded)
 
     def fields(
@@ -349,15 +360,17 @@ class _Decoder:
             if field not in data:
                 raise self.fail(where, f"missing field {field}", data)
 
-    def step(self, index: int, raw: Any) -> Step:
+    def step(self, index: int, raw: Any, line: int | None) -> Step:
         where = f"step {index + 1}"
         if isinstance(raw, Mapping) and isinstance(raw.get("name"), str) and raw["name"]:
             where += f" ({_quote(raw['name'])})"
         if not isinstance(raw, Mapping):
             raise self.fail(
-                where, f"expected a mapping with {', '.join(_STEP_FIELDS)}, got {_show(raw)}", raw
+                where,
+                f"expected a mapping with {', '.join(_STEP_FIELDS)}, got {_show(raw)}",
+                line=line,
             )
-        self.lines[(index, None)] = raw.line  # type: ignore[attr-defined]
+        self.lines[(index, None)] = getattr(raw, "line", None) or line or 0
         self.fields(raw, _STEP_FIELDS, where, required=("think",))
         texts = {}
         for field in ("name", "agent"):
@@ -368,7 +381,9 @@ class _Decoder:
                 )
             texts[field] = value or ""
         try:
-            think = parse_duration(raw["think"])
+            think = raw["think"]
+            # YAML reads a bare 0 as an int; Go spells it "0", so let the think rule judge it.
+            think = parse_duration("0" if think == 0 and type(think) is int else think)
         except QuantityError as exc:
             raise self.fail(where, f"think: {exc}", raw, "think") from None
         ops = raw.get("ops")
@@ -376,53 +391,64 @@ class _Decoder:
             ops = []
         if not isinstance(ops, list):
             raise self.fail(where, f"ops: expected a list of ops, got {_show(ops)}", raw, "ops")
-        decoded = tuple(self.op(index, where, number, item) for number, item in enumerate(ops))
+        decoded = tuple(
+            self.op(index, where, number, item, _item_line(ops, number))
+            for number, item in enumerate(ops)
+        )
         return Step(name=texts["name"], agent=texts["agent"], think_ns=think, ops=decoded)
 
-    def op(self, step_index: int, step_where: str, index: int, raw: Any) -> Op:
+    def op(self, step_index: int, step_where: str, index: int, raw: Any, line: int | None) -> Op:
         where = f"{step_where}: op {index + 1}"
-        line = getattr(raw, "line", None)
         if line is not None:
             self.lines[(step_index, index)] = line
         if not isinstance(raw, Mapping) or len(raw) != 1:
             got = f"{len(raw)} keys" if isinstance(raw, Mapping) else _show(raw)
             raise self.fail(
-                where, f"an op is a mapping with exactly one key (the kind), got {got}", raw
+                where,
+                f"an op is a mapping with exactly one key (the kind), got {got}",
+                raw,
+                line=line,
             )
         ((kind, args),) = raw.items()
         if kind not in OP_ARGS:
             raise self.fail(
-                where, f"unknown op kind {_show(kind)} (known: {', '.join(OP_ARGS)})", raw
+                where,
+                f"unknown op kind {_show(kind)} (known: {', '.join(OP_ARGS)})",
+                raw,
+                line=line,
             )
         if args is None:
             args = {}
         if not isinstance(args, Mapping):
             raise self.fail(
-                where, f"{kind}: expected a mapping of arguments, got {_show(args)}", raw
+                where, f"{kind}: expected a mapping of arguments, got {_show(args)}", raw, line=line
             )
         values: dict[str, Any] = {"kind": kind}
         for name, value in args.items():
             if name not in ARG_NAMES:
                 takes = ", ".join(OP_ARGS[kind]) or "nothing"
                 raise self.fail(
-                    where, f"{kind}: unknown argument {_show(name)} ({kind} takes {takes})", raw
+                    where,
+                    f"{kind}: unknown argument {_show(name)} ({kind} takes {takes})",
+                    raw,
+                    line=line,
                 )
-            values[name] = self.argument(where, kind, name, value, raw)
+            values[name] = self.argument(where, kind, name, value, line)
         return Op(**values)
 
-    def argument(self, where: str, kind: str, name: str, value: Any, node: Any) -> Any:
+    def argument(self, where: str, kind: str, name: str, value: Any, line: int | None) -> Any:
         if name == "size":
             try:
                 return parse_quantity(value)
             except QuantityError as exc:
-                raise self.fail(where, f"{kind} size: {exc}", node) from None
+                raise self.fail(where, f"{kind} size: {exc}", line=line) from None
         expected: type = str if name == "key" else int
         if isinstance(value, bool) or not isinstance(value, expected):
             raise self.fail(
                 where,
                 f"{kind} {name}: expected {'a string' if expected is str else 'an integer'}"
                 f", got {_show(value)}",
-                node,
+                line=line,
             )
         return value
 
