@@ -122,11 +122,12 @@ class Dispatcher:
     sub-millisecond sleeps at once, so shorter sleeps would busy-spin. On waking it calls
     on_due(intended_ns) for every arrival whose intended time has passed, in order, and goes
     back to sleep; on_due must only start work (create a task), never await it. An arrival is
-    never released before its intended time. With a lateness_row, each release books
+    never released before its intended time. A rate change (pacer.generation) is noticed within
+    max_sleep_s. With a lateness_row, each release books
     (intended, released, released) so the row's start lag is the dispatch lateness.
     """
 
-    def __init__(self, *, min_sleep_s: float = 0.001, max_sleep_s: float = 0.5,
+    def __init__(self, *, min_sleep_s: float = 0.001, max_sleep_s: float = 0.05,
                  clock_ns: Callable[[], int] = time.monotonic_ns,
                  lateness_row: Row | None = None) -> None:
         self.min_sleep_s = min_sleep_s
