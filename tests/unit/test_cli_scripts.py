@@ -11,7 +11,6 @@ import pytest
 from agentsession_core.cli import main
 from agentsession_core.script import decode, load_script
 
-
 REPO = Path(__file__).resolve().parents[2]
 
 
