@@ -1,0 +1,62 @@
+"""The built wheel carries the built-in scripts, and an installed copy finds them there."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BUILT_INS = ["coding-session", "personal-assistant-light", "smoke"]
+
+
+def test_wheel_ships_and_finds_the_built_in_scripts(tmp_path):
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    (wheel,) = (tmp_path / "dist").glob("agentsession-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        for name in BUILT_INS:
+            packaged = f"agentsession_core/builtin_scripts/{name}.yaml"
+            assert packaged in names
+            assert archive.read(packaged) == (REPO / "scripts" / f"{name}.yaml").read_bytes()
+        archive.extractall(tmp_path / "site")
+
+    # Import the unpacked wheel ahead of the editable checkout, from a directory that has no
+    # scripts/ of its own, so only the packaged copies can be found.
+    probe = (
+        "import json; from agentsession_core import script as s; "
+        "print(json.dumps([s.__file__, str(s.builtin_dir()), s.builtin_names(), "
+        "len(s.load_script('coding-session').steps)]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    module, directory, names, steps = json.loads(result.stdout)
+    assert module.startswith(str(tmp_path / "site"))
+    assert directory == str(tmp_path / "site" / "agentsession_core" / "builtin_scripts")
+    assert names == BUILT_INS
+    assert steps == 20
