@@ -6,7 +6,8 @@ row with an empty Type. Latencies are milliseconds measured from the **intended*
 headline); they are written with three decimals rather than Locust's integers so sub-ms values
 survive. Percentile cells are "N/A" for a row without requests, as in Locust. Rows of kind
 ``generator`` (loop lag, dispatch lateness) stay out of the CSVs and the Aggregated row; they
-appear in stats.jsonl.
+appear in stats.jsonl. Count-only rows (actor/CrashCount, backlog) show their event count as
+Request Count but add nothing to Aggregated, which counts requests only.
 
 Rendering (``render_*``) is pure and cheap: call it on the event loop with a Window. Writing
 (``write_*`` / ``HistoryWriter.append``) touches files: call it through asyncio.to_thread.
