@@ -1,0 +1,230 @@
+"""The Substrate interface over HTTP (SPEC §2): control calls with httpx, router requests
+through `RouterClient`, the one small class the hot path goes through (aiohttp with
+keep-alive today; the benchmark issue may swap it for a faster correct client).
+
+Every failure becomes a SubstrateError: an error body's code and message when the server
+answered, `from_router` true for control answers and router verdicts (`x-ate-router: 1`),
+false for the glutton's own answers; TRANSPORT for connection failures, TIMEOUT when the
+client gave up, BAD_BODY for an answer that could not be decoded. What a session does
+with each is decided in errors.py, not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import httpx
+import orjson
+
+from agentsession_core.substrate.client import ActorInfo, RouterResponse, Template
+from agentsession_core.substrate.errors import BAD_BODY, TIMEOUT, TRANSPORT, SubstrateError
+
+ROUTER_HEADER = "x-ate-router"
+ELAPSED_HEADER = "x-server-elapsed-us"
+TARGET_HEADER = "ate-target-actor"
+
+
+def error_from_answer(status: int, body: bytes, *, from_router: bool) -> SubstrateError:
+    try:
+        error = orjson.loads(body)["error"]
+        code, message = str(error["code"]), str(error.get("message", ""))
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        code, message = f"HTTP_{status}", body[:200].decode(errors="replace")
+    return SubstrateError(code, message, status=status, from_router=from_router)
+
+
+def _elapsed(headers: Any) -> int | None:
+    value = headers.get(ELAPSED_HEADER)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class RouterClient:
+    """POSTs to actors through the router over keep-alive connections."""
+
+    def __init__(
+        self, base_url: str, *, token: str | None = None, timeout: float = 120.0,
+        max_connections: int = 0,
+    ) -> None:  # fmt: skip
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.max_connections = max_connections
+        self._auth = {"Authorization": f"Bearer {token}"} if token else {}
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.max_connections),
+                auto_decompress=False,
+                json_serialize=lambda v: orjson.dumps(v).decode(),
+            )
+        return self._session
+
+    async def request(
+        self,
+        target: str,
+        route: str,
+        *,
+        json: Any = None,
+        body: bytes | None = None,
+        params: dict[str, str] | None = None,
+        timeout: float | None = None,
+        method: str = "POST",
+    ) -> RouterResponse:
+        headers = {TARGET_HEADER: target, **self._auth}
+        if json is not None:
+            data: bytes | None = orjson.dumps(json)
+            headers["Content-Type"] = "application/json"
+        else:
+            data = body
+            if body is not None:
+                headers["Content-Type"] = "application/octet-stream"
+        url = f"{self.base_url}/{route.lstrip('/')}"
+        limit = aiohttp.ClientTimeout(total=timeout if timeout is not None else self.timeout)
+        try:
+            async with self._client().request(
+                method, url, data=data, params=params, headers=headers, timeout=limit
+            ) as answer:
+                payload = await answer.read()
+                if answer.status >= 300:
+                    raise error_from_answer(
+                        answer.status, payload,
+                        from_router=answer.headers.get(ROUTER_HEADER) == "1",
+                    )  # fmt: skip
+                return RouterResponse(
+                    status=answer.status,
+                    body=payload,
+                    content_type=answer.headers.get("Content-Type", "application/json"),
+                    server_elapsed_us=_elapsed(answer.headers),
+                    headers=dict(answer.headers),
+                )
+        except TimeoutError:
+            raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
+        except aiohttp.ClientError as exc:
+            raise SubstrateError(TRANSPORT, f"router {route}: {exc!r}") from None
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+class HttpSubstrate:
+    """The Substrate interface against a server speaking SPEC §2 (the local substrate, or
+    any substrate with the same wire form)."""
+
+    def __init__(
+        self, control_url: str, router_url: str | None = None, *, token: str | None = None,
+        control_timeout: float = 120.0, router_timeout: float = 120.0,
+    ) -> None:  # fmt: skip
+        self.control_url = control_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._control = httpx.AsyncClient(
+            base_url=self.control_url, headers=headers, timeout=control_timeout
+        )
+        self.router = RouterClient(router_url or control_url, token=token, timeout=router_timeout)
+
+    async def _call(
+        self, method: str, path: str, *, json: Any = None, params: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        try:
+            answer = await self._control.request(method, path, json=json, params=params)
+        except httpx.TimeoutException:
+            raise SubstrateError(
+                TIMEOUT, f"{method} {path}: no answer within the timeout"
+            ) from None
+        except httpx.TransportError as exc:
+            raise SubstrateError(TRANSPORT, f"{method} {path}: {exc!r}") from None
+        if answer.status_code >= 300:
+            raise error_from_answer(answer.status_code, answer.content, from_router=True)
+        try:
+            return answer.status_code, answer.json() if answer.content else {}
+        except ValueError:
+            raise SubstrateError(
+                BAD_BODY, f"{method} {path}: undecodable answer", status=answer.status_code
+            ) from None
+
+    @staticmethod
+    def _actor(payload: Any) -> ActorInfo:
+        try:
+            return ActorInfo(
+                atespace=payload["atespace"], name=payload["name"], status=payload["status"],
+                worker=payload.get("worker"), version=int(payload.get("version", 0)),
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError):
+            raise SubstrateError(BAD_BODY, f"not an actor: {str(payload)[:200]}") from None
+
+    @staticmethod
+    def _path(atespace: str, name: str, verb: str = "") -> str:
+        return f"/v1/atespaces/{atespace}/actors/{name}{verb}"
+
+    async def get_template(self, namespace: str, name: str) -> Template:
+        _, body = await self._call("GET", f"/v1/templates/{namespace}/{name}")
+        limit = body.get("memory_limit_bytes")
+        return Template(body.get("namespace", namespace), body.get("name", name),
+                        int(limit) if limit is not None else None)  # fmt: skip
+
+    async def ensure_atespace(self, atespace: str) -> None:
+        await self._call("PUT", f"/v1/atespaces/{atespace}")
+
+    async def create_actor(
+        self, atespace: str, name: str, template_namespace: str, template_name: str
+    ) -> ActorInfo:
+        _, body = await self._call(
+            "POST", f"/v1/atespaces/{atespace}/actors",
+            json={"name": name, "template": {"namespace": template_namespace,
+                                             "name": template_name}},
+        )  # fmt: skip
+        return self._actor(body)
+
+    async def get_actor(self, atespace: str, name: str) -> ActorInfo:
+        _, body = await self._call("GET", self._path(atespace, name))
+        return self._actor(body)
+
+    async def list_actors(self, atespace: str) -> list[ActorInfo]:
+        actors: list[ActorInfo] = []
+        token = ""
+        while True:
+            _, body = await self._call(
+                "GET", f"/v1/atespaces/{atespace}/actors", params={"page_token": token}
+            )
+            actors += [self._actor(a) for a in body.get("actors", [])]
+            token = body.get("next_page_token") or ""
+            if not token:
+                return actors
+
+    async def resume_actor(self, atespace: str, name: str) -> ActorInfo:
+        _, body = await self._call("POST", self._path(atespace, name, ":resume"))
+        return self._actor(body)
+
+    async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
+        params = None if wait else {"async": "true"}
+        await self._call("POST", self._path(atespace, name, ":suspend"), params=params)
+
+    async def pause_actor(self, atespace: str, name: str) -> None:
+        await self._call("POST", self._path(atespace, name, ":pause"))
+
+    async def delete_actor(self, atespace: str, name: str) -> None:
+        await self._call("DELETE", self._path(atespace, name))
+
+    async def request(
+        self,
+        atespace: str,
+        actor: str,
+        route: str,
+        *,
+        json: Any = None,
+        body: bytes | None = None,
+        params: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> RouterResponse:
+        return await self.router.request(
+            f"{atespace}/{actor}", route, json=json, body=body, params=params, timeout=timeout
+        )
+
+    async def aclose(self) -> None:
+        await asyncio.gather(self._control.aclose(), self.router.aclose())

@@ -1,0 +1,160 @@
+"""Start a local substrate as a subprocess (`agentsession substrate serve --port 0 ...`),
+for the engine when no substrate URL is given and for tests.
+
+    async with LocalSubstrate(workers=4, store=tmp) as sub:
+        sub.url, sub.pid, await sub.worker_pids()
+
+    with LocalSubstrateProcess(workers=4) as sub:   # same, from non-async code
+        sub.url
+
+The child's stdout is read until the `serving on http://...` line; after that both
+stdout and stderr go to `log_path` (or are discarded). Exit sends SIGTERM and waits
+`stop_timeout`, then kills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+_URL = re.compile(r"serving on (http://\S+)")
+
+
+class LocalSubstrateProcess:
+    """The substrate subprocess, managed from synchronous code."""
+
+    def __init__(
+        self,
+        *,
+        workers: int = 4,
+        store: Path | str | None = None,
+        templates: dict[str, str] | None = None,
+        park_timeout: float | None = None,
+        token: str | None = None,
+        extra_args: list[str] | None = None,
+        log_path: Path | str | None = None,
+        start_timeout: float = 60.0,
+        stop_timeout: float = 15.0,
+    ) -> None:
+        self.args = [sys.executable, "-m", "agentsession_core", "substrate", "serve",
+                     "--port", "0", "--workers", str(workers)]  # fmt: skip
+        if store is not None:
+            self.args += ["--store", str(store)]
+        for ref, size in (templates or {}).items():
+            self.args += ["--template", f"{ref}={size}"]
+        if park_timeout is not None:
+            self.args += ["--park-timeout", str(park_timeout)]
+        if token is not None:
+            self.args += ["--token", token]
+        self.args += extra_args or []
+        self.token = token
+        self.log_path = Path(log_path) if log_path else None
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self) -> str:
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            self.args, stdout=subprocess.PIPE, stderr=log, start_new_session=True
+        )
+        if log is not subprocess.DEVNULL:
+            log.close()
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + self.start_timeout
+        lines: list[str] = []
+        while time.monotonic() < deadline:
+            raw = self.process.stdout.readline()
+            if not raw:
+                break
+            line = raw.decode(errors="replace")
+            lines.append(line)
+            match = _URL.search(line)
+            if match:
+                self.url = match.group(1)
+                return self.url
+        self.kill()
+        raise RuntimeError(f"local substrate did not start: {''.join(lines)[-2000:]!r}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            self.process.wait()
+
+    def stop(self) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        return self.process.returncode
+
+    def debug_workers(self) -> dict[str, Any]:
+        request = urllib.request.Request(f"{self.url}/v1/debug/workers")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read())
+
+    def __enter__(self) -> LocalSubstrateProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class LocalSubstrate:
+    """The substrate subprocess, managed from async code (blocking work in threads)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.proc = LocalSubstrateProcess(**kwargs)
+
+    @property
+    def url(self) -> str:
+        return self.proc.url
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+    async def worker_pids(self) -> dict[str, int]:
+        state = await asyncio.to_thread(self.proc.debug_workers)
+        return {w["name"]: w["pid"] for w in state["workers"]}
+
+    async def __aenter__(self) -> LocalSubstrate:
+        await asyncio.to_thread(self.proc.start)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.proc.stop)
+
+
+def kill_pid(pid: int) -> None:
+    """SIGKILL one process by id (fault tests)."""
+    os.kill(pid, signal.SIGKILL)
