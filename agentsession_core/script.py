@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, model_validator
 
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.quantity import (
@@ -89,17 +89,19 @@ class ScriptError(AgentsessionError):
         super().__init__(" ".join(message.split()) if "\n" in message else message)
 
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
+# Scalars are strict (no "5" → 5); sequences accept lists and are stored as tuples so that
+# a script is hashable.
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class Op(BaseModel):
     model_config = _FROZEN
 
     kind: OpKind
-    key: str | None = None
-    size: int | None = None  # bytes
-    millis: int | None = None
-    parallel: int | None = None  # burn_cpu only; 0 and absent both mean 1
+    key: StrictStr | None = None
+    size: StrictInt | None = None  # bytes
+    millis: StrictInt | None = None
+    parallel: StrictInt | None = None  # burn_cpu only; 0 and absent both mean 1
 
     @model_validator(mode="before")
     @classmethod
@@ -113,9 +115,9 @@ class Op(BaseModel):
 class Step(BaseModel):
     model_config = _FROZEN
 
-    name: str
-    agent: str
-    think_ns: int
+    name: StrictStr
+    agent: StrictStr
+    think_ns: StrictInt
     ops: tuple[Op, ...]
 
     @property
@@ -126,8 +128,8 @@ class Step(BaseModel):
 class Script(BaseModel):
     model_config = _FROZEN
 
-    name: str
-    min_actor_memory: int  # bytes
+    name: StrictStr
+    min_actor_memory: StrictInt  # bytes
     steps: tuple[Step, ...]
 
     @property
@@ -179,10 +181,11 @@ def decode(text: str | bytes, source: str) -> Script:
 def _as_text(text: str | bytes, source: str) -> str:
     size = len(text)
     if size > MAX_SCRIPT_BYTES:
+        unit = "bytes" if isinstance(text, bytes) else "characters"
         raise ScriptError(
             source,
             "file",
-            f"{size} bytes is over the {MAX_SCRIPT_BYTES // 2**20} MiB limit for a script",
+            f"{size} {unit} is over the {MAX_SCRIPT_BYTES // 2**20} MiB limit for a script",
         )
     if isinstance(text, bytes):
         nul = text.find(b"\0")
@@ -657,6 +660,8 @@ def builtin_names() -> list[str]:
 
 def load_script(name_or_path: str) -> Script:
     """A built-in by name (`coding-session`), or a YAML file by path."""
+    if not name_or_path:
+        raise ScriptError("<empty>", "file", "no script name or path given")
     looks_like_path = "/" in name_or_path or name_or_path.endswith((".yaml", ".yml"))
     if not looks_like_path and name_or_path in builtin_names():
         return load_file(builtin_dir() / f"{name_or_path}.yaml")

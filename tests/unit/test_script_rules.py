@@ -522,3 +522,20 @@ def test_messages_are_one_line():
         validate(Script(name="t", min_actor_memory=1, steps=(step,)), "src\nfile")
     assert "\n" not in str(caught.value)
     assert 'step 1 ("a\\nb"): think must be > 0' in str(caught.value)
+
+
+def test_models_built_in_code_take_lists_and_stay_hashable():
+    script = Script(
+        name="t",
+        min_actor_memory=1,
+        steps=[Step(name="a", agent="x", think_ns=1, ops=[Op(kind="burn_cpu", millis=5)])],
+    )
+    assert isinstance(script.steps, tuple) and isinstance(script.steps[0].ops, tuple)
+    assert script.steps[0].ops[0].parallel == 1
+    assert len({script, script.model_copy()}) == 1
+
+
+def test_oversized_text_is_refused_before_parsing():
+    assert error_of("#" * (2**20 + 1)) == (
+        f"{SRC}: file: 1048577 characters is over the 1 MiB limit for a script"
+    )
