@@ -86,7 +86,8 @@ class ScriptError(AgentsessionError):
         self.source, self.where, self.detail, self.line = source, where, detail, line
         suffix = f" (line {line})" if line is not None and not where.startswith("line ") else ""
         message = f"{source}: {where}: {detail}{suffix}"
-        super().__init__(" ".join(message.split()) if "\n" in message else message)
+        one_line = len(message.splitlines()) <= 1
+        super().__init__(message if one_line else " ".join(message.split()))
 
 
 # Scalars are strict (no "5" → 5); sequences accept lists and are stored as tuples so that
@@ -105,7 +106,7 @@ class Op(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _one_means_default(cls, data: Any) -> Any:
+    def _parallel_defaults_to_one(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("kind") == "burn_cpu":
             if data.get("parallel") in (None, 0):
                 data = {**data, "parallel": 1}
@@ -139,6 +140,10 @@ class Script(BaseModel):
     @property
     def think_ns_per_lap(self) -> int:
         return sum(step.think_ns for step in self.steps)
+
+    @property
+    def think_seconds_per_lap(self) -> float:
+        return self.think_ns_per_lap / 1e9
 
 
 @dataclass(frozen=True)
