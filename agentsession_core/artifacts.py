@@ -121,6 +121,7 @@ class RunDir:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
+            os.fchmod(fd, 0o644)  # artifacts are for readers other than us (gates, uploaders)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()

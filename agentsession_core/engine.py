@@ -1,0 +1,158 @@
+"""The long-lived engine: one object that owns the sessions, the population and the
+recorder for a whole run, driven phase by phase (preflight → register → fill → hold … →
+stop → cleanup) so that load stays continuous while a caller (the CLI, a Prefect flow)
+cuts the hold into windows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from agentsession_core.errors import AgentsessionError
+from agentsession_core.ledger import ActorLedger
+from agentsession_core.params import RunParams
+from agentsession_core.population.base import Population
+from agentsession_core.population.closed import ClosedPopulation
+from agentsession_core.population.turnover import TurnoverPopulation
+from agentsession_core.population.turns import TurnsPopulation
+from agentsession_core.quantity import format_quantity
+from agentsession_core.recorder import Recorder
+from agentsession_core.script import Script
+from agentsession_core.session import RunContext, now_ns
+from agentsession_core.substrate.client import Substrate, Template
+from agentsession_core.substrate.errors import SubstrateError
+
+log = logging.getLogger("agentsession")
+
+POPULATIONS: dict[str, type[Population]] = {
+    "closed": ClosedPopulation,
+    "turnover": TurnoverPopulation,
+    "turns": TurnsPopulation,
+}
+
+
+class PreflightError(AgentsessionError):
+    """The run cannot start against this substrate; no actor was created."""
+
+
+class Engine:
+    def __init__(
+        self,
+        params: RunParams,
+        substrate: Substrate,
+        script: Script,
+        recorder: Recorder,
+        *,
+        atespace: str,
+    ) -> None:
+        self.params = params
+        self.substrate = substrate
+        self.script = script
+        self.recorder = recorder
+        self.ledger = ActorLedger(atespace)
+        self.ctx = RunContext(substrate, recorder, script, params, atespace, self.ledger)
+        self.population = POPULATIONS[params.population](self.ctx)
+        self.phase = "created"
+        self.template: Template | None = None
+        self.leaks: list[dict[str, str]] = []
+
+    # ------------------------------------------------------------------ phases
+    async def preflight(self) -> Template:
+        """SPEC §3.1: the template must hold the script. Also creates the atespace."""
+        self.phase = "preflight"
+        namespace, name = self.params.template_ref
+        where = f"substrate {self.params.substrate or 'local'}"
+        try:
+            template = await self.substrate.get_template(namespace, name)
+        except SubstrateError as exc:
+            raise PreflightError(f"{where}: GetTemplate {namespace}/{name}: {exc}") from None
+        need = self.script.min_actor_memory
+        limit = template.memory_limit_bytes
+        if limit is None:
+            log.warning(
+                "template %s/%s has no memory limit; script %s needs %s",
+                namespace, name, self.script.name, format_quantity(need),
+            )  # fmt: skip
+        elif limit < need:
+            raise PreflightError(
+                f"template {namespace}/{name} memory limit {format_quantity(limit)} is below "
+                f"script {self.script.name}'s min_actor_memory {format_quantity(need)}; "
+                f"use a template with at least {format_quantity(need)} (--template) "
+                "or a script that needs less"
+            )
+        try:
+            await self.substrate.ensure_atespace(self.ledger.atespace)
+        except SubstrateError as exc:
+            raise PreflightError(f"{where}: EnsureAtespace {self.ledger.atespace}: {exc}") from None
+        self.template = template
+        return template
+
+    async def register(self) -> None:
+        self.phase = "register"
+        await self.population.register()
+
+    async def fill(self) -> None:
+        self.phase = "fill"
+        await self.population.fill()
+        self.phase = "hold"
+
+    @property
+    def steady_start_ns(self) -> int | None:
+        return self.population.steady_start_ns
+
+    async def hold(
+        self,
+        seconds: float,
+        *,
+        level: float | None = None,
+        should_stop: Callable[[], str | None] | None = None,
+    ) -> tuple[int, int, str | None]:
+        """Keep the load running for `seconds` (at `level` × the base level when given).
+        `should_stop` is polled every 100 ms; a reason it returns ends the hold early.
+        Returns (start_ns, end_ns, reason or None)."""
+        self.phase = "hold"
+        if level is not None and level != self.population.level_multiplier:
+            log.info("level %.2fx", level)
+            self.population.set_level(level)
+        start = now_ns()
+        deadline = time.monotonic() + seconds
+        reason = None
+        while (left := deadline - time.monotonic()) > 0:
+            if self.ctx.stopping.is_set():
+                reason = "stopped"
+                break
+            if should_stop is not None and (reason := should_stop()):
+                break
+            await asyncio.sleep(min(0.1, left))
+        return start, now_ns(), reason
+
+    def sample(self) -> None:
+        """Once a second: the gauges (sessions by state, the turnover gauge)."""
+        rec = self.recorder
+        for state, n in self.population.states().items():
+            rec.gauge("sessions", {"state": state}, n)
+        if isinstance(self.population, TurnoverPopulation):
+            for state, n in self.population.gauge().items():
+                rec.gauge("turnover_sessions", {"state": state}, n)
+
+    async def stop(self) -> None:
+        if self.phase in ("stopping", "stopped"):
+            return
+        self.phase = "stopping"
+        await self.population.stop(self.params.stop_grace)
+        self.phase = "stopped"
+
+    async def cleanup(self) -> list[dict[str, str]]:
+        """Suspend and delete every actor the run created; returns what was left."""
+        await self.stop()
+        self.phase = "cleanup"
+        self.leaks = await self.ledger.cleanup(
+            self.substrate,
+            concurrency=self.params.cleanup_concurrency,
+            timeout=self.params.cleanup_timeout,
+        )
+        self.phase = "done"
+        return self.leaks

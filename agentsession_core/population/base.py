@@ -1,0 +1,109 @@
+"""What every population shares: the session table, spawning on an intended-time
+schedule, registration (SPEC §4.2) and a bounded stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Coroutine
+from typing import Any
+
+from agentsession_core.session import RunContext, Session, StepFailed, Stopped, now_ns, sleep_until
+
+log = logging.getLogger("agentsession")
+
+
+class Population:
+    """Base: subclasses implement register / fill / run and set_level."""
+
+    kind = "base"
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.sessions: list[Session] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.level_multiplier = 1.0
+        self.steady_start_ns: int | None = None
+
+    # ------------------------------------------------------------ phases
+    async def register(self) -> None:
+        """Create the sessions (and, where the population wants it, prime them)."""
+
+    async def fill(self) -> None:
+        """Bring the population to its steady state; marks steady_start_ns."""
+        self.steady_start_ns = now_ns()
+
+    def set_level(self, multiplier: float) -> None:
+        self.level_multiplier = multiplier
+
+    @property
+    def level(self) -> float:
+        return self.ctx.params.level * self.level_multiplier
+
+    # ------------------------------------------------------------ helpers
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("task %s failed: %r", task.get_name(), task.exception())
+
+    def new_session(self) -> Session:
+        session = Session(self.ctx, len(self.sessions))
+        self.sessions.append(session)
+        return session
+
+    def spawn_times(self, count: int, start_ns: int) -> list[int]:
+        """Intended start times at the spawn rate (open schedule)."""
+        step = 1e9 / self.ctx.params.spawn_rate
+        return [start_ns + int(i * step) for i in range(count)]
+
+    async def start_session(self, session: Session, intended_ns: int, *, register: bool) -> bool:
+        await sleep_until(intended_ns)
+        if self.ctx.stopping.is_set():
+            return False
+        try:
+            await session.start(intended_ns, register=register)
+            return True
+        except StepFailed as failed:
+            await session.handle(failed)
+            return session.created
+        except Stopped:
+            return False
+
+    async def register_all(self, *, prime: bool) -> None:
+        """SPEC §4.2 registration: every session's actor is created at the spawn rate,
+        runs step 1 as soon as it serves (prime) and is parked (booked *_Register); then
+        wait until registration has been quiet for registration_quiet seconds."""
+        params = self.ctx.params
+        sessions = [self.new_session() for _ in range(params.sessions)]
+        times = self.spawn_times(len(sessions), now_ns())
+        starts = zip(sessions, times, strict=True)
+        results = await asyncio.gather(
+            *(self.start_session(s, t, register=prime) for s, t in starts)
+        )
+        ok = sum(results)
+        log.info("registration: %d of %d sessions registered", ok, len(sessions))
+        # Registration is over when it has been quiet this long (or the run stops).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.ctx.stopping.wait(), params.registration_quiet)
+
+    def states(self) -> Counter[str]:
+        return Counter(s.state for s in self.sessions)
+
+    async def stop(self, grace: float) -> None:
+        """Stop guard: no new request after stop; in-flight work gets `grace` seconds, then
+        it is cancelled (booked as cancelled, not failed)."""
+        self.ctx.stopping.set()
+        tasks = list(self._tasks)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)

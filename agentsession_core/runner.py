@@ -1,0 +1,367 @@
+"""`agentsession run` end to end: target, artifacts, engine phases, cleanup, exit status.
+
+Order matters for "nothing is lost": the run directory and its log exist before the first
+call to the substrate; stats_history.csv and status.json are written every second while the
+load runs; whatever happens (failure, abort, SIGINT/SIGTERM), the engine stops, every actor
+the run created is deleted (or listed as leaked), the final stats are written, and the
+manifest is written last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import platform
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import agentsession_core
+from agentsession_core.artifacts import RunDir, redact
+from agentsession_core.engine import Engine, PreflightError
+from agentsession_core.errors import AgentsessionError
+from agentsession_core.params import RunParams
+from agentsession_core.population.turnover import TurnoverPopulation
+from agentsession_core.progress import Progress
+from agentsession_core.recorder import Recorder, Window
+from agentsession_core.script import Script, encode, load_script
+from agentsession_core.session import now_ns
+from agentsession_core.substrate.errors import SubstrateError
+from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.local.launcher import LocalSubstrate
+from agentsession_core.telemetry import GeneratorHealth, MetricsServer
+from agentsession_core.writers import (
+    HistoryWriter,
+    jsonl_row,
+    write_failures_csv,
+    write_stats_csv,
+    write_stats_jsonl,
+)
+
+log = logging.getLogger("agentsession")
+
+EXIT = {"completed": 0, "failed": 1, "refused": 1, "aborted": 1}
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+WATCHDOG_EVERY_S = 2.0
+WATCHDOG_MISSES = 5  # consecutive unanswered probes before the substrate counts as gone
+
+
+@dataclass
+class RunResult:
+    status: str
+    exit_code: int
+    run_dir: Path
+    reason: str | None = None
+    leaks: list[dict[str, str]] = field(default_factory=list)
+
+
+def run_blocking(params: RunParams, *, live: bool = False) -> RunResult:
+    """Run on a fresh event loop (uvloop when available)."""
+    try:
+        import uvloop
+
+        return uvloop.run(run(params, live=live))
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.run(run(params, live=live))
+
+
+@contextlib.asynccontextmanager
+async def target(params: RunParams, run_dir: RunDir) -> AsyncIterator[tuple[str, str | None]]:
+    """The substrate's (control, router) URLs; starts a local one when none is given."""
+    if params.substrate:
+        yield params.substrate, params.router
+        return
+    with tempfile.TemporaryDirectory(prefix="agentsession-store-") as store:
+        local = LocalSubstrate(
+            workers=params.local_workers, store=store, token=params.token,
+            log_path=run_dir.file("substrate.log"),
+        )  # fmt: skip
+        async with local:
+            log.info("local substrate on %s (%d workers)", local.url, params.local_workers)
+            yield local.url, None
+
+
+class Run:
+    """One run's state, so that the finally-path can write whatever was reached."""
+
+    def __init__(self, params: RunParams, live: bool) -> None:
+        self.params = params
+        self.live = live
+        self.started_unix = time.time()
+        self.status = "failed"
+        self.reason: str | None = None
+        self.signal: signal.Signals | None = None
+        self.engine: Engine | None = None
+        self.recorder = Recorder()
+        self.script: Script | None = None
+        self.run_dir = RunDir.create(params.out, params.name, params.tag, self.started_unix)
+        self.history = HistoryWriter(self.run_dir.file("stats_history.csv"))
+        self.atespace = params.atespace or f"{params.name}-{int(self.started_unix)}"
+
+    # ------------------------------------------------------------ main sequence
+    async def execute(self) -> RunResult:
+        handler = self.run_dir.log_handler()
+        log.addHandler(handler)
+        if log.level == logging.NOTSET or log.level > logging.INFO:
+            log.setLevel(logging.INFO)
+        self._install_signals()
+        try:
+            self.script = await asyncio.to_thread(load_script, self.params.script)
+            await asyncio.to_thread(self._write_start_files)
+            async with target(self.params, self.run_dir) as (control, router):
+                substrate = HttpSubstrate(
+                    control, router, token=self.params.token,
+                    control_timeout=self.params.request_timeout,
+                    router_timeout=self.params.request_timeout,
+                )  # fmt: skip
+                try:
+                    await self._drive(substrate)
+                finally:
+                    await substrate.aclose()
+        except AgentsessionError as exc:
+            self.status = "refused" if isinstance(exc, PreflightError) else "failed"
+            self.reason = str(exc)
+            log.error("%s", exc)
+        except Exception as exc:  # keep the artifacts; the traceback goes to logs.txt
+            self.status, self.reason = "failed", f"{type(exc).__name__}: {exc}"
+            log.exception("run failed")
+        finally:
+            self._remove_signals()
+            await asyncio.to_thread(self._write_final_files)
+            log.removeHandler(handler)
+            handler.close()
+        code = SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
+        leaks = self.engine.leaks if self.engine else []
+        return RunResult(self.status, code, self.run_dir.path, self.reason, leaks)
+
+    async def _drive(self, substrate: HttpSubstrate) -> None:
+        assert self.script is not None
+        engine = self.engine = Engine(
+            self.params, substrate, self.script, self.recorder, atespace=self.atespace
+        )
+        health = GeneratorHealth(self.recorder)
+        metrics = (
+            MetricsServer(self.recorder, self.params.metrics_port)
+            if self.params.metrics_port is not None else None
+        )  # fmt: skip
+        progress = Progress(engine, self.recorder, live=self.live)
+        watchdog = Watchdog(substrate, self.params)
+        await health.start()
+        if metrics:
+            await metrics.start()
+            log.info("metrics on %s", metrics.url)
+        reporter = asyncio.create_task(self._report_every_second(progress), name="reporter")
+        watch = asyncio.create_task(watchdog.run(), name="watchdog")
+        try:
+            await engine.preflight()
+            for phase in (engine.register, engine.fill):
+                if self._stop_reason(watchdog):
+                    break
+                await phase()
+            if not self._stop_reason(watchdog):
+                log.info("hold %.0fs", self.params.hold)
+                _, _, reason = await engine.hold(
+                    self.params.hold, should_stop=lambda: self._stop_reason(watchdog)
+                )
+                if reason is None:
+                    self.status = "completed"
+            self._settle(watchdog)
+        finally:
+            try:
+                await engine.cleanup()
+            finally:
+                watch.cancel()
+                reporter.cancel()
+                await asyncio.gather(watch, reporter, return_exceptions=True)
+                progress.close()
+                await health.stop()
+                if metrics:
+                    await metrics.stop()
+
+    def _stop_reason(self, watchdog: Watchdog) -> str | None:
+        if self.signal is not None:
+            return f"received {self.signal.name}"
+        return watchdog.failure
+
+    def _settle(self, watchdog: Watchdog) -> None:
+        if self.signal is not None:
+            self.status, self.reason = "cancelled", f"received {self.signal.name}"
+        elif watchdog.failure:
+            self.status, self.reason = "failed", watchdog.failure
+
+    async def _report_every_second(self, progress: Progress) -> None:
+        engine = self.engine
+        assert engine is not None
+        while True:
+            await asyncio.sleep(1.0)
+            engine.sample()
+            self.recorder.flush()
+            text = self.history.render_closed(self.recorder, len(engine.population.sessions))
+            status = self._status(final=False)
+            await asyncio.to_thread(self._write_progress, text, status)
+            progress.tick()
+
+    def _write_progress(self, history_text: str, status: dict[str, Any]) -> None:
+        self.history.append(history_text)
+        self.run_dir.write_json("status.json", status)
+
+    # ------------------------------------------------------------ signals
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in SIGNAL_EXIT:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _remove_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in SIGNAL_EXIT:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self.signal is None:
+            self.signal = signal.Signals(sig)
+            log.warning("received %s: stopping, cleaning up, writing artifacts", self.signal.name)
+            if self.engine is not None:
+                self.engine.ctx.stopping.set()
+
+    # ------------------------------------------------------------ artifacts
+    def _write_start_files(self) -> None:
+        assert self.script is not None
+        self.run_dir.write_json("campaign.json", self._campaign())
+        self.run_dir.write_text("script.yaml", encode(self.script))
+        self.run_dir.write_json("status.json", self._status(final=False))
+
+    def _campaign(self) -> dict[str, Any]:
+        return {
+            "params": redact(self.params.model_dump()),
+            "atespace": self.atespace,
+            "script": self.script.name if self.script else self.params.script,
+            "started_unix": self.started_unix,
+            "versions": {
+                "agentsession": agentsession_core.__version__,
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+            },
+        }
+
+    def _status(self, *, final: bool) -> dict[str, Any]:
+        engine = self.engine
+        status = self.status if final else "running"
+        return {
+            "status": status,
+            "exit_code": (SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(status, 1))
+            if final else None,
+            "phase": engine.phase if engine else "setup",
+            "stats_generated": final and engine is not None,
+            "abort_reason": self.reason,
+            "started_unix": self.started_unix,
+            "updated_unix": time.time(),
+            "atespace": self.atespace,
+            "actors_created": engine.ledger.created if engine else 0,
+            "actors_deleted": engine.ledger.deleted if engine else 0,
+            "leaked_actors": engine.leaks if engine else [],
+            "misconfigured": engine.ctx.misconfigured if engine else {},
+        }
+
+    def _write_final_files(self) -> None:
+        run_dir = self.run_dir
+        engine = self.engine
+        if engine is not None:
+            rec = self.recorder
+            rec.flush(now_ns() + 1_000_000_000)  # close the last open second
+            history = self.history.render_closed(rec, len(engine.population.sessions))
+            self.history.append(history)
+            whole = rec.window(self._run_start_ns(), now_ns() + 1_000_000_000)
+            tag, test = self.params.tag, self.params.name
+            write_stats_csv(run_dir.file("stats.csv"), whole)
+            write_failures_csv(run_dir.file("failures.csv"), whole)
+            write_stats_jsonl(
+                run_dir.file("stats.jsonl"), whole, tag=tag, test_name=test,
+                extra_rows=self._extra_rows(rec),
+            )  # fmt: skip
+        run_dir.write_json("status.json", self._status(final=True))
+        run_dir.write_manifest()
+
+    def _run_start_ns(self) -> int:
+        return self.recorder.mono_ns_of_second(self.recorder.first_second)
+
+    def _extra_rows(self, rec: Recorder) -> list[dict[str, Any]]:
+        engine = self.engine
+        if engine is None or not isinstance(engine.population, TurnoverPopulation):
+            return []
+        start = engine.population.turnover_start_ns
+        if start is None:
+            return []
+        window = rec.window(start, now_ns())
+        return [jsonl_row("turnover_window", turnover_measurements(window, engine),
+                          tag=self.params.tag, test_name=self.params.name)]  # fmt: skip
+
+
+def turnover_measurements(window: Window, engine: Engine) -> dict[str, Any]:
+    """The turnover phase only: per-request counts, failures and rates, achieved vs target."""
+    duration = window.duration_s or 1.0
+    wakes = window.row("turnover", "TimeToWake")
+    out: dict[str, Any] = {
+        "start_unix": window.start_s,
+        "end_unix": window.end_s,
+        "duration_s": window.duration_s,
+        "target_rps": engine.population.level,
+        "achieved_rps": wakes.count / duration,
+        "backlog": window.row("turnover", "Backlog").events,
+    }
+    for quantile_key, value in wakes.measurements(duration).items():
+        if quantile_key.startswith("p"):
+            out[f"time_to_wake_{quantile_key}"] = value
+    requests = failures = 0
+    for (kind, name), stats in sorted(window.rows.items()):
+        if kind == "generator" or not stats.count:
+            continue
+        requests += stats.count
+        failures += stats.failures
+        out[f"{kind}_{name}_count"] = stats.count
+        out[f"{kind}_{name}_failures"] = stats.failures
+        out[f"{kind}_{name}_rps"] = stats.count / duration
+    out.update(requests=requests, failures=failures, rps=requests / duration,
+               failure_ratio=failures / requests if requests else 0.0)  # fmt: skip
+    return out
+
+
+class Watchdog:
+    """Notices a substrate that stopped answering (killed, network gone) so the run fails
+    with that reason instead of hammering a corpse until the hold ends."""
+
+    def __init__(self, substrate: HttpSubstrate, params: RunParams) -> None:
+        self.substrate = substrate
+        self.params = params
+        self.failure: str | None = None
+
+    async def run(self) -> None:
+        misses = 0
+        namespace, name = self.params.template_ref
+        while self.failure is None:
+            await asyncio.sleep(WATCHDOG_EVERY_S)
+            try:
+                await asyncio.wait_for(self.substrate.get_template(namespace, name), 5.0)
+                misses = 0
+            except (SubstrateError, TimeoutError) as exc:
+                code = getattr(exc, "code", "TIMEOUT")
+                if code not in ("TRANSPORT", "TIMEOUT"):
+                    misses = 0
+                    continue
+                misses += 1
+                if misses >= WATCHDOG_MISSES:
+                    self.failure = (
+                        f"substrate unreachable for {misses * WATCHDOG_EVERY_S:.0f}s ({exc})"
+                    )
+                    log.error("%s", self.failure)
+
+
+async def run(params: RunParams, *, live: bool = False) -> RunResult:
+    return await Run(params, live).execute()

@@ -1,0 +1,374 @@
+"""One session's life (SPEC §3): start, think, wake, step, hibernate, classify, replace.
+
+A Session owns one actor and a cursor into the script. Populations decide *when* a session
+thinks, wakes or parks; the session decides *how*, books every request under its row with
+intended / sent / done times, and maps every failure to an action through FailureClass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from agentsession_core import ops
+from agentsession_core.ledger import ActorLedger
+from agentsession_core.pacing import stream, think_jitter
+from agentsession_core.params import RunParams
+from agentsession_core.substrate.client import Substrate
+from agentsession_core.substrate.errors import TIMEOUT, FailureClass, SubstrateError
+
+if TYPE_CHECKING:
+    from agentsession_core.recorder import Recorder, Row
+    from agentsession_core.script import Script, Step
+
+log = logging.getLogger("agentsession")
+T = TypeVar("T")
+
+REPLACE_AFTER = 3  # consecutive counted failures before an actor is replaced
+FIRST_TOUCH_DEADLINE = 120.0  # seconds a new actor gets to start serving
+RETRY_BACKOFF_NS = 100_000_000  # a failed turn waits this long on top of its think
+
+HIBERNATE_ROW = {"suspend": "SuspendActor", "suspend-async": "SuspendActorAsync",
+                 "pause": "PauseActor"}  # fmt: skip
+
+
+def now_ns() -> int:
+    return time.monotonic_ns()
+
+
+async def sleep_until(deadline_ns: int) -> None:
+    delay = (deadline_ns - time.monotonic_ns()) / 1e9
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+@dataclass
+class RunContext:
+    """What every session of one run shares."""
+
+    substrate: Substrate
+    recorder: Recorder
+    script: Script
+    params: RunParams
+    atespace: str
+    ledger: ActorLedger
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    misconfigured: dict[str, str] = field(default_factory=dict)  # code -> first message
+
+    def surface(self, exc: SubstrateError, where: str) -> None:
+        """INVALID_ARGUMENT / UNAUTHENTICATED mean the run itself is wrong: say so loudly,
+        once per code, and keep it for status.json."""
+        if exc.code not in self.misconfigured:
+            self.misconfigured[exc.code] = f"{where}: {exc}"
+            log.error("MISCONFIGURED run: %s: %s", where, exc)
+
+
+class Stopped(Exception):
+    """The run is stopping: the session starts no new request."""
+
+
+class StepFailed(Exception):
+    """A request of a turn failed; carries the substrate error and where it happened."""
+
+    def __init__(self, error: SubstrateError, where: str) -> None:
+        super().__init__(f"{where}: {error}")
+        self.error = error
+        self.where = where
+
+
+class Session:
+    def __init__(self, ctx: RunContext, sid: int) -> None:
+        self.ctx = ctx
+        self.id = sid
+        self.generation = 0
+        self.actor = f"agent-{sid}"
+        self.cursor = 0
+        self.failures_in_a_row = 0
+        self.awake = False
+        self.created = False
+        self.needs_hibernate = False
+        self.ready_ns = now_ns()  # when the current think started
+        self.state = "new"  # for the sessions-by-state gauge
+        seed = ctx.params.seed
+        self.think_rng = stream(seed, "session", sid, "think")
+        self.payload_rng = stream(seed, "session", sid, "payload")
+        rec = ctx.recorder
+        self._row_cache: dict[tuple[str, str], Row] = {}
+        self._rec = rec
+
+    # ---------------------------------------------------------------- booking
+    def row(self, kind: str, name: str) -> Row:
+        key = (kind, name)
+        row = self._row_cache.get(key)
+        if row is None:
+            row = self._row_cache[key] = self._rec.row(kind, name)
+        return row
+
+    async def _booked(
+        self, kind: str, name: str, intended_ns: int, call: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run one request and book it under (kind, name) from its intended time."""
+        row = self.row(kind, name)
+        sent = now_ns()
+        try:
+            result = await call()
+        except SubstrateError as exc:
+            row.fail(intended_ns, sent, now_ns(), exc.code)
+            raise
+        except TimeoutError:
+            row.fail(intended_ns, sent, now_ns(), TIMEOUT)
+            raise SubstrateError(TIMEOUT, f"{name} timed out", from_router=False) from None
+        except asyncio.CancelledError:
+            row.cancelled(intended_ns, now_ns())
+            raise
+        nbytes = result if isinstance(result, int) else 0
+        row.ok(intended_ns, sent, now_ns(), nbytes)
+        return result
+
+    # ---------------------------------------------------------------- the think gap
+    def next_step(self) -> Step:
+        return self.ctx.script.steps[self.cursor]
+
+    def think_ns(self, step: Step) -> int:
+        seconds = step.think_seconds * self.ctx.params.think_scale * think_jitter(self.think_rng)
+        return int(seconds * 1e9)
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self, intended_ns: int, *, register: bool = False) -> None:
+        """CreateActor, first touch until it serves, then (registration) step 1, then
+        hibernate, so every later step starts from a hibernated actor."""
+        ctx = self.ctx
+        namespace, template = ctx.params.template_ref
+        self.state = "starting"
+        try:
+            await self._booked(
+                "control", "CreateActor", intended_ns,
+                lambda: ctx.substrate.create_actor(ctx.atespace, self.actor, namespace, template),
+            )  # fmt: skip
+        except SubstrateError as exc:
+            raise StepFailed(exc, f"{self.actor}: CreateActor") from None
+        ctx.ledger.created_actor(self.actor)
+        self.created = True
+        await self._first_touch()
+        self.awake = True
+        if register:
+            await self.run_step(now_ns())
+        await self.hibernate(register=register)
+
+    async def _first_touch(self) -> None:
+        deadline = time.monotonic() + FIRST_TOUCH_DEADLINE
+        intended = now_ns()
+        while True:
+            try:
+                await self._booked("http", "FirstTouch", intended, self._ping)
+                return
+            except SubstrateError as exc:
+                if exc.failure_class is not FailureClass.RETRY_LATER or time.monotonic() > deadline:
+                    raise StepFailed(exc, f"{self.actor}: first touch") from None
+            await asyncio.sleep(0.2)
+
+    async def _ping(self) -> int:
+        ctx = self.ctx
+        response = await ctx.substrate.request(
+            ctx.atespace, self.actor, "ping", json={"message": "wake"},
+            timeout=ctx.params.request_timeout,
+        )  # fmt: skip
+        return len(response.body)
+
+    async def hibernate(self, *, register: bool = False, intended_ns: int | None = None) -> bool:
+        """Park the actor per lifecycle mode; a failure leaves needs_hibernate set so the next
+        turn re-drives it before anything else. Returns True when the actor is parked."""
+        ctx = self.ctx
+        mode = ctx.params.lifecycle_mode
+        if mode == "none":
+            self.ready_ns = now_ns()
+            return False
+        name = HIBERNATE_ROW[mode] + ("_Register" if register else "")
+        substrate, a, n = ctx.substrate, ctx.atespace, self.actor
+        self.state = "hibernating"
+
+        async def call() -> None:
+            if mode == "pause":
+                await substrate.pause_actor(a, n)
+            else:
+                await substrate.suspend_actor(a, n, wait=mode == "suspend")
+
+        try:
+            await self._booked("control", name, intended_ns or now_ns(), call)
+        except SubstrateError as exc:
+            self.needs_hibernate = True
+            self.state = "idle"
+            self._note_failure(exc, f"{n}: {name}")
+            self.ready_ns = now_ns()
+            return False
+        self.needs_hibernate = False
+        self.awake = False
+        self.state = "parked"
+        self.ready_ns = now_ns()
+        return True
+
+    async def resume(self, intended_ns: int) -> None:
+        ctx = self.ctx
+        try:
+            await self._booked(
+                "control", "ResumeActor", intended_ns,
+                lambda: ctx.substrate.resume_actor(ctx.atespace, self.actor),
+            )  # fmt: skip
+        except SubstrateError as exc:
+            if exc.crashed:
+                self.row("actor", "CrashCount").event(now_ns())
+            raise StepFailed(exc, f"{self.actor}: ResumeActor") from None
+
+    async def wake(
+        self, intended_ns: int, *, first_touch: bool = True, time_to_wake: bool = False
+    ) -> None:
+        """Wake the actor: ResumeActor first in explicit mode, then the probe request.
+        WakeFirstTouch runs from the probe's intended time (the end of the think, or the end
+        of ResumeActor); TimeToWake runs from `intended_ns` (a turnover tick) to the answer."""
+        if self.ctx.stopping.is_set():
+            raise Stopped
+        self.state = "waking"
+        probe_intended = intended_ns
+        if self.ctx.params.resume_mode == "explicit" and self.ctx.params.lifecycle_mode != "none":
+            await self.resume(intended_ns)
+            probe_intended = now_ns()
+        rows = []
+        if first_touch:
+            rows.append((self.row("http", "WakeFirstTouch"), probe_intended))
+        if time_to_wake:
+            rows.append((self.row("turnover", "TimeToWake"), intended_ns))
+        sent = now_ns()
+        try:
+            nbytes = await self._ping()
+        except SubstrateError as exc:
+            for row, intended in rows:
+                row.fail(intended, sent, now_ns(), exc.code)
+            if exc.crashed:
+                self.row("actor", "CrashCount").event(now_ns())
+            self.state = "parked"
+            raise StepFailed(exc, f"{self.actor}: wake probe") from None
+        except asyncio.CancelledError:
+            for row, intended in rows:
+                row.cancelled(intended, now_ns())
+            raise
+        done = now_ns()
+        for row, intended in rows:
+            row.ok(intended, sent, done, nbytes)
+        self.awake = True
+        self.state = "idle"
+
+    async def run_step(self, intended_ns: int) -> None:
+        """The ops of the step under the cursor, booked together as Step_<name>; the first
+        failing op ends the step. The cursor advances only when the step succeeds."""
+        ctx = self.ctx
+        step = self.next_step()
+        row = self.row("http", f"Step_{step.name}")
+        sent = now_ns()
+        nbytes = 0
+        self.state = "stepping"
+        for index, op in enumerate(step.ops, start=1):
+            if ctx.stopping.is_set():
+                # Stop guard: after stop no new request starts.
+                row.cancelled(intended_ns, now_ns())
+                raise Stopped
+            try:
+                nbytes += await ops.perform(
+                    ctx.substrate, ctx.atespace, self.actor, op, self.payload_rng,
+                    ctx.params.request_timeout,
+                )  # fmt: skip
+            except SubstrateError as exc:
+                row.fail(intended_ns, sent, now_ns(), f"op {index} {op.kind}: {exc.code}")
+                where = f"{self.actor}: step {step.name}: op {index} {op.kind}"
+                raise StepFailed(exc, where) from None
+            except TimeoutError:
+                row.fail(intended_ns, sent, now_ns(), f"op {index} {op.kind}: {TIMEOUT}")
+                err = SubstrateError(TIMEOUT, "request timed out", from_router=False)
+                raise StepFailed(err, f"{self.actor}: step {step.name}: op {index}") from None
+            except asyncio.CancelledError:
+                row.cancelled(intended_ns, now_ns())
+                raise
+        row.ok(intended_ns, sent, now_ns(), nbytes)
+        self.state = "idle"
+        self.cursor = (self.cursor + 1) % len(ctx.script.steps)
+        self.failures_in_a_row = 0
+
+    # ---------------------------------------------------------------- one closed-loop turn
+    async def think_and_step(self) -> None:
+        """think → (re-drive a failed hibernate) → wake → step → hibernate."""
+        if self.needs_hibernate:
+            await self.hibernate()
+        step = self.next_step()
+        intended = self.ready_ns + self.think_ns(step)
+        self.state = "thinking"
+        await sleep_until(intended)
+        if self.ctx.stopping.is_set():
+            return
+        try:
+            if self.ctx.params.lifecycle_mode == "none":
+                await self.run_step(intended)
+            else:
+                await self.wake(intended)
+                await self.run_step(now_ns())
+        except StepFailed as failed:
+            await self.handle(failed)
+            return
+        await self.hibernate()
+
+    async def handle(self, failed: StepFailed) -> None:
+        """SPEC §3.4: what a failure makes the session do next."""
+        action = self._note_failure(failed.error, failed.where)
+        if action is FailureClass.REPLACE or self.failures_in_a_row >= REPLACE_AFTER:
+            await self.replace()
+        elif self.awake or self.ctx.params.lifecycle_mode == "none":
+            await self.hibernate()
+        else:
+            self.ready_ns = now_ns() + RETRY_BACKOFF_NS
+
+    def _note_failure(self, exc: SubstrateError, where: str) -> FailureClass:
+        action = exc.failure_class
+        if action is FailureClass.MISCONFIGURED:
+            self.ctx.surface(exc, where)
+        elif action is FailureClass.COUNT:
+            self.failures_in_a_row += 1
+        if action is not FailureClass.RETRY_LATER:
+            log.warning("%s (%s)", where, exc)
+        return action
+
+    async def replace(self) -> None:
+        """SuspendActor + DeleteActor the old actor (booked as DeleteActor), then a fresh
+        session at step 1 on a new actor."""
+        ctx = self.ctx
+        old = self.actor
+
+        async def remove() -> None:
+            try:
+                await ctx.substrate.suspend_actor(ctx.atespace, old)
+            except SubstrateError:
+                pass
+            try:
+                await ctx.substrate.delete_actor(ctx.atespace, old)
+            except SubstrateError as exc:
+                if exc.code not in ("NOT_FOUND", "ACTOR_NOT_FOUND"):
+                    raise
+
+        try:
+            await self._booked("control", "DeleteActor", now_ns(), remove)
+            ctx.ledger.deleted_actor(old)
+        except SubstrateError as exc:
+            log.warning("%s: delete on replace failed (%s); cleanup retries it", old, exc)
+        self.generation += 1
+        self.actor = f"agent-{self.id}-r{self.generation}"
+        self.cursor = 0
+        self.failures_in_a_row = 0
+        self.awake = False
+        self.needs_hibernate = False
+        log.info("%s replaced by %s", old, self.actor)
+        try:
+            await self.start(now_ns())
+        except StepFailed as failed:
+            self._note_failure(failed.error, failed.where)
+            self.ready_ns = now_ns() + RETRY_BACKOFF_NS
