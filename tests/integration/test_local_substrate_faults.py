@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 
 import orjson
@@ -159,3 +160,22 @@ def test_sigterm_stops_workers_and_keeps_the_store(tmp_path) -> None:
     assert (latest / "ram" / "m").stat().st_size == 300_000
     assert (latest / "files" / "f").stat().st_size == 200_000
     assert not [p for p in store.iterdir() if p.name.startswith(".runtime")]
+
+
+def test_workers_exit_when_the_server_is_killed(tmp_path) -> None:
+    proc = LocalSubstrateProcess(workers=2, store=tmp_path / "s")
+    proc.start()
+    pids = [w["pid"] for w in proc.debug_workers()["workers"]]
+    proc.kill()  # SIGKILL: no cleanup runs in the server
+
+    def gone(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    deadline = time.monotonic() + 20
+    while not all(gone(p) for p in pids):
+        assert time.monotonic() < deadline, "workers outlived their server"
+        time.sleep(0.05)
+    proc.stop()
