@@ -17,7 +17,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,11 +88,23 @@ async def target(params: RunParams, run_dir: RunDir) -> AsyncIterator[tuple[str,
 
 
 class Run:
-    """One run's state, so that the finally-path can write whatever was reached."""
+    """One run, driven phase by phase; usable as `async with Run(params) as run:`.
 
-    def __init__(self, params: RunParams, live: bool) -> None:
+    Entering opens the run directory and its log, starts the target (a local substrate when
+    none is given), the engine, generator health, /metrics, the per-second reporter and the
+    substrate watchdog. The body calls preflight / register / fill / hold (the CLI once, a
+    campaign flow once per window). Leaving always stops the load, deletes every actor the
+    run created, writes the final stats, runs the `finalizers` (a campaign adds windows,
+    gate and report there) and writes the manifest last. An AgentsessionError or other
+    Exception from the body is recorded in status.json and not re-raised: `result` says it.
+    """
+
+    def __init__(
+        self, params: RunParams, *, live: bool = False, handle_signals: bool = True
+    ) -> None:
         self.params = params
         self.live = live
+        self.handle_signals = handle_signals
         self.started_unix = time.time()
         self.status = "failed"
         self.reason: str | None = None
@@ -103,101 +115,145 @@ class Run:
         self.run_dir = RunDir.create(params.out, params.name, params.tag, self.started_unix)
         self.history = HistoryWriter(self.run_dir.file("stats_history.csv"))
         self.atespace = params.atespace or f"{params.name}-{int(self.started_unix)}"
+        self.extra_rows: list[dict[str, Any]] = []  # more stats.jsonl rows (step_window …)
+        self.finalizers: list[Callable[[Run], None]] = []  # run in a thread before the manifest
+        self.result: RunResult | None = None
+        self._stack = contextlib.AsyncExitStack()
+        self._watchdog: Watchdog | None = None
 
-    # ------------------------------------------------------------ main sequence
-    async def execute(self) -> RunResult:
+    # ------------------------------------------------------------ enter / leave
+    async def __aenter__(self) -> Run:
         handler = self.run_dir.log_handler()
         log.addHandler(handler)
         if log.level == logging.NOTSET or log.level > logging.INFO:
             log.setLevel(logging.INFO)
-        self._install_signals()
+        self._stack.callback(handler.close)
+        self._stack.callback(log.removeHandler, handler)
+        if self.handle_signals:
+            self._install_signals()
+            self._stack.callback(self._remove_signals)
         try:
-            self.script = await asyncio.to_thread(load_script, self.params.script)
-            await asyncio.to_thread(self._write_start_files)
-            async with target(self.params, self.run_dir) as (control, router):
-                substrate = HttpSubstrate(
-                    control, router, token=self.params.token,
-                    control_timeout=self.params.request_timeout,
-                    router_timeout=self.params.request_timeout,
-                )  # fmt: skip
-                try:
-                    await self._drive(substrate)
-                finally:
-                    await substrate.aclose()
-        except AgentsessionError as exc:
-            self.status = "refused" if isinstance(exc, PreflightError) else "failed"
-            self.reason = str(exc)
-            log.error("%s", exc)
-        except Exception as exc:  # keep the artifacts; the traceback goes to logs.txt
-            self.status, self.reason = "failed", f"{type(exc).__name__}: {exc}"
-            log.exception("run failed")
-        finally:
-            self._remove_signals()
-            await asyncio.to_thread(self._write_final_files)
-            log.removeHandler(handler)
-            handler.close()
-        code = SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
-        leaks = self.engine.leaks if self.engine else []
-        return RunResult(self.status, code, self.run_dir.path, self.reason, leaks)
+            await self._open()
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
 
-    async def _drive(self, substrate: HttpSubstrate) -> None:
-        assert self.script is not None
+    async def _open(self) -> None:
+        self.script = await asyncio.to_thread(load_script, self.params.script)
+        await asyncio.to_thread(self._write_start_files)
+        control, router = await self._stack.enter_async_context(target(self.params, self.run_dir))
+        substrate = HttpSubstrate(
+            control, router, token=self.params.token,
+            control_timeout=self.params.request_timeout,
+            router_timeout=self.params.request_timeout,
+        )  # fmt: skip
+        self._stack.push_async_callback(substrate.aclose)
         engine = self.engine = Engine(
             self.params, substrate, self.script, self.recorder, atespace=self.atespace
         )
         health = GeneratorHealth(self.recorder)
-        metrics = (
-            MetricsServer(self.recorder, self.params.metrics_port)
-            if self.params.metrics_port is not None else None
-        )  # fmt: skip
-        progress = Progress(engine, self.recorder, live=self.live)
-        watchdog = Watchdog(substrate, self.params)
         await health.start()
-        if metrics:
+        self._stack.push_async_callback(health.stop)
+        if self.params.metrics_port is not None:
+            metrics = MetricsServer(self.recorder, self.params.metrics_port)
             await metrics.start()
+            self._stack.push_async_callback(metrics.stop)
             log.info("metrics on %s", metrics.url)
-        reporter = asyncio.create_task(self._report_every_second(progress), name="reporter")
-        watch = asyncio.create_task(watchdog.run(), name="watchdog")
-        try:
-            await engine.preflight()
-            for phase in (engine.register, engine.fill):
-                if self._stop_reason(watchdog):
-                    break
-                await phase()
-            if not self._stop_reason(watchdog):
-                log.info("hold %.0fs", self.params.hold)
-                _, _, reason = await engine.hold(
-                    self.params.hold, should_stop=lambda: self._stop_reason(watchdog)
-                )
-                if reason is None:
-                    self.status = "completed"
-            self._settle(watchdog)
-        finally:
-            try:
-                await engine.cleanup()
-            finally:
-                watch.cancel()
-                reporter.cancel()
-                await asyncio.gather(watch, reporter, return_exceptions=True)
-                progress.close()
-                await health.stop()
-                if metrics:
-                    await metrics.stop()
+        self.health = health
+        progress = Progress(engine, self.recorder, live=self.live)
+        self._stack.callback(progress.close)
+        self._watchdog = Watchdog(substrate, self.params)
+        self._background(self._watchdog.run(), "watchdog")
+        self._background(self._report_every_second(progress), "reporter")
+        # Registered last, so it runs first on the way out: stop load, delete actors.
+        self._stack.push_async_callback(engine.cleanup)
 
-    def _stop_reason(self, watchdog: Watchdog) -> str | None:
+    def _background(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+
+        async def cancel() -> None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        self._stack.push_async_callback(cancel)
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if isinstance(exc, AgentsessionError):
+            self.status = "refused" if isinstance(exc, PreflightError) else "failed"
+            self.reason = str(exc)
+            log.error("%s", exc)
+        elif isinstance(exc, Exception):
+            self.status, self.reason = "failed", f"{type(exc).__name__}: {exc}"
+            log.error("run failed", exc_info=exc)
+        elif exc is not None:  # cancelled from outside (task cancel, KeyboardInterrupt)
+            self.status, self.reason = "cancelled", f"{type(exc).__name__}"
+        self._settle()
+        try:
+            await self._stack.aclose()
+        except Exception as cleanup_exc:
+            log.error("cleanup failed", exc_info=cleanup_exc)
+            if self.status == "completed":
+                self.status, self.reason = "failed", f"cleanup failed: {cleanup_exc}"
+        finally:
+            await asyncio.to_thread(self._write_final_files)
+        code = SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
+        leaks = self.engine.leaks if self.engine else []
+        self.result = RunResult(self.status, code, self.run_dir.path, self.reason, leaks)
+        return isinstance(exc, Exception)
+
+    # ------------------------------------------------------------ phases
+    def _engine(self) -> Engine:
+        if self.engine is None:
+            raise RuntimeError("Run used outside `async with`")
+        return self.engine
+
+    async def preflight(self) -> None:
+        await self._engine().preflight()
+
+    async def register(self) -> None:
+        if not self.stop_reason():
+            await self._engine().register()
+
+    async def fill(self) -> None:
+        if not self.stop_reason():
+            await self._engine().fill()
+
+    async def hold(
+        self,
+        seconds: float,
+        *,
+        level: float | None = None,
+        should_stop: Callable[[], str | None] | None = None,
+    ) -> tuple[int, int, str | None]:
+        """Hold the load; ends early on a signal, a dead substrate or `should_stop`."""
+
+        def stop() -> str | None:
+            return self.stop_reason() or (should_stop() if should_stop else None)
+
+        if (reason := stop()) is not None:
+            return now_ns(), now_ns(), reason
+        return await self._engine().hold(seconds, level=level, should_stop=stop)
+
+    def stop_reason(self) -> str | None:
         if self.signal is not None:
             return f"received {self.signal.name}"
-        return watchdog.failure
+        return self._watchdog.failure if self._watchdog else None
 
-    def _settle(self, watchdog: Watchdog) -> None:
+    def finish(self, status: str = "completed", reason: str | None = None) -> None:
+        """The body reached its end: record how (signals and a dead substrate still win)."""
+        self.status, self.reason = status, reason
+        self._settle()
+
+    def _settle(self) -> None:
         if self.signal is not None:
             self.status, self.reason = "cancelled", f"received {self.signal.name}"
-        elif watchdog.failure:
-            self.status, self.reason = "failed", watchdog.failure
+        elif self._watchdog is not None and self._watchdog.failure:
+            self.status, self.reason = "failed", self._watchdog.failure
 
+    # ------------------------------------------------------------ every second
     async def _report_every_second(self, progress: Progress) -> None:
-        engine = self.engine
-        assert engine is not None
+        engine = self._engine()
         while True:
             await asyncio.sleep(1.0)
             engine.sample()
@@ -284,15 +340,20 @@ class Run:
             write_failures_csv(run_dir.file("failures.csv"), whole)
             write_stats_jsonl(
                 run_dir.file("stats.jsonl"), whole, tag=tag, test_name=test,
-                extra_rows=self._extra_rows(rec),
+                extra_rows=[*self._turnover_rows(rec), *self.extra_rows],
             )  # fmt: skip
+        for finalize in self.finalizers:
+            try:
+                finalize(self)
+            except Exception:
+                log.exception("finalizer failed")
         run_dir.write_json("status.json", self._status(final=True))
         run_dir.write_manifest()
 
     def _run_start_ns(self) -> int:
         return self.recorder.mono_ns_of_second(self.recorder.first_second)
 
-    def _extra_rows(self, rec: Recorder) -> list[dict[str, Any]]:
+    def _turnover_rows(self, rec: Recorder) -> list[dict[str, Any]]:
         engine = self.engine
         if engine is None or not isinstance(engine.population, TurnoverPopulation):
             return []
@@ -364,4 +425,14 @@ class Watchdog:
 
 
 async def run(params: RunParams, *, live: bool = False) -> RunResult:
-    return await Run(params, live).execute()
+    """The CLI's run: start-up, then one hold of params.hold seconds."""
+    run = Run(params, live=live)
+    async with run:
+        await run.preflight()
+        await run.register()
+        await run.fill()
+        log.info("hold %.0fs", params.hold)
+        _, _, reason = await run.hold(params.hold)
+        run.finish("completed" if reason is None else "failed", reason)
+    assert run.result is not None
+    return run.result

@@ -65,6 +65,7 @@ def _handle(args: argparse.Namespace) -> int:
     import os
 
     from agentsession_core.runner import run_blocking
+    from agentsession_core.script import load_script
 
     values = {
         k: v
@@ -78,6 +79,8 @@ def _handle(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"agentsession run: {exc}", file=sys.stderr)
         return 2
+    # A broken script is refused before anything exists (no run directory, no actor).
+    load_script(params.script)
     live = args.progress == "live" or (args.progress == "auto" and sys.stderr.isatty())
     _log_to_stderr(quiet=live)
     result = run_blocking(params, live=live)
