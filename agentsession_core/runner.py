@@ -39,6 +39,7 @@ from agentsession_core.telemetry import GeneratorHealth, MetricsServer
 from agentsession_core.writers import (
     HistoryWriter,
     jsonl_row,
+    render_jsonl,
     write_failures_csv,
     write_stats_csv,
     write_stats_jsonl,
@@ -336,6 +337,10 @@ class Run:
             self.history.append(history)
             whole = rec.window(self._run_start_ns(), now_ns() + 1_000_000_000)
             tag, test = self.params.tag, self.params.name
+            run_dir.write_text("gauges.jsonl", render_jsonl(
+                {"t": t, "name": name, "labels": labels, "value": value}
+                for t, labels, name, value in whole.gauges
+            ))  # fmt: skip
             write_stats_csv(run_dir.file("stats.csv"), whole)
             write_failures_csv(run_dir.file("failures.csv"), whole)
             write_stats_jsonl(
