@@ -58,6 +58,24 @@ class RunContext:
     ledger: ActorLedger
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     misconfigured: dict[str, str] = field(default_factory=dict)  # code -> first message
+    # Opt-in record of the schedule drawn from the seeded streams, as (what, session id,
+    # nanoseconds): think gaps and turn arrivals (offset from the steady start). None in
+    # normal runs, so the hot path pays one `is None` test.
+    intended_log: list[tuple[str, int, int]] | None = None
+
+    async def wait_until(self, deadline_ns: int) -> bool:
+        """Sleep until `deadline_ns` unless the run stops first; True when the deadline was
+        reached. A think or an arrival gap can be minutes long, and stop must not wait it out."""
+        delay = (deadline_ns - time.monotonic_ns()) / 1e9
+        if self.stopping.is_set():
+            return False
+        if delay <= 0:
+            return True
+        try:
+            await asyncio.wait_for(self.stopping.wait(), delay)
+        except TimeoutError:
+            return True
+        return False
 
     def surface(self, exc: SubstrateError, where: str) -> None:
         """INVALID_ARGUMENT / UNAUTHENTICATED mean the run itself is wrong: say so loudly,
@@ -135,7 +153,10 @@ class Session:
 
     def think_ns(self, step: Step) -> int:
         seconds = step.think_seconds * self.ctx.params.think_scale * think_jitter(self.think_rng)
-        return int(seconds * 1e9)
+        gap = int(seconds * 1e9)
+        if self.ctx.intended_log is not None:
+            self.ctx.intended_log.append(("think", self.id, gap))
+        return gap
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self, intended_ns: int, *, register: bool = False) -> None:
@@ -304,8 +325,7 @@ class Session:
         step = self.next_step()
         intended = self.ready_ns + self.think_ns(step)
         self.state = "thinking"
-        await sleep_until(intended)
-        if self.ctx.stopping.is_set():
+        if not await self.ctx.wait_until(intended):
             return
         try:
             if self.ctx.params.lifecycle_mode == "none":
