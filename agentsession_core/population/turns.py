@@ -13,7 +13,7 @@ import logging
 
 from agentsession_core.pacing import stream
 from agentsession_core.population.base import Population
-from agentsession_core.session import Session, StepFailed, Stopped, now_ns, sleep_until
+from agentsession_core.session import Session, StepFailed, Stopped, now_ns
 
 log = logging.getLogger("agentsession")
 
@@ -43,8 +43,9 @@ class TurnsPopulation(Population):
         while not self.ctx.stopping.is_set():
             rate_per_s = self.level / 3600.0
             intended += int(arrivals.expovariate(rate_per_s) * 1e9)
-            await sleep_until(intended)
-            if self.ctx.stopping.is_set():
+            if self.ctx.intended_log is not None:
+                self.ctx.intended_log.append(("arrival", session.id, intended - start_ns))
+            if not await self.ctx.wait_until(intended):
                 return
             self.arrivals.append(intended)
             self.turns_started += 1
@@ -60,10 +61,13 @@ class TurnsPopulation(Population):
                 await session.hibernate()
             if self.ctx.params.lifecycle_mode != "none":
                 await session.wake(intended_ns)
-            await session.run_step(now_ns())
+                await session.run_step(now_ns())
+            else:
+                # No wake probe to carry the arrival's intended time: the step does, so a
+                # turn that starts late still shows its lag.
+                await session.run_step(intended_ns)
         except StepFailed as failed:
             await session.handle(failed)
             return
-        await sleep_until(intended_ns + length_ns)
-        if not self.ctx.stopping.is_set():
+        if await self.ctx.wait_until(intended_ns + length_ns):
             await session.hibernate()
