@@ -365,7 +365,11 @@ class Run:
         start = engine.population.turnover_start_ns
         if start is None:
             return []
-        window = rec.window(start, now_ns())
+        # Whole seconds of turnover only: the first second starts after the fill's own
+        # wakes, the last ends when the load stopped (not after cleanup), so achieved_rps
+        # is swaps over the time they were asked for.
+        end = engine.population.stopped_ns or now_ns()
+        window = rec.window(start + 999_999_999, max(end, start + 999_999_999))
         return [jsonl_row("turnover_window", turnover_measurements(window, engine),
                           tag=self.params.tag, test_name=self.params.name)]  # fmt: skip
 

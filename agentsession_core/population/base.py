@@ -26,6 +26,7 @@ class Population:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.level_multiplier = 1.0
         self.steady_start_ns: int | None = None
+        self.stopped_ns: int | None = None  # when stop began: the end of the load
 
     # ------------------------------------------------------------ phases
     async def register(self) -> None:
@@ -100,6 +101,8 @@ class Population:
     async def stop(self, grace: float) -> None:
         """Stop guard: no new request after stop; in-flight work gets `grace` seconds, then
         it is cancelled (booked as cancelled, not failed)."""
+        if self.stopped_ns is None:
+            self.stopped_ns = now_ns()
         self.ctx.stopping.set()
         tasks = list(self._tasks)
         if tasks:
