@@ -1,0 +1,307 @@
+"""The generators bench/run.py starts, one process each (pinned with taskset by run.py).
+Each mode prints one JSON line on stdout and exits.
+
+  raw          aiohttp + uvloop, C workers POSTing /ping in a loop, no bookkeeping (ceiling)
+  rawfast      the same loop over FastRouterClient (the lean client's own ceiling)
+  throughput   agentsession: closed population, C zero-think one-ping sessions,
+               lifecycle none, booked by the real Recorder (flushed every second)
+  accuracy     agentsession: an open-loop turns population (RATE turns/s spread over S
+               sessions, Poisson per session), start lag and achieved vs intended
+  density      agentsession: S sessions registered and parked (turns, lifecycle none,
+               no turn due), resident memory per session via psutil
+
+Only the router path is measured. Registration (CreateActor, first touch) of the big
+populations goes through the lean client for the control calls too (BenchSubstrate), so
+20k-100k actors register in seconds instead of minutes through httpx; none of it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import psutil
+import uvloop
+
+from agentsession_core.engine import Engine
+from agentsession_core.params import RunParams
+from agentsession_core.population.turns import TurnsPopulation
+from agentsession_core.recorder import Recorder
+from agentsession_core.script import load_script
+from agentsession_core.session import Session, StepFailed, now_ns, sleep_until
+from agentsession_core.substrate.errors import BAD_BODY, SubstrateError
+from agentsession_core.substrate.fastrouter import FastRouterClient
+from agentsession_core.substrate.http import HttpSubstrate, RouterClient
+
+PING_SCRIPT = str(Path(__file__).parent / "ping.yaml")
+PING_BODY = {"message": "agentsession"}  # what ops.request_for sends for `ping`
+TARGET = "bench/agent-0"
+
+
+# ---------------------------------------------------------------- the ceilings
+async def raw_aiohttp(url: str, concurrency: int, seconds: float, warmup: float) -> dict:
+    counted = [0]
+    counting = [False]
+    body = orjson.dumps(PING_BODY)
+    headers = {"ate-target-actor": TARGET, "Content-Type": "application/json"}
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as http:
+
+        async def worker() -> None:
+            while True:
+                async with http.post(url + "/ping", data=body, headers=headers) as answer:
+                    await answer.read()
+                if counting[0]:
+                    counted[0] += 1
+
+        return await _timed(worker, concurrency, seconds, warmup, counted, counting)
+
+
+async def raw_fast(url: str, concurrency: int, seconds: float, warmup: float) -> dict:
+    counted = [0]
+    counting = [False]
+    client = FastRouterClient(url, max_connections=concurrency)
+
+    async def worker() -> None:
+        while True:
+            await client.request(TARGET, "ping", json=PING_BODY)
+            if counting[0]:
+                counted[0] += 1
+
+    try:
+        return await _timed(worker, concurrency, seconds, warmup, counted, counting)
+    finally:
+        await client.aclose()
+
+
+async def _timed(worker: Any, n: int, seconds: float, warmup: float, counted: list[int],
+                 counting: list[bool]) -> dict:  # fmt: skip
+    tasks = [asyncio.create_task(worker()) for _ in range(n)]
+    await asyncio.sleep(warmup)
+    counting[0] = True
+    t0, c0 = time.monotonic(), time.process_time()
+    await asyncio.sleep(seconds)
+    counting[0] = False
+    elapsed, cpu = time.monotonic() - t0, time.process_time() - c0
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return {"requests": counted[0], "seconds": elapsed, "rps": counted[0] / elapsed,
+            "cpu_fraction": cpu / elapsed}  # fmt: skip
+
+
+# ---------------------------------------------------------------- agentsession
+class BenchSubstrate(HttpSubstrate):
+    """HttpSubstrate whose control calls also go over the lean client (registration speed
+    only; the measured path, the router, is untouched)."""
+
+    def __init__(self, url: str, client: str) -> None:
+        super().__init__(url)
+        self._fast_control = FastRouterClient(url)
+        if client == "aiohttp":
+            self.router = RouterClient(url)  # type: ignore[assignment]
+        elif client == "fast":
+            self.router = FastRouterClient(url)  # type: ignore[assignment]
+
+    async def _call(self, method: str, path: str, *, json: Any = None,
+                    params: dict[str, str] | None = None) -> tuple[int, Any]:  # fmt: skip
+        answer = await self._fast_control.request(
+            "", path, json=json, params=params, method=method, timeout=30
+        )
+        try:
+            return answer.status, orjson.loads(answer.body) if answer.body else {}
+        except orjson.JSONDecodeError:
+            raise SubstrateError(BAD_BODY, f"{method} {path}: undecodable") from None
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self._fast_control.aclose()
+
+
+class OpenLoopTurns(TurnsPopulation):
+    """turns with lifecycle none, booking each turn's step from the turn's intended start.
+
+    (TurnsPopulation._turn books run_step from now_ns() after the wake; with lifecycle none
+    there is no wake, so the intended time of the arrival would be lost and start lag would
+    read zero. Here the step *is* the turn's first request, so it carries the intended time.)
+    """
+
+    async def _turn(self, session: Session, intended_ns: int, length_ns: int) -> None:
+        try:
+            await session.run_step(intended_ns)
+        except StepFailed as failed:
+            await session.handle(failed)
+            return
+        await sleep_until(intended_ns + length_ns)
+
+
+def _params(**over: Any) -> RunParams:
+    base = dict(
+        script=PING_SCRIPT, lifecycle_mode="none", think_scale=0.0, registration_quiet=0.0,
+        spawn_rate=50_000.0, request_timeout=30.0, template="benchmark-workloads/glutton",
+        seed=7, stop_grace=2.0,
+    )  # fmt: skip
+    base.update(over)
+    return RunParams(**base)
+
+
+async def _engine(url: str, params: RunParams, client: str, population: Any = None) -> Engine:
+    substrate = BenchSubstrate(url, client)
+    engine = Engine(params, substrate, load_script(params.script), Recorder(), atespace="bench")
+    if population is not None:
+        engine.population = population(engine.ctx)
+    await engine.preflight()
+    return engine
+
+
+async def _flush_every_second(recorder: Recorder) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        recorder.flush()
+
+
+async def _finish(engine: Engine, flusher: asyncio.Task[None]) -> None:
+    flusher.cancel()
+    await asyncio.gather(flusher, return_exceptions=True)
+    await engine.stop()
+    await engine.substrate.aclose()
+
+
+def _whole_seconds(engine: Engine, seconds: float) -> tuple[int, int]:
+    """A window of whole recorder seconds starting at the next second boundary."""
+    rec = engine.recorder
+    first = rec.second_of(now_ns()) + 1
+    return first, first + max(1, int(seconds))
+
+
+async def _until_second(engine: Engine, second: int) -> None:
+    await sleep_until(engine.recorder.mono_ns_of_second(second) + 50_000_000)
+
+
+async def throughput(url: str, concurrency: int, seconds: float, warmup: float,
+                     client: str) -> dict:  # fmt: skip
+    params = _params(population="closed", sessions=concurrency)
+    engine = await _engine(url, params, client)
+    flusher = asyncio.create_task(_flush_every_second(engine.recorder))
+    await engine.register()
+    await engine.fill()
+    await asyncio.sleep(warmup)
+    first, last = _whole_seconds(engine, seconds)
+    await _until_second(engine, first)
+    c0 = time.process_time()
+    await _until_second(engine, last)
+    cpu = time.process_time() - c0
+    window = engine.recorder.window_seconds(first, last)
+    await _finish(engine, flusher)
+    step = window.row("http", "Step_ping")
+    return {"requests": step.count, "failures": step.failures, "seconds": window.duration_s,
+            "rps": step.count / window.duration_s, "cpu_fraction": cpu / window.duration_s,
+            "service_p50_ms": step.service.quantile(0.5),
+            "service_p99_ms": step.service.quantile(0.99), "client": client}  # fmt: skip
+
+
+async def accuracy(url: str, rate: float, sessions: int, seconds: float, warmup: float,
+                   client: str) -> dict:  # fmt: skip
+    params = _params(population="turns", sessions=sessions,
+                     turns_per_hour=rate * 3600.0 / sessions, turn_mean=0.001)  # fmt: skip
+    engine = await _engine(url, params, client, OpenLoopTurns)
+    flusher = asyncio.create_task(_flush_every_second(engine.recorder))
+    t_reg = time.monotonic()
+    await engine.register()
+    registered = time.monotonic() - t_reg
+    await engine.fill()
+    await asyncio.sleep(warmup)
+    first, last = _whole_seconds(engine, seconds)
+    await _until_second(engine, first)
+    c0 = time.process_time()
+    await _until_second(engine, last)
+    cpu = time.process_time() - c0
+    window = engine.recorder.window_seconds(first, last)
+    population = engine.population
+    assert isinstance(population, TurnsPopulation)
+    lo, hi = engine.recorder.mono_ns_of_second(first), engine.recorder.mono_ns_of_second(last)
+    intended = sum(1 for t in population.arrivals if lo <= t < hi)
+    await _finish(engine, flusher)
+    step = window.row("http", "Step_ping")
+    lag = step.start_lag
+    duration = window.duration_s
+    return {
+        "offered_rps": rate, "sessions": sessions, "seconds": duration,
+        "intended_rps": intended / duration, "achieved_rps": step.count / duration,
+        "achieved_rate_ratio": step.count / intended if intended else 0.0,
+        "achieved_vs_offered": step.count / (rate * duration),
+        "start_lag_p50_ms": lag.quantile(0.5), "start_lag_p99_ms": lag.quantile(0.99),
+        "start_lag_max_ms": lag.max if lag.count else 0.0,
+        "failures": step.failures, "cpu_fraction": cpu / duration,
+        "registration_s": registered, "client": client,
+    }  # fmt: skip
+
+
+def _rss() -> int:
+    gc.collect()
+    return psutil.Process().memory_info().rss
+
+
+async def density(url: str, sessions: int, client: str) -> dict:
+    # No turn falls due during the measurement (mean gap of a million hours).
+    params = _params(population="turns", sessions=sessions, turns_per_hour=1e-6,
+                     turn_mean=1.0)  # fmt: skip
+    engine = await _engine(url, params, client, OpenLoopTurns)
+    # Warm the pools and the code paths with one session's worth of work first.
+    await engine.substrate.request("bench", "warm", "ping", json=PING_BODY)
+    engine.recorder.flush()
+    before = _rss()
+    t_reg = time.monotonic()
+    await engine.register()
+    await engine.fill()
+    registered = time.monotonic() - t_reg
+    await asyncio.sleep(1.2)
+    engine.recorder.flush()
+    after = _rss()
+    states = engine.population.states()
+    parked = sum(1 for s in engine.population.sessions if s.created)
+    out = {"sessions": sessions, "parked": parked, "rss_before": before, "rss_after": after,
+           "bytes_per_parked_session": (after - before) / max(1, parked),
+           "states": dict(states), "registration_s": registered, "client": client,
+           "tasks": len(engine.population._tasks)}  # fmt: skip
+    engine.ctx.stopping.set()
+    for task in list(engine.population._tasks):
+        task.cancel()
+    await engine.substrate.aclose()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("mode", choices=["raw", "rawfast", "throughput", "accuracy", "density"])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--rate", type=float, default=2000.0)
+    parser.add_argument("--sessions", type=int, default=20_000)
+    parser.add_argument("--client", choices=["default", "aiohttp", "fast"], default="default")
+    a = parser.parse_args(argv)
+    jobs = {
+        "raw": lambda: raw_aiohttp(a.url, a.concurrency, a.seconds, a.warmup),
+        "rawfast": lambda: raw_fast(a.url, a.concurrency, a.seconds, a.warmup),
+        "throughput": lambda: throughput(a.url, a.concurrency, a.seconds, a.warmup, a.client),
+        "accuracy": lambda: accuracy(a.url, a.rate, a.sessions, a.seconds, a.warmup, a.client),
+        "density": lambda: density(a.url, a.sessions, a.client),
+    }
+    result: dict[str, Any] = uvloop.run(jobs[a.mode]())
+    result["mode"] = a.mode
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
