@@ -1,0 +1,142 @@
+"""CampaignParams: window arithmetic, bad input named by parameter, presets, --set paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentsession_core.campaign_params import (
+    CampaignParams,
+    apply_settings,
+    load_preset,
+    parse_campaign,
+    preset_names,
+)
+from agentsession_core.errors import UsageError
+
+
+def _refused(values: dict) -> str:
+    with pytest.raises(UsageError) as info:
+        parse_campaign(values)
+    return str(info.value)
+
+
+def test_defaults_hold_an_hour_in_six_windows_at_one_level():
+    params = CampaignParams()
+    plan = params.windows()
+    assert [(w.index, w.level, w.seconds) for w in plan] == [(i, 1.0, 600.0) for i in range(6)]
+    assert params.to_run_params().hold == 3600.0
+
+
+def test_ramp_holds_each_further_level_for_ramp_minutes():
+    params = parse_campaign({"hold_minutes": 60, "levels": [1, 1.5, 2], "ramp_minutes": 10})
+    assert [w.level for w in params.windows()] == [1.0] * 6 + [1.5, 2.0]
+    assert [w.index for w in params.windows()] == list(range(8))
+
+
+def test_each_level_holds_hold_minutes_without_ramp_minutes():
+    params = parse_campaign({"hold_minutes": 0.2, "window_seconds": 4, "levels": [1, 2]})
+    assert [w.level for w in params.windows()] == [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+
+
+def test_fractional_minutes_that_make_whole_windows_are_accepted():
+    # 0.3 min = 18 s = 6 windows of 3 s, despite 0.3 * 60 not being exact in binary.
+    assert len(parse_campaign({"hold_minutes": 0.3, "window_seconds": 3}).windows()) == 6
+
+
+@pytest.mark.parametrize(
+    ("values", "names"),
+    [
+        ({"hold_minutes": -5}, "hold_minutes"),
+        ({"hold_minutes": 0}, "hold_minutes"),
+        ({"window_seconds": -1}, "window_seconds"),
+        ({"hold_minutes": 1, "window_seconds": 7}, "hold_minutes"),
+        ({"hold_minutes": 1, "window_seconds": 600}, "hold_minutes"),
+        ({"levels": [1, 2], "ramp_minutes": 3.5, "window_seconds": 60}, "ramp_minutes"),
+        ({"levels": []}, "levels"),
+        ({"levels": [1, -1]}, "levels[1]"),
+        ({"script": "no-such-script"}, "script"),
+        ({"thresholds": ["TimeToWake: p99 <"]}, "thresholds[0]"),
+        ({"thresholds": ["TimeToWake: p99 < 2s", "Step_*: wobble < 3"]}, "thresholds[1]"),
+        ({"abort": {"rules": ["nonsense"]}}, "abort.rules[0]"),
+        ({"dest": "ftp://host/x"}, "dest"),
+        ({"dest": "s3:///prefix"}, "dest"),
+        ({"name": "Bad Name"}, "name"),
+        ({"population": {"kind": "crowd"}}, "population.kind"),
+        ({"population": {"sessions": 10, "awake": 50}}, "awake"),
+        ({"target": {"substrate": "not-a-url"}}, "target.substrate"),
+        ({"target": {"local_workers": 0}}, "target.local_workers"),
+        ({"hold_minutes": 1, "bogus": 1}, "bogus"),
+    ],
+)
+def test_bad_parameters_are_refused_naming_the_parameter(values, names):
+    message = _refused(values)
+    assert names in message, message
+
+
+def test_run_params_carry_the_campaign(tmp_path):
+    params = parse_campaign({
+        "name": "nightly", "tag": "n1", "dest": str(tmp_path), "seed": 9, "script": "smoke",
+        "think_scale": 0.1, "hold_minutes": 0.5, "window_seconds": 10,
+        "population": {"kind": "turnover", "sessions": 12, "awake": 4, "target_rps": 2},
+        "target": {"local_workers": 2},
+    })  # fmt: skip
+    run = params.to_run_params()
+    assert (run.name, run.tag, run.out, run.seed, run.script) == (
+        "nightly", "n1", str(tmp_path), 9, "smoke")
+    assert (run.population, run.sessions, run.awake, run.target_rps) == ("turnover", 12, 4, 2.0)
+    assert (run.hold, run.local_workers, run.think_scale) == (30.0, 2, 0.1)
+
+
+def test_s3_destination_writes_the_local_copy_to_local_dir(tmp_path):
+    params = parse_campaign({"dest": "s3://bench/nightly", "local_dir": str(tmp_path)})
+    assert params.is_s3 and params.to_run_params().out == str(tmp_path)
+
+
+def test_abort_rules_include_thresholds_marked_abort():
+    params = parse_campaign({
+        "thresholds": ["TimeToWake: p99 < 2s", "Step_*: failure_ratio < 0.3 (abort)"],
+        "abort": {"rules": ["TimeToWake: p99 < 10s"]},
+    })  # fmt: skip
+    rules = params.parsed_abort_rules()
+    assert [r.text for r in rules] == ["TimeToWake: p99 < 10s",
+                                       "Step_*: failure_ratio < 0.3 (abort)"]
+    assert all(r.abort for r in rules)
+
+
+def test_settings_assign_field_paths_with_yaml_values():
+    values = apply_settings({"population": {"awake": 3}}, [
+        "hold_minutes=0.5", "population.sessions=20", "levels=[1, 1.5]", "name=x1",
+        "target.substrate=http://127.0.0.1:9/",
+    ])  # fmt: skip
+    assert values == {"hold_minutes": 0.5, "levels": [1, 1.5], "name": "x1",
+                      "population": {"awake": 3, "sessions": 20},
+                      "target": {"substrate": "http://127.0.0.1:9/"}}
+
+
+@pytest.mark.parametrize("setting", ["hold_minutes", "=3", "name.inner=1"])
+def test_malformed_settings_are_refused(setting):
+    with pytest.raises(UsageError, match="--set"):
+        apply_settings({"name": "x"}, [setting])
+
+
+def test_presets_load_and_validate():
+    assert {"nightly", "demo"} <= set(preset_names())
+    nightly = load_preset("nightly")
+    assert nightly.script == "coding-session" and nightly.population.kind == "turnover"
+    assert nightly.hold_minutes == 60 and nightly.window_seconds == 600
+    assert nightly.levels[0] == 1.0 and {1.5, 2.0} <= set(nightly.levels)
+    demo = load_preset("demo")
+    assert demo.script == "smoke" and demo.population.kind == "turnover"
+    assert demo.hold_seconds <= 150
+
+
+def test_unknown_preset_lists_the_known_ones():
+    with pytest.raises(UsageError, match="nightly"):
+        load_preset("weekly")
+
+
+def test_parameter_schema_is_a_form():
+    schema = CampaignParams.model_json_schema()
+    assert schema["properties"]["hold_minutes"]["exclusiveMinimum"] == 0
+    assert set(schema["$defs"]["PopulationParams"]["properties"]["kind"]["enum"]) == {
+        "closed", "turnover", "turns"}
