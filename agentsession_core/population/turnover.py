@@ -96,6 +96,10 @@ class TurnoverPopulation(Population):
                 self.spawn(self._wake(into, intended), f"wake-{into.id}")
 
     async def _park(self, session: Session, intended_ns: int) -> None:
+        # A tick that fired just before stop spawns its swaps after it: the stop guard
+        # applies to parks as to wakes, so a swap is either whole or not started.
+        if self.ctx.stopping.is_set():
+            return
         try:
             await session.hibernate(intended_ns=intended_ns)
         except Stopped:
