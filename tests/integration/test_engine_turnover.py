@@ -1,0 +1,85 @@
+"""Issue 4's turnover run, end to end against the local substrate (real processes and
+sockets): the rows, the marker line, registration parks kept apart, the swap rate, the
+manifest, and an empty atespace afterwards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentsession_core.artifacts import verify_manifest
+from agentsession_core.params import RunParams
+from agentsession_core.population.turnover import FILL_DONE_MARKER, TurnoverPopulation
+from agentsession_core.runner import Run
+from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from tests.integration.conftest import TOKEN
+
+SESSIONS, AWAKE, RATE, HOLD = 12, 4, 2.0, 20.0
+
+
+def read_jsonl(path: Path) -> dict[str, dict]:
+    rows = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        rows[row["metric"]] = row["measurements"]
+    return rows
+
+
+async def test_turnover_smoke_run(
+    substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
+) -> None:
+    atespace = "engine-turnover"
+    params = RunParams(
+        substrate=substrate.url, token=TOKEN, atespace=atespace, script="smoke",
+        population="turnover", sessions=SESSIONS, awake=AWAKE, target_rps=RATE,
+        registration_quiet=2.0, hold=HOLD, think_scale=0.05, seed=7, out=str(tmp_path),
+        name="turnover-smoke",
+    )  # fmt: skip
+    run = Run(params)
+    async with run:
+        await run.preflight()
+        await run.register()
+        await run.fill()
+        _, _, reason = await run.hold(params.hold)
+        run.finish("completed" if reason is None else "failed", reason)
+        population = run.engine.population  # type: ignore[union-attr]
+    assert run.result is not None
+    assert (run.result.status, run.result.exit_code) == ("completed", 0), run.result.reason
+    run_dir = run.result.run_dir
+
+    rows = read_jsonl(run_dir / "stats.jsonl")
+    wanted = {"turnover_TimeToWake", "control_SuspendActor_Register", "control_SuspendActor",
+              "http_WakeFirstTouch", "turnover_window"}  # fmt: skip
+    wanted |= {f"http_Step_{step}" for step in ("01_start", "02_upload", "03_work",
+                                                  "04_write_back")}  # fmt: skip
+    assert wanted <= set(rows), sorted(wanted - set(rows))
+    assert not [m for m in rows if m.startswith("http_Step_") and m not in wanted]
+    for metric in wanted - {"turnover_window"}:
+        assert rows[metric]["failure_count"] == 0, (metric, rows[metric].get("errors"))
+
+    # Registration parks only under *_Register; SuspendActor holds the turnover parks.
+    assert isinstance(population, TurnoverPopulation)
+    assert rows["control_SuspendActor_Register"]["request_count"] == SESSIONS
+    parks = rows["control_SuspendActor"]["request_count"]
+    # A tick that fires as the hold ends may have its swaps refused by the stop guard.
+    assert population.swaps_started - RATE <= parks <= population.swaps_started
+    # Fill wakes are the only WakeFirstTouch rows; every swap is one park and one wake.
+    assert rows["http_WakeFirstTouch"]["request_count"] == AWAKE
+    assert rows["turnover_TimeToWake"]["request_count"] == AWAKE + parks
+
+    window = rows["turnover_window"]
+    assert window["target_rps"] == RATE
+    assert abs(window["achieved_rps"] - RATE) <= 0.1 * RATE, window
+    assert window["duration_s"] >= HOLD - 2
+    assert window["backlog"] == 0
+    assert "control_SuspendActor_Register_count" not in window  # registration is outside it
+
+    logs = (run_dir / "logs.txt").read_text()
+    assert FILL_DONE_MARKER in logs
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "completed" and status["stats_generated"]
+    assert (status["actors_created"], status["actors_deleted"]) == (SESSIONS, SESSIONS)
+    assert status["leaked_actors"] == []
+    assert verify_manifest(run_dir) == []
+    assert await client.list_actors(atespace) == []
