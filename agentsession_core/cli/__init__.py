@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "agentsession_core.cli.scripts",
     "agentsession_core.cli.substrate",
     "agentsession_core.cli.run",
+    "agentsession_core.cli.campaign",
     "agentsession_core.cli.gate",
 )
 

@@ -1,0 +1,59 @@
+"""Serve the `nightly` and `adhoc` deployments from one box, no work pool needed.
+
+    PREFECT_API_URL=http://127.0.0.1:4200/api python -m flows.serve   # or: agentsession serve
+
+Needs a running Prefect API (`prefect server start --analytics-off`). The nightly schedule
+and the deployments' parameters come from deployments/prefect.yaml, so `prefect deploy` and
+this process agree; one flow run at a time (two campaigns would measure each other).
+Stopping the process pauses the nightly schedule (Prefect's serve default).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PREFECT_YAML = Path(__file__).resolve().parent.parent / "deployments" / "prefect.yaml"
+
+
+def deployment_specs(path: Path = PREFECT_YAML) -> dict[str, dict[str, Any]]:
+    """prefect.yaml's deployments by name."""
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {spec["name"]: spec for spec in document.get("deployments") or []}
+
+
+def build_deployments(cron: str | None = None, path: Path = PREFECT_YAML) -> list[Any]:
+    """RunnerDeployments for serve(); builds without talking to an API."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig
+    from prefect.schedules import Cron
+
+    from flows.campaign import campaign
+
+    out = []
+    for name, spec in deployment_specs(path).items():
+        schedules = [
+            Cron(cron or s["cron"], timezone=s.get("timezone", "UTC"), slug=s.get("slug"))
+            for s in spec.get("schedules") or []
+        ]
+        limit = spec.get("concurrency_limit") or {}
+        out.append(campaign.to_deployment(
+            name=name, description=spec.get("description"), tags=spec.get("tags"),
+            schedules=schedules or None, parameters=spec.get("parameters") or {},
+            concurrency_limit=ConcurrencyLimitConfig(**limit) if limit else None,
+        ))  # fmt: skip
+    return out
+
+
+def serve_deployments(cron: str | None = None) -> None:
+    from prefect import serve
+
+    serve(*build_deployments(cron), limit=1)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    serve_deployments(os.environ.get("AGENTSESSION_NIGHTLY_CRON"))

@@ -1,0 +1,29 @@
+"""Start-up phases on the long-lived Run: preflight, register, fill.
+
+Each task only awaits the engine; the Run (sessions, connections, recorder) outlives them.
+No caching: a benchmark phase is never served from a cache. No retries: re-running a phase
+would create actors twice or change what is measured.
+"""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from agentsession_core.runner import Run
+
+
+@task(name="preflight", cache_policy=NO_CACHE, persist_result=False)
+async def preflight(run: Run) -> None:
+    """The template can hold the script (memory check); the substrate answers."""
+    await run.preflight()
+
+
+@task(name="register", cache_policy=NO_CACHE, persist_result=False)
+async def register(run: Run) -> None:
+    await run.register()
+
+
+@task(name="fill", cache_policy=NO_CACHE, persist_result=False)
+async def fill(run: Run) -> None:
+    await run.fill()

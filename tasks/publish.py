@@ -1,0 +1,62 @@
+"""Prefect artifacts for people: the windows table, links to the report and the upload.
+
+Keys are `<campaign name>-…` (lowercase, digits, dashes: Prefect's ^[a-z0-9-]*$), so each
+campaign has a versioned history on the Artifacts page.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from prefect import task
+from prefect.artifacts import (
+    acreate_link_artifact,
+    acreate_progress_artifact,
+    acreate_table_artifact,
+)
+from prefect.cache_policies import NO_CACHE
+
+from agentsession_core.campaign import Campaign
+from agentsession_core.upload import UploadResult
+
+
+def artifact_key(name: str, what: str) -> str:
+    return f"{name}-{what}"
+
+
+async def hold_progress(campaign: Campaign) -> UUID:
+    return await acreate_progress_artifact(
+        0.0, key=artifact_key(campaign.params.name, "hold-progress"),
+        description=f"0/{len(campaign.plan)} windows judged",
+    )  # fmt: skip
+
+
+def window_rows(campaign: Campaign) -> list[dict]:
+    rows = []
+    for v in campaign.verdicts:
+        wake = v.headline.get("TimeToWake", {})
+        steps = v.headline.get("Step_*", {})
+        rows.append({
+            "window": v.index, "level": v.level, "outcome": v.outcome,
+            "time_to_wake_p99_ms": wake.get("p99"), "step_p99_ms": steps.get("p99"),
+            "achieved_rps": v.headline.get("requests", {}).get("achieved_rps"),
+            "missed": ", ".join(r.threshold for r in v.broken),
+            "reason": v.abort_reason or v.void_reason or "",
+        })  # fmt: skip
+    return rows
+
+
+@task(name="publish", cache_policy=NO_CACHE, persist_result=False)
+async def publish(campaign: Campaign, uploaded: UploadResult) -> None:
+    name = campaign.params.name
+    await acreate_table_artifact(
+        window_rows(campaign), key=artifact_key(name, "windows"),
+        description=f"{name}/{campaign.params.tag}: one row per judged window",
+    )  # fmt: skip
+    report = f"{uploaded.location}/report.html"
+    link = report if report.startswith("s3://") else f"file://{report}"
+    await acreate_link_artifact(
+        link, link_text="report.html", key=artifact_key(name, "report"),
+        description=("uploaded to " if uploaded.ok else "upload FAILED; local copy: ")
+        + (uploaded.location if uploaded.ok else uploaded.local_dir),
+    )  # fmt: skip

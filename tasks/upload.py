@@ -1,0 +1,29 @@
+"""Copy the sealed run directory to its destination; retried with growing delays.
+
+The flow sets the retries from CampaignParams.upload. When the last attempt fails the flow
+records it in status.json and keeps the local copy (agentsession_core.upload).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from agentsession_core.campaign_params import CampaignParams
+from agentsession_core.upload import UploadResult, upload_run
+
+
+@task(name="upload", cache_policy=NO_CACHE, persist_result=False)
+async def upload(run_dir: Path, params: CampaignParams) -> UploadResult:
+    return await asyncio.to_thread(
+        upload_run, run_dir, params.dest, local_root=params.local_root,
+        endpoint_url=params.upload.endpoint_url, region=params.upload.region,
+    )  # fmt: skip
+
+
+def retry_delays(params: CampaignParams) -> list[float]:
+    first = params.upload.retry_delay_seconds
+    return [first * 2**i for i in range(params.upload.attempts - 1)]
