@@ -142,6 +142,7 @@ async def test_an_abort_rule_trips_within_seconds_of_the_substrate_being_killed(
             run.finish("aborted", reason)
     assert reason is not None and reason.startswith("abort rule"), reason
     # The substrate watchdog would need ~10 s; the abort rule must be quicker than that.
+    print(f"abort: hold stopped {stopped_after:.2f}s after the kill: {reason}")
     assert stopped_after < 8.0, f"hold stopped {stopped_after:.1f}s after the kill"
     assert run.result is not None and run.result.status == "aborted"
     run_dir = run.result.run_dir
