@@ -1,0 +1,186 @@
+"""gate.json verdicts, baseline comparison, reading runs and `agentsession gate` exit codes."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentsession_core.cli import main
+from agentsession_core.gate import (
+    GateInputError,
+    compare,
+    gate_document,
+    load_run,
+    worst_headline,
+)
+from agentsession_core.judge import ThresholdResult, WindowVerdict, windows_jsonl
+
+
+def verdict(index, outcome, *, level=1.0, wake_p99=100.0, failure_ratio=0.0, rps=2.0,
+            missed=False):
+    results = [ThresholdResult("TimeToWake: p99 < 2s", wake_p99, 50, not missed, "x")]
+    return WindowVerdict(
+        index=index, level=level, start_unix=100.0 + 10 * index, end_unix=110.0 + 10 * index,
+        outcome=outcome, results=results,
+        headline={"TimeToWake": {"p50": wake_p99 / 2, "p90": wake_p99 * 0.8, "p99": wake_p99,
+                                 "p99_9": wake_p99 * 1.1},
+                  "requests": {"failure_ratio": failure_ratio, "achieved_rps": rps}},
+        void_reason="cpu 99% > 90%" if outcome == "void" else None,
+        abort_reason="abort rule tripped" if outcome == "aborted" else None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "status", "abort", "expected"),
+    [
+        (["pass", "pass"], "completed", None, "pass"),
+        (["pass", "break"], "completed", None, "fail"),
+        (["pass", "aborted"], "aborted", "abort rule tripped", "fail"),
+        (["pass", "void"], "completed", None, "void"),
+        (["void", "break"], "completed", None, "fail"),
+        ([], "completed", None, "void"),
+        (["pass"], "cancelled", None, "void"),
+        (["pass"], "failed", None, "fail"),
+    ],
+)
+def test_verdict(outcomes, status, abort, expected):
+    vs = [verdict(i, o, missed=o == "break") for i, o in enumerate(outcomes)]
+    doc = gate_document(vs, abort_reason=abort, run_status=status)
+    assert doc["verdict"] == expected, doc["reason"]
+    assert [w["outcome"] for w in doc["windows"]] == outcomes
+    if "break" in outcomes and expected == "fail":
+        assert "TimeToWake: p99 < 2s" in doc["reason"]
+    json.dumps(doc)  # serialisable as is
+
+
+def test_document_holds_ramp_drift_and_headline():
+    vs = [verdict(0, "pass", wake_p99=100), verdict(1, "pass", wake_p99=120),
+          verdict(2, "pass", level=1.5, wake_p99=300),
+          verdict(3, "break", level=2.0, wake_p99=3000, missed=True)]
+    doc = gate_document(vs, abort_reason=None, run_status="completed",
+                        run={"name": "n", "tag": "t"})
+    assert doc["ramp"] == {"last_held_level": 1.5, "first_broken_level": 2.0}
+    assert doc["drift"]["TimeToWake.p99"] == pytest.approx(20.0)
+    assert doc["headline"]["TimeToWake"]["p99"] == 120  # worst of the first level
+    assert doc["run"] == {"name": "n", "tag": "t"}
+    assert doc["windows"][3]["missed"] == ["TimeToWake: p99 < 2s"]
+
+
+def test_worst_headline_takes_the_worse_direction():
+    h = worst_headline([verdict(0, "pass", rps=2.0, failure_ratio=0.01),
+                        verdict(1, "pass", rps=1.5, failure_ratio=0.0),
+                        verdict(2, "void", rps=0.0, failure_ratio=0.9)])
+    assert h["requests"] == {"failure_ratio": 0.01, "achieved_rps": 1.5}
+
+
+def test_a_twice_slower_wake_is_a_regression():
+    base = {"TimeToWake": {"p50": 50.0, "p90": 80.0, "p99": 100.0, "p99_9": 110.0},
+            "requests": {"failure_ratio": 0.0, "achieved_rps": 2.0}}
+    slow = {"TimeToWake": {k: 2 * v for k, v in base["TimeToWake"].items()},
+            "requests": {"failure_ratio": 0.0, "achieved_rps": 2.0}}
+    rows = {r["metric"]: r for r in compare(slow, base, 0.2)}
+    assert rows["TimeToWake.p99"]["change"] == pytest.approx(1.0)
+    assert rows["TimeToWake.p99"]["regression"] is True
+    assert rows["requests.achieved_rps"]["regression"] is False
+    assert not any(r["regression"] for r in compare(base, base, 0.2))
+    # 10 % slower is within a 20 % budget; fewer swaps per second is worse
+    near = {"TimeToWake": {k: 1.1 * v for k, v in base["TimeToWake"].items()},
+            "requests": {"failure_ratio": 0.0, "achieved_rps": 1.0}}
+    rows = {r["metric"]: r for r in compare(near, base, 0.2)}
+    assert rows["TimeToWake.p99"]["regression"] is False
+    assert rows["requests.achieved_rps"]["regression"] is True
+
+
+def write_run(path: Path, vs, *, status="completed", gate=True) -> Path:
+    path.mkdir(parents=True)
+    (path / "windows.jsonl").write_text(windows_jsonl(vs))
+    (path / "status.json").write_text(json.dumps({"status": status, "abort_reason": None}))
+    if gate:
+        doc = gate_document(vs, abort_reason=None, run_status=status)
+        (path / "gate.json").write_text(json.dumps(doc))
+    return path
+
+
+def test_load_run_reads_gate_and_windows_or_rebuilds_the_gate(tmp_path):
+    vs = [verdict(0, "pass"), verdict(1, "break", missed=True)]
+    loaded = load_run(str(write_run(tmp_path / "a", vs)))
+    assert loaded["gate"]["verdict"] == "fail"
+    assert loaded["windows"] == vs
+    rebuilt = load_run(str(write_run(tmp_path / "b", vs, gate=False)))
+    assert rebuilt["gate"]["verdict"] == "fail"
+    assert load_run(f"file://{tmp_path / 'a' / 'gate.json'}")["location"] == str(tmp_path / "a")
+
+
+@pytest.mark.parametrize(
+    ("setup", "fragment"),
+    [
+        (lambda p: None, "no such run directory"),
+        (lambda p: p.mkdir(), "neither gate.json nor windows.jsonl"),
+        (lambda p: (p.mkdir(), (p / "gate.json").write_text("{nope")), "gate.json: not valid JSON"),
+        (lambda p: (p.mkdir(), (p / "gate.json").write_text("[]")), "expected a JSON object"),
+        (lambda p: (p.mkdir(), (p / "windows.jsonl").write_text('{"index": 0}\n')),
+         "windows.jsonl line 1"),
+    ],
+)
+def test_unusable_runs_are_named(tmp_path, setup, fragment):
+    run = tmp_path / "run"
+    setup(run)
+    with pytest.raises(GateInputError) as info:
+        load_run(str(run))
+    assert fragment in str(info.value) and str(run) in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_s3_prefixes_read_through_the_upload_module(tmp_path, monkeypatch):
+    upload = pytest.importorskip("agentsession_core.upload")
+    run = write_run(tmp_path / "run", [verdict(0, "break", missed=True)], gate=False)
+    asked = []
+
+    def read_object(url, **_):
+        asked.append(url)
+        key = url.removeprefix("s3://bucket/runs/x/")
+        if not (run / key).exists():
+            raise upload.UploadError(f"{url}: An error occurred (NoSuchKey) when calling GetObject")
+        return (run / key).read_bytes()
+
+    monkeypatch.setattr(upload, "read_object", read_object)
+    loaded = load_run("s3://bucket/runs/x/")
+    assert loaded["gate"]["verdict"] == "fail"  # rebuilt from windows.jsonl: no gate.json
+    assert "s3://bucket/runs/x/gate.json" in asked
+
+    def broken(url, **_):
+        raise upload.UploadError(f"{url}: Could not connect to the endpoint URL")
+
+    monkeypatch.setattr(upload, "read_object", broken)
+    with pytest.raises(GateInputError, match="cannot read"):
+        load_run("s3://bucket/runs/x")
+
+
+def test_cli_exit_codes_and_baseline(tmp_path, capsys):
+    fast = write_run(tmp_path / "fast", [verdict(0, "pass", wake_p99=100)])
+    slow = write_run(tmp_path / "slow", [verdict(0, "pass", wake_p99=200)])
+    broke = write_run(tmp_path / "broke", [verdict(0, "break", missed=True)])
+    void = write_run(tmp_path / "void", [verdict(0, "void")])
+
+    assert main(["gate", str(fast)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "pass"
+    assert main(["gate", str(broke)]) == 1
+    assert main(["gate", str(void)]) == 2
+    assert main(["gate", str(tmp_path / "missing")]) == 2
+    assert "no such run directory" in capsys.readouterr().err
+
+    assert main(["gate", str(slow), "--baseline", str(fast)]) == 1
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert "TimeToWake.p99" in doc["baseline"]["regressions"]
+    assert "regression" in captured.err
+    assert main(["gate", str(slow), "--baseline", str(fast), "--max-regression", "1.5"]) == 0
+    assert main(["gate", str(fast), "--baseline", str(slow)]) == 0  # faster is fine
+
+
+def test_cli_rejects_a_bad_max_regression(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["gate", str(tmp_path), "--max-regression", "-1"])
+    assert info.value.code == 2
+    assert "--max-regression" in capsys.readouterr().err
