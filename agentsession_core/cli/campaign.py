@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
@@ -91,8 +90,7 @@ def _handle(args: argparse.Namespace) -> int:
         print(params.model_dump_json(indent=2))
         return 0
     prepare_prefect_env()
-    _log_to_stderr()
-    from flows.campaign import campaign
+    from flows.campaign import campaign  # Prefect's console handler shows the run's log
 
     state = asyncio.run(campaign(params=params, return_state=True))
     if state.is_completed():
@@ -122,17 +120,7 @@ def _newest_run(params: CampaignParams) -> Path | None:
 
 def _serve(args: argparse.Namespace) -> int:
     prepare_prefect_env()
-    _log_to_stderr()
     from flows.serve import serve_deployments
 
     serve_deployments(cron=args.cron)
     return 0
-
-
-def _log_to_stderr() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setLevel(logging.INFO)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
-    logger = logging.getLogger("agentsession")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)

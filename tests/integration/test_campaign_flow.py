@@ -1,0 +1,188 @@
+"""The campaign flow under Prefect's test harness, against the embedded local substrate and
+an S3 endpoint served over HTTP (moto's server mode on 127.0.0.1).
+
+One session-scoped harness for the module (it takes ~20 s to start on two cores).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agentsession_core.artifacts import verify_manifest
+from agentsession_core.campaign import CampaignError
+from agentsession_core.campaign_params import parse_campaign
+from agentsession_core.upload import list_objects, read_object, s3_client
+
+pytestmark = pytest.mark.timeout(240)
+BUCKET = "campaign-runs"
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="module")
+def prefect_api() -> Iterator[str]:
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield str(PREFECT_API_URL.value())
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    saved = {k: os.environ.get(k) for k in AWS_ENV}
+    os.environ.update(AWS_ENV)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    s3_client(endpoint).create_bucket(Bucket=BUCKET)
+    yield endpoint
+    server.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def small_campaign(tmp_path: Path, **overrides) -> dict:
+    values = {
+        "name": "ci", "tag": "flow", "dest": str(tmp_path / "art"), "seed": 3,
+        "script": "smoke", "think_scale": 0.05, "hold_minutes": 0.1, "window_seconds": 3,
+        "thresholds": ["Step_*: failure_ratio < 0.5", "TimeToWake: p99 < 30s"],
+        "abort": {"rules": [], "delay_seconds": 1, "sliding_seconds": 2},
+        "population": {"kind": "turnover", "sessions": 6, "awake": 2, "target_rps": 2,
+                       "registration_quiet_seconds": 0.5},
+        "target": {"local_workers": 4, "request_timeout_seconds": 20},
+        "upload": {"attempts": 2, "retry_delay_seconds": 0.2},
+    }  # fmt: skip
+    for key, value in overrides.items():
+        values[key] = {**values[key], **value} if isinstance(value, dict) else value
+    return values
+
+
+async def run_flow(values: dict):
+    from flows.campaign import campaign
+
+    return await campaign(params=parse_campaign(values), return_state=True)
+
+
+async def task_runs(state) -> dict[str, int]:
+    """Task run name -> run_count, for one flow run."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async with get_client() as client:
+        runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(
+            id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+    return {run.name: run.run_count for run in runs}
+
+
+async def test_flow_uploads_to_s3_under_the_upstream_layout(prefect_api, s3_endpoint, tmp_path):
+    values = small_campaign(tmp_path, dest=f"s3://{BUCKET}/nightly",
+                            local_dir=str(tmp_path / "local"),
+                            upload={"endpoint_url": s3_endpoint})
+    state = await run_flow(values)
+    assert state.is_completed(), state
+    result = await state.result()
+    run_dir = Path(result["run_dir"])
+    assert result["run_status"] == "completed" and result["upload"]["ok"] is True
+    relative = run_dir.relative_to(tmp_path / "local").as_posix()
+    assert relative.startswith("runs/ci/run_date=") and relative.endswith("/run_tag=flow")
+    assert result["location"] == f"s3://{BUCKET}/nightly/{relative}"
+
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    listed = set(list_objects(result["location"], endpoint_url=s3_endpoint))
+    assert listed == {e["path"] for e in manifest["files"]} | {"manifest.json"}
+    for entry in manifest["files"]:
+        body = read_object(f"{result['location']}/{entry['path']}", endpoint_url=s3_endpoint)
+        assert hashlib.sha256(body).hexdigest() == entry["sha256"], entry["path"]
+    assert read_object(f"{result['location']}/manifest.json", endpoint_url=s3_endpoint) == (
+        run_dir / "manifest.json").read_bytes()
+
+    for name in ("status.json", "campaign.json", "script.yaml", "stats.csv", "failures.csv",
+                 "stats_history.csv", "stats.jsonl", "windows.jsonl", "gate.json", "logs.txt"):
+        assert (run_dir / name).is_file(), name
+    windows = (run_dir / "windows.jsonl").read_text().splitlines()
+    assert [orjson.loads(w)["index"] for w in windows] == [0, 1]
+    step_rows = [r for r in map(orjson.loads, (run_dir / "stats.jsonl").read_text().splitlines())
+                 if r["metric"] == "step_window"]
+    assert len(step_rows) == 2
+    gate = orjson.loads((run_dir / "gate.json").read_bytes())
+    assert gate["verdict"] == result["verdict"] and len(gate["windows"]) == 2
+
+    runs = await task_runs(state)
+    assert {"hold-0", "hold-1"} <= set(runs)
+    from prefect.artifacts import Artifact
+
+    table = await Artifact.aget("ci-windows")
+    assert table is not None and table.type == "table"
+    assert (await Artifact.aget("ci-gate")).type == "markdown"
+    assert (await Artifact.aget("ci-hold-progress")).data == 100.0
+    link = await Artifact.aget("ci-report")
+    assert result["location"] in link.data
+
+
+async def test_s3_down_keeps_the_local_copy_retries_and_says_so(prefect_api, tmp_path):
+    dead = f"http://127.0.0.1:{closed_port()}"
+    values = small_campaign(tmp_path, dest=f"s3://{BUCKET}/nightly",
+                            local_dir=str(tmp_path / "local"), hold_minutes=0.05,
+                            upload={"endpoint_url": dead, "attempts": 3})
+    state = await run_flow(values)
+    assert state.is_completed(), state  # the campaign reached its verdict
+    result = await state.result()
+    upload = result["upload"]
+    assert upload["ok"] is False and upload["attempts"] == 3 and dead in upload["error"]
+    run_dir = Path(result["run_dir"])
+    assert upload["local_dir"] == str(run_dir)
+    status = orjson.loads((run_dir / "status.json").read_bytes())
+    assert status["upload"]["ok"] is False and status["upload"]["local_copy"] == str(run_dir)
+    assert verify_manifest(run_dir) == []
+    runs = await task_runs(state)
+    upload_runs = [count for name, count in runs.items() if name.startswith("upload")]
+    assert upload_runs == [3]
+
+
+async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tmp_path):
+    values = small_campaign(tmp_path, target={"substrate": f"http://127.0.0.1:{closed_port()}"})
+    state = await run_flow(values)
+    assert state.is_failed()
+    with pytest.raises(CampaignError, match="substrate") as info:
+        await state.result()
+    status = orjson.loads((info.value.run_dir / "status.json").read_bytes())
+    assert status["status"] == "refused" and status["actors_created"] == 0
+    assert "substrate" in status["abort_reason"]
+
+
+def test_cli_runs_the_flow_and_prints_the_run_directory_last(prefect_api, tmp_path):
+    env = {**os.environ, "PREFECT_API_URL": prefect_api}
+    sets = ["name=cli", "tag=t1", f"dest={tmp_path / 'art'}", "hold_minutes=0.05",
+            "window_seconds=3", "think_scale=0.05", "population.sessions=6",
+            "population.awake=2", "population.registration_quiet_seconds=0.5",
+            "target.local_workers=4", "levels=[1.0]", "abort.rules=[]"]
+    args = [sys.executable, "-m", "agentsession_core", "campaign", "--preset", "demo"]
+    for s in sets:
+        args += ["--set", s]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    assert run_dir.is_dir() and run_dir.name == "run_tag=t1"
+    assert (run_dir / "gate.json").is_file() and verify_manifest(run_dir) == []
