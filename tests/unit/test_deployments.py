@@ -1,0 +1,90 @@
+"""deployments/prefect.yaml without a server: entrypoints import, schedules parse,
+parameters validate as CampaignParams and the nightly ones match the preset."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+import yaml
+
+from agentsession_core.campaign_params import CampaignParams, load_preset
+from flows.serve import PREFECT_YAML, build_deployments, deployment_specs
+
+KEY = re.compile(r"^[a-z0-9-]*$")
+
+
+@pytest.fixture(scope="module")
+def document() -> dict:
+    return yaml.safe_load(PREFECT_YAML.read_text())
+
+
+def test_nightly_and_adhoc_are_declared_with_no_pull_step(document):
+    assert {d["name"] for d in document["deployments"]} == {"nightly", "adhoc"}
+    assert document["pull"] == []
+
+
+def test_every_entrypoint_imports_a_flow(document):
+    from prefect import Flow
+
+    for spec in document["deployments"]:
+        module, _, attr = spec["entrypoint"].rpartition(".")
+        assert ":" not in spec["entrypoint"], "module-path entrypoints only"
+        flow = getattr(importlib.import_module(module), attr)
+        assert isinstance(flow, Flow), spec["entrypoint"]
+
+
+def test_every_schedule_parses(document):
+    from prefect.client.schemas.schedules import CronSchedule
+
+    for spec in document["deployments"]:
+        for schedule in spec.get("schedules") or []:
+            parsed = CronSchedule(cron=schedule["cron"], timezone=schedule["timezone"])
+            assert parsed.timezone == "UTC"
+            assert KEY.match(schedule["slug"])
+    nightly = deployment_specs()["nightly"]
+    assert len(nightly["schedules"]) == 1
+
+
+def test_both_deployments_run_one_at_a_time(document):
+    for spec in document["deployments"]:
+        assert spec["concurrency_limit"]["limit"] == 1
+
+
+def test_parameters_validate_and_nightly_matches_its_preset(document):
+    specs = deployment_specs()
+    nightly = CampaignParams.model_validate(specs["nightly"]["parameters"]["params"])
+    assert nightly == load_preset("nightly")
+    assert nightly.script == "coding-session" and nightly.population.kind == "turnover"
+    assert [w.level for w in nightly.windows()] == [1.0] * 6 + [1.5, 2.0]
+    assert not specs["adhoc"].get("parameters")
+
+
+def test_serve_builds_both_deployments_offline():
+    deployments = {d.name: d for d in build_deployments()}
+    assert set(deployments) == {"nightly", "adhoc"}
+    nightly = deployments["nightly"]
+    assert nightly.schedules[0].schedule.cron == "0 2 * * *"
+    assert nightly.concurrency_limit == 1
+    assert nightly.parameters["params"]["hold_minutes"] == 60
+    assert deployments["adhoc"].schedules in (None, [])
+
+
+def test_the_flow_form_is_campaign_params():
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.campaign import campaign
+
+    schema = parameter_schema(campaign.fn).model_dump_for_openapi()
+    params = schema["properties"]["params"]
+    assert "CampaignParams" in str(params)
+    definitions = schema.get("definitions") or schema.get("$defs")
+    assert "hold_minutes" in definitions["CampaignParams"]["properties"]
+
+
+def test_artifact_keys_are_prefect_keys():
+    from tasks.publish import artifact_key
+
+    for what in ("windows", "report", "hold-progress", "gate"):
+        assert KEY.match(artifact_key(load_preset("nightly").name, what))
