@@ -13,6 +13,7 @@ from prefect.artifacts import acreate_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from agentsession_core.gate import summary
+from tasks.publish import artifact_key
 
 
 def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
@@ -37,6 +38,6 @@ def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
 @task(name="gate", cache_policy=NO_CACHE, persist_result=False)
 async def gate(run_dir: Path, name: str, upload: dict[str, Any]) -> dict[str, Any]:
     doc = json.loads(await asyncio.to_thread((Path(run_dir) / "gate.json").read_bytes))
-    await acreate_markdown_artifact(verdict_markdown(doc, upload), key=f"{name}-gate",
+    await acreate_markdown_artifact(verdict_markdown(doc, upload), key=artifact_key(name, "gate"),
                                     description=summary(doc))
     return doc
