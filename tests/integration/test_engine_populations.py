@@ -1,0 +1,257 @@
+"""The engine's populations against the local substrate (real worker processes, real
+sockets): seeded schedules repeat, turns arrive at their Poisson rate and stop means stop,
+lifecycle and resume modes, a closed level change, and a worker killed under a session."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+import statistics
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agentsession_core.engine import Engine
+from agentsession_core.params import RunParams
+from agentsession_core.recorder import Recorder
+from agentsession_core.script import load_script
+from agentsession_core.session import now_ns
+from agentsession_core.substrate.client import RouterResponse
+from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from tests.integration.conftest import TOKEN
+
+
+class Watched:
+    """The real HttpSubstrate, noting when each router request starts."""
+
+    def __init__(self, inner: HttpSubstrate) -> None:
+        self.inner = inner
+        self.request_starts: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def request(self, *args: Any, **kwargs: Any) -> RouterResponse:
+        self.request_starts.append(now_ns())
+        return await self.inner.request(*args, **kwargs)
+
+
+@pytest.fixture
+async def watched(client: HttpSubstrate) -> AsyncIterator[Watched]:
+    yield Watched(client)
+
+
+def make_engine(sub: Any, url: str, atespace: str, **values: Any) -> Engine:
+    base: dict[str, Any] = {
+        "substrate": url, "token": TOKEN, "script": "smoke", "think_scale": 0.05,
+        "seed": 7, "registration_quiet": 0.0, "spawn_rate": 50.0, "stop_grace": 5.0,
+    }  # fmt: skip
+    base.update(values)
+    params = RunParams(**base)
+    return Engine(params, sub, load_script(params.script), Recorder(), atespace=atespace)
+
+
+async def drive(engine: Engine, hold: float, *, log: bool = False) -> Engine:
+    if log:
+        engine.ctx.intended_log = []
+    try:
+        await engine.preflight()
+        await engine.register()
+        await engine.fill()
+        await engine.hold(hold)
+    finally:
+        leaks = await engine.cleanup()
+    assert leaks == []
+    return engine
+
+
+def row(engine: Engine, kind: str, name: str):  # type: ignore[no-untyped-def]
+    return engine.recorder.totals().row(kind, name)
+
+
+def per_session(log: list[tuple[str, int, int]], what: str) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for kind, sid, ns in log:
+        if kind == what:
+            out.setdefault(sid, []).append(ns)
+    return out
+
+
+def same_prefix(a: dict[int, list[int]], b: dict[int, list[int]], least: int) -> None:
+    """Two runs drew the same schedule: every session's sequence agrees as far as both
+    runs got (timing decides how far), and both got at least `least` items."""
+    assert set(a) == set(b)
+    for sid in a:
+        n = min(len(a[sid]), len(b[sid]))
+        assert n >= least, (sid, len(a[sid]), len(b[sid]))
+        assert a[sid][:n] == b[sid][:n], sid
+
+
+# ------------------------------------------------------------------ reproducibility
+async def test_same_seed_same_think_gaps_in_a_closed_run(
+    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
+) -> None:
+    runs = []
+    for seed in (7, 7, 8):
+        engine = make_engine(client, substrate.url, atespace, population="closed",
+                             sessions=3, seed=seed)  # fmt: skip
+        await drive(engine, 2.5, log=True)
+        assert engine.ctx.intended_log is not None
+        runs.append(per_session(engine.ctx.intended_log, "think"))
+    same_prefix(runs[0], runs[1], least=3)
+    assert runs[0][0][:3] != runs[2][0][:3]
+
+
+async def test_same_seed_same_turn_arrivals(
+    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
+) -> None:
+    runs = []
+    for seed in (7, 7, 9):
+        engine = make_engine(client, substrate.url, atespace, population="turns",
+                             sessions=3, turns_per_hour=4 * 3600, turn_mean=0.01,
+                             seed=seed)  # fmt: skip
+        await drive(engine, 2.5, log=True)
+        assert engine.ctx.intended_log is not None
+        runs.append(per_session(engine.ctx.intended_log, "arrival"))
+    same_prefix(runs[0], runs[1], least=4)
+    assert runs[0][0][:4] != runs[2][0][:4]
+
+
+# ------------------------------------------------------------------ turns
+async def test_turn_arrivals_follow_the_poisson_rate_and_stop_means_stop(
+    substrate: LocalSubstrateProcess, watched: Watched, atespace: str
+) -> None:
+    sessions, per_s, hold = 4, 4.0, 5.0  # lifecycle none: one worker per session
+    engine = make_engine(watched, substrate.url, atespace, population="turns",
+                         sessions=sessions, turns_per_hour=per_s * 3600, turn_mean=0.01,
+                         lifecycle_mode="none")  # fmt: skip
+    await drive(engine, hold, log=True)
+    population = engine.population
+    assert engine.ctx.intended_log is not None
+    start, stop = population.steady_start_ns, population.stopped_ns
+    assert start is not None and stop is not None
+
+    # Every drawn gap, per session: exponential with mean 1/rate.
+    gaps = []
+    for offsets in per_session(engine.ctx.intended_log, "arrival").values():
+        gaps += [(b - a) / 1e9 for a, b in zip([0, *offsets], offsets, strict=False)]
+    n = len(gaps)
+    mean = statistics.fmean(gaps)
+    assert abs(mean - 1 / per_s) < 4 * (1 / per_s) / math.sqrt(n), (n, mean)
+    cv = statistics.pstdev(gaps) / mean
+    assert 0.75 < cv < 1.25, cv  # exponential: 1; a fixed pacer would give ~0
+    below_median = sum(g < math.log(2) / per_s for g in gaps) / n
+    assert abs(below_median - 0.5) < 4 * 0.5 / math.sqrt(n), below_median
+
+    # Turns started over the hold: Poisson count within 4 sigma of rate × time.
+    expected = sessions * per_s * (stop - start) / 1e9
+    started = [t for t in population.arrivals if start <= t < stop]
+    assert abs(len(started) - expected) < 4 * math.sqrt(expected), (len(started), expected)
+    assert population.turns_started == len(population.arrivals)
+
+    # The stop guard: no router request starts once the population stopped.
+    late = [t for t in watched.request_starts if t >= stop]
+    assert late == []
+    assert row(engine, "http", "Step_01_start").failures == 0
+
+
+# ------------------------------------------------------------------ lifecycle and resume
+@pytest.mark.parametrize(
+    ("mode", "park_row"),
+    [("suspend-async", "SuspendActorAsync"), ("pause", "PauseActor"), ("none", None)],
+)
+async def test_closed_run_in_each_lifecycle_mode(
+    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str,
+    mode: str, park_row: str | None,
+) -> None:  # fmt: skip
+    engine = make_engine(client, substrate.url, atespace, population="closed", sessions=2,
+                         lifecycle_mode=mode)  # fmt: skip
+    await drive(engine, 2.5)
+    steps = sum(row(engine, "http", f"Step_{s.name}").count for s in engine.script.steps)
+    assert steps >= 4
+    failures = sum(s.failures for s in engine.recorder.totals().rows.values())
+    assert failures == 0
+    parks = {n: row(engine, "control", n).count
+             for n in ("SuspendActor", "SuspendActorAsync", "PauseActor")}  # fmt: skip
+    if park_row is None:
+        assert sum(parks.values()) == 0
+        assert row(engine, "http", "WakeFirstTouch").count == 0
+    else:
+        assert parks[park_row] >= steps  # every turn parks, plus the start
+        assert sum(parks.values()) == parks[park_row]
+        # A wake whose step the stop cut short has no step row.
+        assert steps <= row(engine, "http", "WakeFirstTouch").count <= steps + 2
+    assert await client.list_actors(atespace) == []
+
+
+async def test_explicit_resume_books_resume_actor(
+    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
+) -> None:
+    engine = make_engine(client, substrate.url, atespace, population="closed", sessions=2,
+                         resume_mode="explicit")  # fmt: skip
+    await drive(engine, 2.5)
+    resumes = row(engine, "control", "ResumeActor")
+    wakes = row(engine, "http", "WakeFirstTouch")
+    assert resumes.count >= 2 and resumes.failures == 0
+    assert resumes.count == wakes.count
+
+
+# ------------------------------------------------------------------ levels
+async def test_closed_level_change_adds_sessions_without_restarting_the_others(
+    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
+) -> None:
+    engine = make_engine(client, substrate.url, atespace, population="closed", sessions=4)
+    try:
+        await engine.preflight()
+        await engine.register()
+        await engine.fill()
+        await engine.hold(2.0)
+        first = list(engine.population.sessions)
+        before = {s.id: (s.actor, row(engine, "http", "WakeFirstTouch").count) for s in first}
+        await engine.hold(2.5, level=1.5)
+        sessions = engine.population.sessions
+        assert len(sessions) == 6
+        assert engine.ledger.created == 6
+        for session in first:
+            assert session.actor == before[session.id][0] and session.generation == 0
+        # The first four kept working through the change: their turns went on.
+        assert row(engine, "http", "WakeFirstTouch").count > max(c for _, c in before.values())
+        assert {s.state for s in sessions[4:]} != {"new"}
+    finally:
+        assert await engine.cleanup() == []
+    assert row(engine, "control", "CreateActor").count == 6
+    assert row(engine, "control", "DeleteActor").count == 0  # nothing was replaced
+
+
+# ------------------------------------------------------------------ a crashed actor
+async def test_a_killed_worker_is_a_crash_and_the_session_is_replaced(
+    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
+) -> None:
+    engine = make_engine(client, substrate.url, atespace, population="closed", sessions=2,
+                         lifecycle_mode="none")  # fmt: skip
+    try:
+        await engine.preflight()
+        await engine.register()
+        await engine.fill()
+        await engine.hold(1.5)
+        victim = engine.population.sessions[0]
+        assert victim.created and victim.actor == "agent-0"
+        host = (await client.get_actor(atespace, victim.actor)).worker
+        workers = (await asyncio.to_thread(substrate.debug_workers))["workers"]
+        os.kill(next(w["pid"] for w in workers if w["name"] == host), signal.SIGKILL)
+        steps_before = row(engine, "http", "Step_01_start").count
+        await engine.hold(4.0)
+        assert victim.actor == "agent-0-r1"
+        assert row(engine, "control", "DeleteActor").count == 1
+        # The run went on: the replacement and the other session kept stepping.
+        assert victim.cursor > 0 or row(engine, "http", "Step_01_start").count > steps_before
+        names = {a.name for a in await client.list_actors(atespace)}
+        assert names == {"agent-0-r1", "agent-1"}
+    finally:
+        assert await engine.cleanup() == []
+    assert row(engine, "actor", "CrashCount").events == 1
+
