@@ -31,7 +31,13 @@ DEFAULT_THRESHOLDS = (
     "achieved_rps >= 0.95 * target",
 )
 DEFAULT_ABORT_RULES = ("Step_*: failure_ratio < 0.5 (min 20)",)
-PRESET_DIR = Path(__file__).resolve().parent.parent / "deployments" / "presets"
+# Presets ship inside the wheel (pyproject force-include); a checkout keeps them in deployments/.
+_PACKAGED_PRESETS = Path(__file__).resolve().parent / "presets"
+PRESET_DIR = (
+    _PACKAGED_PRESETS
+    if _PACKAGED_PRESETS.is_dir()
+    else Path(__file__).resolve().parent.parent / "deployments" / "presets"
+)
 # Float arithmetic must not turn 0.3 min / 6 s into 2.9999 windows.
 _WHOLE = 1e-9
 

@@ -16,7 +16,13 @@ from typing import Any
 
 import yaml
 
-PREFECT_YAML = Path(__file__).resolve().parent.parent / "deployments" / "prefect.yaml"
+# A checkout keeps prefect.yaml in deployments/; the wheel ships a copy inside agentsession_core.
+_CHECKOUT_YAML = Path(__file__).resolve().parent.parent / "deployments" / "prefect.yaml"
+PREFECT_YAML = (
+    _CHECKOUT_YAML
+    if _CHECKOUT_YAML.is_file()
+    else Path(__file__).resolve().parents[1] / "agentsession_core/deployments/prefect.yaml"
+)
 
 
 def deployment_specs(path: Path = PREFECT_YAML) -> dict[str, dict[str, Any]]:

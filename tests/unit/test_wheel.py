@@ -36,6 +36,10 @@ def test_wheel_ships_and_finds_the_built_in_scripts(tmp_path):
             packaged = f"agentsession_core/builtin_scripts/{name}.yaml"
             assert packaged in names
             assert archive.read(packaged) == (REPO / "scripts" / f"{name}.yaml").read_bytes()
+        # Presets and prefect.yaml travel too, so `--preset demo` and `serve` work from a wheel.
+        for preset in ("demo", "nightly"):
+            assert f"agentsession_core/presets/{preset}.yaml" in names
+        assert "agentsession_core/deployments/prefect.yaml" in names
         archive.extractall(tmp_path / "site")
 
     # Import the unpacked wheel ahead of the editable checkout, from a directory that has no
@@ -43,7 +47,8 @@ def test_wheel_ships_and_finds_the_built_in_scripts(tmp_path):
     probe = (
         "import json; from agentsession_core import script as s; "
         "print(json.dumps([s.__file__, str(s.builtin_dir()), s.builtin_names(), "
-        "len(s.load_script('coding-session').steps)]))"
+        "len(s.load_script('coding-session').steps)]));"
+        "from agentsession_core import campaign_params as c; print(c.PRESET_DIR, c.preset_names())"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
     result = subprocess.run(
@@ -55,7 +60,10 @@ def test_wheel_ships_and_finds_the_built_in_scripts(tmp_path):
         timeout=60,
         check=True,
     )
-    module, directory, names, steps = json.loads(result.stdout)
+    first, presets = result.stdout.splitlines()
+    assert presets.startswith(str(tmp_path / "site" / "agentsession_core" / "presets"))
+    assert "'demo'" in presets and "'nightly'" in presets
+    module, directory, names, steps = json.loads(first)
     assert module.startswith(str(tmp_path / "site"))
     assert directory == str(tmp_path / "site" / "agentsession_core" / "builtin_scripts")
     assert names == BUILT_INS
