@@ -87,6 +87,20 @@ class Engine:
             await self.substrate.ensure_atespace(self.ledger.atespace)
         except SubstrateError as exc:
             raise PreflightError(f"{where}: EnsureAtespace {self.ledger.atespace}: {exc}") from None
+        params = self.params
+        if (
+            params.substrate is None
+            and params.population == "turnover"
+            and params.lifecycle_mode != "none"
+            and params.local_workers <= params.awake
+        ):
+            # A local worker hosts one running actor: residents plus the session being woken
+            # need a worker each, or wakes park until the park timeout.
+            log.warning(
+                "awake (%d) needs at least %d local workers (local_workers=%d): wakes will "
+                "wait for a worker and may fail with RESOURCE_EXHAUSTED",
+                params.awake, params.awake + 1, params.local_workers,
+            )  # fmt: skip
         self.template = template
         return template
 
