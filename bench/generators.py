@@ -44,6 +44,7 @@ from agentsession_core.substrate.http import HttpSubstrate, RouterClient
 PING_SCRIPT = str(Path(__file__).parent / "ping.yaml")
 PING_BODY = {"message": "agentsession"}  # what ops.request_for sends for `ping`
 TARGET = "bench/agent-0"
+POOL = 256  # connections per client in the agentsession runs
 
 
 # ---------------------------------------------------------------- the ceilings
@@ -105,11 +106,14 @@ class BenchSubstrate(HttpSubstrate):
 
     def __init__(self, url: str, client: str) -> None:
         super().__init__(url)
-        self._fast_control = FastRouterClient(url)
+        # Bounded pools: registering 100k sessions at once must not open 100k sockets.
+        self._fast_control = FastRouterClient(url, max_connections=POOL)
         if client == "aiohttp":
-            self.router = RouterClient(url)  # type: ignore[assignment]
+            self.router = RouterClient(url, max_connections=POOL)  # type: ignore[assignment]
         elif client == "fast":
-            self.router = FastRouterClient(url)  # type: ignore[assignment]
+            self.router = FastRouterClient(url, max_connections=POOL)  # type: ignore[assignment]
+        else:
+            self.router.max_connections = POOL
 
     async def _call(self, method: str, path: str, *, json: Any = None,
                     params: dict[str, str] | None = None) -> tuple[int, Any]:  # fmt: skip
@@ -199,6 +203,7 @@ async def throughput(url: str, concurrency: int, seconds: float, warmup: float,
     c0 = time.process_time()
     await _until_second(engine, last)
     cpu = time.process_time() - c0
+    engine.recorder.flush()  # closes the window's last second
     window = engine.recorder.window_seconds(first, last)
     await _finish(engine, flusher)
     step = window.row("http", "Step_ping")
@@ -221,9 +226,13 @@ async def accuracy(url: str, rate: float, sessions: int, seconds: float, warmup:
     await asyncio.sleep(warmup)
     first, last = _whole_seconds(engine, seconds)
     await _until_second(engine, first)
+    pauses = GcPauses()
+    gc.callbacks.append(pauses)
     c0 = time.process_time()
     await _until_second(engine, last)
     cpu = time.process_time() - c0
+    gc.callbacks.remove(pauses)
+    engine.recorder.flush()  # closes the window's last second
     window = engine.recorder.window_seconds(first, last)
     population = engine.population
     assert isinstance(population, TurnsPopulation)
@@ -242,7 +251,24 @@ async def accuracy(url: str, rate: float, sessions: int, seconds: float, warmup:
         "start_lag_max_ms": lag.max if lag.count else 0.0,
         "failures": step.failures, "cpu_fraction": cpu / duration,
         "registration_s": registered, "client": client,
+        "gc_pauses": pauses.count, "gc_pause_max_ms": pauses.max_ms,
     }  # fmt: skip
+
+
+class GcPauses:
+    """The longest cyclic-GC pause while installed (a suspect for start-lag spikes)."""
+
+    def __init__(self) -> None:
+        self.max_ms = 0.0
+        self.count = 0
+        self._t = 0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t = time.perf_counter_ns()
+        else:
+            self.count += 1
+            self.max_ms = max(self.max_ms, (time.perf_counter_ns() - self._t) / 1e6)
 
 
 def _rss() -> int:
@@ -250,11 +276,18 @@ def _rss() -> int:
     return psutil.Process().memory_info().rss
 
 
-async def density(url: str, sessions: int, client: str) -> dict:
-    # No turn falls due during the measurement (mean gap of a million hours).
-    params = _params(population="turns", sessions=sessions, turns_per_hour=1e-6,
-                     turn_mean=1.0)  # fmt: skip
-    engine = await _engine(url, params, client, OpenLoopTurns)
+async def density(url: str, sessions: int, client: str, population: str) -> dict:
+    """turnover: parked sessions wait in the parked queue (no task, no timer) — the
+    population SPEC §4.2 parks. turns: each parked session also holds its arrival task,
+    sleeping until its next turn, and that turn's two random streams."""
+    if population == "turnover":
+        params = _params(population="turnover", sessions=sessions, awake=0, target_rps=1.0)
+        engine = await _engine(url, params, client)
+    else:
+        # No turn falls due during the measurement (mean gap of a million hours).
+        params = _params(population="turns", sessions=sessions, turns_per_hour=1e-6,
+                         turn_mean=1.0)  # fmt: skip
+        engine = await _engine(url, params, client, OpenLoopTurns)
     # Warm the pools and the code paths with one session's worth of work first.
     await engine.substrate.request("bench", "warm", "ping", json=PING_BODY)
     engine.recorder.flush()
@@ -271,6 +304,7 @@ async def density(url: str, sessions: int, client: str) -> dict:
     out = {"sessions": sessions, "parked": parked, "rss_before": before, "rss_after": after,
            "bytes_per_parked_session": (after - before) / max(1, parked),
            "states": dict(states), "registration_s": registered, "client": client,
+           "population": population,
            "tasks": len(engine.population._tasks)}  # fmt: skip
     engine.ctx.stopping.set()
     for task in list(engine.population._tasks):
@@ -288,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--rate", type=float, default=2000.0)
     parser.add_argument("--sessions", type=int, default=20_000)
+    parser.add_argument("--population", choices=["turnover", "turns"], default="turnover")
     parser.add_argument("--client", choices=["default", "aiohttp", "fast"], default="default")
     a = parser.parse_args(argv)
     jobs = {
@@ -295,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         "rawfast": lambda: raw_fast(a.url, a.concurrency, a.seconds, a.warmup),
         "throughput": lambda: throughput(a.url, a.concurrency, a.seconds, a.warmup, a.client),
         "accuracy": lambda: accuracy(a.url, a.rate, a.sessions, a.seconds, a.warmup, a.client),
-        "density": lambda: density(a.url, a.sessions, a.client),
+        "density": lambda: density(a.url, a.sessions, a.client, a.population),
     }
     result: dict[str, Any] = uvloop.run(jobs[a.mode]())
     result["mode"] = a.mode
