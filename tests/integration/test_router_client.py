@@ -1,0 +1,305 @@
+"""FastRouterClient against a real socket server that answers in every way HTTP/1.1 allows:
+Content-Length and chunked bodies, large bodies both ways, error answers with and without
+x-ate-router, Connection: close, read-to-EOF, servers that close idle connections, that
+never answer, or answer garbage."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator
+
+import orjson
+import pytest
+
+from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
+from agentsession_core.substrate.fastrouter import FastRouterClient
+
+BIG = 4 * 1024 * 1024 + 17
+
+
+class Server:
+    """Reads requests (Content-Length bodies) and answers per route."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        self.server: asyncio.Server | None = None
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                target = lines[0].split(" ")[1]
+                headers = {}
+                for line in lines[1:]:
+                    if line:
+                        k, _, v = line.partition(":")
+                        headers[k.strip().lower()] = v.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                self.requests.append((target, headers, body))
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+                try:
+                    keep = await self.answer(target, body, writer)
+                finally:
+                    self.in_flight -= 1
+                await writer.drain()
+                if not keep:
+                    return
+        finally:
+            writer.close()
+
+    async def answer(self, target: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+        route = target.split("?")[0].lstrip("/")
+
+        def send(status: int, payload: bytes, extra: str = "") -> None:
+            writer.write(
+                f"HTTP/1.1 {status} X\r\nContent-Length: {len(payload)}\r\n{extra}\r\n".encode()
+                + payload
+            )
+
+        if route == "ping":
+            send(200, b'{"message":"pong"}', "x-server-elapsed-us: 42\r\n")
+        elif route == "digest":  # ingest-like: hash what was sent
+            send(200, orjson.dumps({"sha256": hashlib.sha256(body).hexdigest(), "n": len(body)}))
+        elif route == "big":  # read_disk_data-like: a large Content-Length body
+            send(200, bytes(range(256)) * (BIG // 256) + b"x" * (BIG % 256))
+        elif route == "chunked":
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for part in (b"hello ", b"chunked ", b"x" * 70000):
+                writer.write(f"{len(part):x};ext=1\r\n".encode() + part + b"\r\n")
+            writer.write(b"0\r\nx-trailer: 1\r\n\r\n")
+        elif route == "router-error":
+            error = b'{"error":{"code":"ACTOR_NOT_FOUND","message":"no such actor"}}'
+            send(404, error, "x-ate-router: 1\r\n")
+        elif route == "glutton-error":
+            send(400, b'{"error":{"code":"BAD_OP","message":"size too large"}}')
+        elif route == "not-json-error":
+            send(502, b"<html>bad gateway</html>")
+        elif route == "close":
+            send(200, b"{}", "Connection: close\r\n")
+            return False
+        elif route == "eof-body":
+            writer.write(b"HTTP/1.0 200 OK\r\n\r\nuntil the end")
+            return False
+        elif route == "silent":
+            await asyncio.sleep(30)
+        elif route == "garbage":
+            writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+            return False
+        elif route == "drop":
+            return False  # close without answering
+        elif route == "slow":
+            await asyncio.sleep(0.05)
+            send(200, b"{}")
+        elif route == "empty":
+            send(204, b"")
+        return True
+
+    async def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    s = Server()
+    await s.start()
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def client(server: Server) -> AsyncIterator[FastRouterClient]:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    c = FastRouterClient(f"http://127.0.0.1:{port}", token="secret", timeout=5)
+    yield c
+    await c.aclose()
+
+
+async def test_ping_sends_target_json_and_auth_and_reads_the_answer(
+    server: Server, client: FastRouterClient
+) -> None:
+    answer = await client.request("space/actor-1", "ping", json={"message": "hi"})
+    assert answer.status == 200
+    assert orjson.loads(answer.body) == {"message": "pong"}
+    assert answer.server_elapsed_us == 42
+    assert answer.headers["x-server-elapsed-us"] == "42"
+    target, headers, body = server.requests[0]
+    assert target == "/ping"
+    assert headers["ate-target-actor"] == "space/actor-1"
+    assert headers["authorization"] == "Bearer secret"
+    assert headers["content-type"] == "application/json"
+    assert orjson.loads(body) == {"message": "hi"}
+
+
+async def test_keep_alive_reuses_one_connection(server: Server, client: FastRouterClient):
+    for _ in range(50):
+        await client.request("s/a", "ping", json={})
+    assert server.connections == 1
+    assert len(server.requests) == 50
+
+
+async def test_large_bodies_both_ways_and_query_params(server: Server, client: FastRouterClient):
+    payload = bytes(i % 251 for i in range(BIG))
+    answer = await client.request("s/a", "digest", body=payload, params={"key": "up load"})
+    assert orjson.loads(answer.body) == {"sha256": hashlib.sha256(payload).hexdigest(), "n": BIG}
+    target, headers, _ = server.requests[-1]
+    assert target == "/digest?key=up+load"
+    assert headers["content-type"] == "application/octet-stream"
+    big = await client.request("s/a", "big", json={"mode": "data"})
+    assert len(big.body) == BIG
+    assert big.body[:256] == bytes(range(256)) and big.body.endswith(b"x" * (BIG % 256))
+    # the connection is still good after both
+    assert (await client.request("s/a", "ping", json={})).status == 200
+    assert server.connections == 1
+
+
+async def test_chunked_answer_with_extensions_and_trailers(
+    server: Server, client: FastRouterClient
+) -> None:
+    answer = await client.request("s/a", "chunked", json={})
+    assert answer.body == b"hello chunked " + b"x" * 70000
+    assert (await client.request("s/a", "ping", json={})).status == 200
+    assert server.connections == 1
+
+
+async def test_no_content_and_read_to_eof_answers(server: Server, client: FastRouterClient):
+    assert (await client.request("s/a", "empty", json={})).body == b""
+    assert (await client.request("s/a", "eof-body", json={})).body == b"until the end"
+    assert (await client.request("s/a", "ping", json={})).status == 200
+    assert server.connections == 2  # the read-to-EOF answer used its connection up
+
+
+async def test_router_error_keeps_code_and_from_router(client: FastRouterClient) -> None:
+    with pytest.raises(SubstrateError) as caught:
+        await client.request("s/a", "router-error", json={})
+    assert caught.value.code == "ACTOR_NOT_FOUND"
+    assert caught.value.status == 404
+    assert caught.value.from_router is True
+
+
+async def test_glutton_error_is_not_from_router(client: FastRouterClient) -> None:
+    with pytest.raises(SubstrateError) as caught:
+        await client.request("s/a", "glutton-error", json={})
+    assert (caught.value.code, caught.value.status) == ("BAD_OP", 400)
+    assert caught.value.from_router is False
+    with pytest.raises(SubstrateError) as caught:
+        await client.request("s/a", "not-json-error", json={})
+    assert caught.value.code == "HTTP_502"
+    assert "bad gateway" in str(caught.value)
+
+
+async def test_connection_close_answer_opens_a_new_connection(
+    server: Server, client: FastRouterClient
+) -> None:
+    await client.request("s/a", "close", json={})
+    await client.request("s/a", "ping", json={})
+    assert server.connections == 2
+
+
+async def test_timeout_discards_the_connection_and_the_next_request_works(
+    server: Server, client: FastRouterClient
+) -> None:
+    with pytest.raises(SubstrateError) as caught:
+        await client.request("s/a", "silent", json={}, timeout=0.2)
+    assert caught.value.code == TIMEOUT
+    assert (await client.request("s/a", "ping", json={})).status == 200
+    assert server.connections == 2
+
+
+async def test_server_closing_an_idle_connection_is_retried_once(
+    server: Server, client: FastRouterClient
+) -> None:
+    await client.request("s/a", "ping", json={})
+    # The server drops the pooled connection after a request it does not answer; the
+    # client cannot tell that from an idle close, so the request is sent once more on a
+    # fresh connection — and that one is dropped too: a TRANSPORT error, not a hang.
+    with pytest.raises(SubstrateError) as caught:
+        await client.request("s/a", "drop", json={})
+    assert caught.value.code == TRANSPORT
+    assert [t for t, _, _ in server.requests].count("/drop") == 2
+    assert (await client.request("s/a", "ping", json={})).status == 200
+
+
+async def test_first_request_on_a_fresh_connection_is_not_retried(server: Server) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    fresh = FastRouterClient(f"http://127.0.0.1:{port}")
+    try:
+        with pytest.raises(SubstrateError) as caught:
+            await fresh.request("s/a", "drop", json={})
+        assert caught.value.code == TRANSPORT
+        assert [t for t, _, _ in server.requests].count("/drop") == 1
+    finally:
+        await fresh.aclose()
+
+
+async def test_garbage_answer_is_a_transport_error(client: FastRouterClient) -> None:
+    with pytest.raises(SubstrateError) as caught:
+        await client.request("s/a", "garbage", json={})
+    assert caught.value.code == TRANSPORT
+    assert "bad status line" in str(caught.value)
+
+
+async def test_refused_connection_is_a_transport_error() -> None:
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = probe.sockets[0].getsockname()[1]
+    probe.close()
+    await probe.wait_closed()
+    c = FastRouterClient(f"http://127.0.0.1:{port}")
+    with pytest.raises(SubstrateError) as caught:
+        await c.request("s/a", "ping", json={})
+    assert caught.value.code == TRANSPORT
+    await c.aclose()
+
+
+async def test_max_connections_bounds_concurrency(server: Server) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    c = FastRouterClient(f"http://127.0.0.1:{port}", max_connections=3)
+    try:
+        answers = await asyncio.gather(*(c.request("s/a", "slow", json={}) for _ in range(12)))
+        assert all(a.status == 200 for a in answers)
+        assert server.connections == 3
+        assert server.max_in_flight == 3
+    finally:
+        await c.aclose()
+
+
+async def test_cancelled_waiter_does_not_leak_a_slot(server: Server) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    c = FastRouterClient(f"http://127.0.0.1:{port}", max_connections=1)
+    try:
+        first = asyncio.create_task(c.request("s/a", "slow", json={}))
+        await asyncio.sleep(0)
+        waiting = asyncio.create_task(c.request("s/a", "ping", json={}))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        assert (await first).status == 200
+        assert (await c.request("s/a", "ping", json={})).status == 200
+        assert server.connections == 1
+    finally:
+        await c.aclose()
+
+
+def test_only_http_urls_are_accepted() -> None:
+    with pytest.raises(ValueError, match="only http://"):
+        FastRouterClient("https://example.invalid")
