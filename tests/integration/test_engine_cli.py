@@ -1,0 +1,134 @@
+"""`agentsession run` as a user runs it (a subprocess against the local substrate):
+SIGINT mid-hold cleans up and says so; refused runs exit 1 with one clear line and create
+no actor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agentsession_core.artifacts import verify_manifest
+from agentsession_core.substrate.errors import SubstrateError
+from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from tests.integration.conftest import TOKEN
+
+RUN = [sys.executable, "-m", "agentsession_core", "run", "--progress", "plain"]
+
+
+def start(args: list[str], tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    proc = subprocess.Popen(
+        [*RUN, *args, "--out", str(tmp_path / "artifacts")],
+        stdout=out.open("wb"), stderr=err.open("wb"),
+    )  # fmt: skip
+    return proc, out, err
+
+
+def status_files(tmp_path: Path) -> list[Path]:
+    return list((tmp_path / "artifacts").glob("runs/*/*/*/*/status.json"))
+
+
+def wait_for_phase(tmp_path: Path, phase: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended early"
+        for path in status_files(tmp_path):
+            try:
+                if json.loads(path.read_text())["phase"] == phase:
+                    return
+            except (ValueError, KeyError):
+                pass  # caught between writes
+        time.sleep(0.2)
+    raise AssertionError(f"phase {phase} never reached")
+
+
+def error_lines(err: Path) -> list[str]:
+    return [line for line in err.read_text().splitlines()
+            if " ERROR " in line or line.startswith("agentsession")]  # fmt: skip
+
+
+async def test_sigint_mid_hold_cancels_cleans_up_and_writes_artifacts(
+    substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
+) -> None:
+    atespace = "cli-sigint"
+    proc, out, err = start([
+        "--substrate", substrate.url, "--token", TOKEN, "--atespace", atespace,
+        "--script", "smoke", "--population", "closed", "--sessions", "3",
+        "--think-scale", "0.05", "--hold", "5m", "--seed", "7",
+    ], tmp_path)  # fmt: skip
+    try:
+        await asyncio.to_thread(wait_for_phase, tmp_path, "hold", proc)
+        await asyncio.sleep(1.0)
+        assert [a.name for a in await client.list_actors(atespace)]  # load is running
+        proc.send_signal(signal.SIGINT)
+        rc = await asyncio.to_thread(proc.wait, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 130, err.read_text()[-2000:]
+    run_dir = Path(out.read_text().splitlines()[-1])
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "cancelled" and status["exit_code"] == 130
+    assert status["abort_reason"] == "received SIGINT"
+    assert status["stats_generated"] and status["phase"] == "done"
+    assert status["actors_created"] == status["actors_deleted"] == 3
+    assert status["leaked_actors"] == []
+    assert (run_dir / "stats.jsonl").stat().st_size > 0
+    assert verify_manifest(run_dir) == []
+    assert await client.list_actors(atespace) == []
+
+
+def test_a_script_that_fails_validation_exits_1_before_anything_exists(
+    tmp_path: Path,
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nmin_actor_memory: 64Mi\nsteps: []\n")
+    proc, out, err = start(["--substrate", "http://127.0.0.1:9", "--script", str(bad)], tmp_path)
+    assert proc.wait(60) == 1
+    lines = err.read_text().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and "steps" in lines[0], lines
+    assert out.read_text() == ""
+    assert not (tmp_path / "artifacts").exists()
+
+
+def test_a_refused_connection_exits_1_with_one_error_line(tmp_path: Path) -> None:
+    proc, out, err = start(
+        ["--substrate", "http://127.0.0.1:9", "--script", "smoke", "--hold", "1s"], tmp_path
+    )
+    assert proc.wait(60) == 1
+    errors = error_lines(err)
+    assert len(errors) == 1, errors
+    assert "http://127.0.0.1:9" in errors[0] and "GetTemplate" in errors[0]
+    run_dir = Path(out.read_text().splitlines()[-1])
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "refused" and status["actors_created"] == 0
+    assert verify_manifest(run_dir) == []
+
+
+async def test_a_template_below_min_actor_memory_exits_1_and_creates_nothing(
+    substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
+) -> None:
+    atespace = "cli-small-template"
+    proc, out, err = start([
+        "--substrate", substrate.url, "--token", TOKEN, "--atespace", atespace,
+        "--script", "smoke", "--template", "test/small", "--hold", "1s",
+    ], tmp_path)  # fmt: skip
+    assert await asyncio.to_thread(proc.wait, 60) == 1
+    errors = error_lines(err)
+    assert len(errors) == 1, errors
+    assert "test/small" in errors[0] and "1Mi" in errors[0] and "64Mi" in errors[0]
+    run_dir = Path(out.read_text().splitlines()[-1])
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "refused" and status["actors_created"] == 0
+    # Refused before EnsureAtespace: no actor exists under the run's atespace.
+    try:
+        assert await client.list_actors(atespace) == []
+    except SubstrateError as exc:
+        assert exc.code == "NOT_FOUND"  # the atespace was never created
