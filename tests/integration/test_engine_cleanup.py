@@ -1,0 +1,55 @@
+"""A substrate killed mid-hold: the run notices, fails with that reason, still writes every
+artifact, and lists each actor it could not delete instead of leaking it silently. (The
+normal and SIGINT cases are in test_engine_turnover.py and test_engine_cli.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from agentsession_core import runner
+from agentsession_core.artifacts import verify_manifest
+from agentsession_core.params import RunParams
+from agentsession_core.runner import Run
+from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+
+
+async def test_substrate_killed_mid_hold_fails_the_run_and_lists_the_leaks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "WATCHDOG_EVERY_S", 0.5)
+    proc = LocalSubstrateProcess(workers=2, store=tmp_path / "store", log_path=tmp_path / "log")
+    await asyncio.to_thread(proc.start)
+    try:
+        params = RunParams(
+            substrate=proc.url, atespace="killed", script="smoke", population="closed",
+            sessions=3, think_scale=0.05, hold=60.0, seed=7, out=str(tmp_path / "out"),
+            request_timeout=5.0, cleanup_timeout=10.0, stop_grace=2.0,
+        )  # fmt: skip
+        run = Run(params)
+        async with run:
+            await run.preflight()
+            await run.register()
+            await run.fill()
+            asyncio.get_running_loop().call_later(2.0, proc.kill)
+            _, _, reason = await run.hold(params.hold)
+            run.finish("completed" if reason is None else "failed", reason)
+    finally:
+        await asyncio.to_thread(proc.stop)
+    result = run.result
+    assert result is not None
+    assert (result.status, result.exit_code) == ("failed", 1)
+    assert result.reason is not None and "substrate unreachable" in result.reason
+    status = json.loads((result.run_dir / "status.json").read_text())
+    assert status["status"] == "failed" and status["abort_reason"] == result.reason
+    assert status["stats_generated"] and status["actors_created"] == 3
+    leaked = sorted(leak["actor"] for leak in status["leaked_actors"])
+    assert leaked == ["agent-0", "agent-1", "agent-2"]
+    assert all(leak["atespace"] == "killed" and leak["reason"] for leak in status["leaked_actors"])
+    assert sorted(leak["actor"] for leak in result.leaks) == leaked
+    for name in ("stats.csv", "stats.jsonl", "failures.csv", "stats_history.csv", "logs.txt"):
+        assert (result.run_dir / name).is_file(), name
+    assert verify_manifest(result.run_dir) == []
