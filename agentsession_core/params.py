@@ -115,5 +115,8 @@ def parse_params(values: dict) -> RunParams:
         return RunParams(**values)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "parameters"
-        raise UsageError(f"parameter {where}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")
+        where = ".".join(str(p) for p in first["loc"])
+        # A rule across fields has no single place; its message names the fields.
+        text = f"parameter {where}: {message}" if where else f"parameters: {message}"
+        raise UsageError(text) from None
