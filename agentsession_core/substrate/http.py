@@ -1,6 +1,7 @@
 """The Substrate interface over HTTP (SPEC §2): control calls with httpx, router requests
-through `RouterClient`, the one small class the hot path goes through (aiohttp with
-keep-alive today; the benchmark issue may swap it for a faster correct client).
+through the router client, the one small class the hot path goes through: FastRouterClient
+(fastrouter.py, a lean keep-alive HTTP/1.1 client) for http:// routers, the aiohttp
+`RouterClient` below otherwise.
 
 Every failure becomes a SubstrateError: an error body's code and message when the server
 answered, `from_router` true for control answers and router verdicts (`x-ate-router: 1`),
@@ -20,6 +21,7 @@ import orjson
 
 from agentsession_core.substrate.client import ActorInfo, RouterResponse, Template
 from agentsession_core.substrate.errors import BAD_BODY, TIMEOUT, TRANSPORT, SubstrateError
+from agentsession_core.substrate.fastrouter import FastRouterClient
 
 ROUTER_HEADER = "x-ate-router"
 ELAPSED_HEADER = "x-server-elapsed-us"
@@ -113,6 +115,16 @@ class RouterClient:
             await self._session.close()
 
 
+def router_client(
+    base_url: str, *, token: str | None = None, timeout: float = 120.0
+) -> RouterClient | FastRouterClient:
+    """The default router client: FastRouterClient for http:// (≈3× aiohttp's requests per
+    core, bench/RESULTS.md), aiohttp's RouterClient for anything else (https)."""
+    if base_url.startswith("http://"):
+        return FastRouterClient(base_url, token=token, timeout=timeout)
+    return RouterClient(base_url, token=token, timeout=timeout)
+
+
 class HttpSubstrate:
     """The Substrate interface against a server speaking SPEC §2 (the local substrate, or
     any substrate with the same wire form)."""
@@ -126,7 +138,7 @@ class HttpSubstrate:
         self._control = httpx.AsyncClient(
             base_url=self.control_url, headers=headers, timeout=control_timeout
         )
-        self.router = RouterClient(router_url or control_url, token=token, timeout=router_timeout)
+        self.router = router_client(router_url or control_url, token=token, timeout=router_timeout)
 
     async def _call(
         self, method: str, path: str, *, json: Any = None, params: dict[str, str] | None = None
