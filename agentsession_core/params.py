@@ -80,18 +80,6 @@ class RunParams(BaseModel):
     def _population_rules(self) -> RunParams:
         if self.population == "turnover" and self.awake > self.sessions:
             raise ValueError(f"awake ({self.awake}) exceeds sessions ({self.sessions})")
-        if (
-            self.substrate is None
-            and self.population == "turnover"
-            and self.lifecycle_mode != "none"
-            and self.local_workers <= self.awake
-        ):
-            # A local worker hosts one running actor: residents plus the session being woken
-            # need a worker each, or every wake parks until the park timeout.
-            raise ValueError(
-                f"awake ({self.awake}) needs at least {self.awake + 1} local workers "
-                f"(local_workers={self.local_workers})"
-            )
         return self
 
     @property
