@@ -104,9 +104,7 @@ class Campaign:
             plan.seconds, level=plan.level, should_stop=self.monitor.check
         )
         window = self.run.recorder.window(start, end)
-        void = None
-        if reason is None and self.run.health.is_void(window):
-            void = "the load generator was saturated (see generator health)"
+        void = self.run.health.void_reason(window) if reason is None else None
         verdict = judge_window(
             window, self.thresholds, index=plan.index, level=plan.level, target=self.target(),
             void_reason=void, abort_reason=reason,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from collections.abc import Iterator
 
 import psutil
@@ -125,10 +126,21 @@ class GeneratorHealth:
         return any(lo <= second < hi for lo, hi in self.monitored)
 
     def is_void(self, window: Window) -> bool:
+        return self.void_reason(window) is not None
+
+    def void_reason(self, window: Window) -> str | None:
+        """Why the window is void (which seconds, which rule), or None when it is not."""
         first, last = int(window.start_s), int(window.end_s)
-        saturated = len(self.saturated_in(first, last))
+        saturated = self.saturated_in(first, last)
         allowed = math.floor(self.void_fraction * (last - first))
-        return saturated > allowed
+        if len(saturated) <= allowed:
+            return None
+        second, reason = saturated[0]
+        stamp = time.strftime("%H:%M:%S", time.gmtime(second))
+        return (
+            f"the load generator was saturated in {len(saturated)} of {last - first} s "
+            f"(allowed {allowed}); first at {stamp} UTC: {reason}"
+        )
 
 
 # Prometheus `le` bounds in seconds for request latency (from the intended time).

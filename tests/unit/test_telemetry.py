@@ -71,9 +71,13 @@ def test_void_tolerates_one_percent_of_a_long_window():
     window = rec.window(MONO0, MONO0 + 200 * NS_PER_S)
     assert health.saturated_seconds(MONO0, MONO0 + 200 * NS_PER_S) == 2
     assert not health.is_void(window)  # 2 ≤ floor(1 % × 200)
+    assert health.void_reason(window) is None
     heartbeat(rec, 7, 90.0, n=100)
     rec.flush()
     assert health.is_void(window)
+    reason = health.void_reason(window)
+    # The reason says how many seconds, the allowance, and the first offending rule.
+    assert "3 of 200 s" in reason and "allowed 2" in reason and "loop lag p99" in reason
 
 
 async def test_heartbeat_measures_a_blocked_loop():
