@@ -347,6 +347,8 @@ class Run:
                 run_dir.file("stats.jsonl"), whole, tag=tag, test_name=test,
                 extra_rows=[*self._turnover_rows(rec), *self.extra_rows],
             )  # fmt: skip
+        # Final status first: finalizers (gate, report) read it.
+        run_dir.write_json("status.json", self._status(final=True))
         for finalize in self.finalizers:
             try:
                 finalize(self)
