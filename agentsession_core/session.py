@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -133,6 +134,13 @@ class StepFailed(Exception):
 
 
 class Session:
+    # Slots and lazily made random streams: a parked session is a few hundred bytes, so one
+    # generator process can hold 100k of them (bench/RESULTS.md, density).
+    __slots__ = (
+        "_payload_rng", "_think_rng", "actor", "awake", "created", "ctx", "cursor",
+        "failures_in_a_row", "generation", "id", "needs_hibernate", "ready_ns", "state",
+    )  # fmt: skip
+
     def __init__(self, ctx: RunContext, sid: int) -> None:
         self.ctx = ctx
         self.id = sid
@@ -145,20 +153,25 @@ class Session:
         self.needs_hibernate = False
         self.ready_ns = now_ns()  # when the current think started
         self.state = "new"  # for the sessions-by-state gauge
-        seed = ctx.params.seed
-        self.think_rng = stream(seed, "session", sid, "think")
-        self.payload_rng = stream(seed, "session", sid, "payload")
-        rec = ctx.recorder
-        self._row_cache: dict[tuple[str, str], Row] = {}
-        self._rec = rec
+        self._think_rng: random.Random | None = None
+        self._payload_rng: random.Random | None = None
+
+    @property
+    def think_rng(self) -> random.Random:
+        # Made on first use: the stream depends only on (seed, session id), not on when.
+        if self._think_rng is None:
+            self._think_rng = stream(self.ctx.params.seed, "session", self.id, "think")
+        return self._think_rng
+
+    @property
+    def payload_rng(self) -> random.Random:
+        if self._payload_rng is None:
+            self._payload_rng = stream(self.ctx.params.seed, "session", self.id, "payload")
+        return self._payload_rng
 
     # ---------------------------------------------------------------- booking
     def row(self, kind: str, name: str) -> Row:
-        key = (kind, name)
-        row = self._row_cache.get(key)
-        if row is None:
-            row = self._row_cache[key] = self._rec.row(kind, name)
-        return row
+        return self.ctx.recorder.row(kind, name)  # cached by the recorder
 
     async def _booked(
         self, kind: str, name: str, intended_ns: int, call: Callable[[], Awaitable[T]]
