@@ -36,7 +36,7 @@ from agentsession_core.params import RunParams
 from agentsession_core.population.turns import TurnsPopulation
 from agentsession_core.recorder import Recorder
 from agentsession_core.script import load_script
-from agentsession_core.session import Session, StepFailed, now_ns, sleep_until
+from agentsession_core.session import now_ns, sleep_until
 from agentsession_core.substrate.errors import BAD_BODY, SubstrateError
 from agentsession_core.substrate.fastrouter import FastRouterClient
 from agentsession_core.substrate.http import HttpSubstrate, RouterClient
@@ -130,23 +130,6 @@ class BenchSubstrate(HttpSubstrate):
         await self._fast_control.aclose()
 
 
-class OpenLoopTurns(TurnsPopulation):
-    """turns with lifecycle none, booking each turn's step from the turn's intended start.
-
-    (TurnsPopulation._turn books run_step from now_ns() after the wake; with lifecycle none
-    there is no wake, so the intended time of the arrival would be lost and start lag would
-    read zero. Here the step *is* the turn's first request, so it carries the intended time.)
-    """
-
-    async def _turn(self, session: Session, intended_ns: int, length_ns: int) -> None:
-        try:
-            await session.run_step(intended_ns)
-        except StepFailed as failed:
-            await session.handle(failed)
-            return
-        await sleep_until(intended_ns + length_ns)
-
-
 def _params(**over: Any) -> RunParams:
     base = dict(
         script=PING_SCRIPT, lifecycle_mode="none", think_scale=0.0, registration_quiet=0.0,
@@ -217,7 +200,7 @@ async def accuracy(url: str, rate: float, sessions: int, seconds: float, warmup:
                    client: str) -> dict:  # fmt: skip
     params = _params(population="turns", sessions=sessions,
                      turns_per_hour=rate * 3600.0 / sessions, turn_mean=0.001)  # fmt: skip
-    engine = await _engine(url, params, client, OpenLoopTurns)
+    engine = await _engine(url, params, client, TurnsPopulation)
     flusher = asyncio.create_task(_flush_every_second(engine.recorder))
     t_reg = time.monotonic()
     await engine.register()
@@ -287,7 +270,7 @@ async def density(url: str, sessions: int, client: str, population: str) -> dict
         # No turn falls due during the measurement (mean gap of a million hours).
         params = _params(population="turns", sessions=sessions, turns_per_hour=1e-6,
                          turn_mean=1.0)  # fmt: skip
-        engine = await _engine(url, params, client, OpenLoopTurns)
+        engine = await _engine(url, params, client, TurnsPopulation)
     # Warm the pools and the code paths with one session's worth of work first.
     await engine.substrate.request("bench", "warm", "ping", json=PING_BODY)
     engine.recorder.flush()

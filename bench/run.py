@@ -352,9 +352,8 @@ def render(r: dict[str, Any], command: str) -> str:
 Run {r["date"]} ({r["mode"]} mode, `{command}`, {r["seconds_taken"]:.0f} s) on {r["machine"]}.
 Each generator ran alone, pinned to core 0 (`taskset -c 0`); a private nginx 1.22 (Debian,
 `bench/nginx/`, one worker) on core 1 answered fixed small JSON bodies. Concurrency
-{r["concurrency"]} for every throughput row. **The machine was shared with other engineers
-running tests during the run**, so absolute figures move between runs; the ratios come from
-this one side-by-side run.
+{r["concurrency"]} for every throughput row. The machine is a shared VM, so absolute
+figures move between runs; the ratios come from this one side-by-side run.
 
 | figure | value | note |
 |---|---:|---|
@@ -364,9 +363,9 @@ How each figure is taken: `bench/generators.py` (agentsession runs the real Engi
 Recorder — flushed every second — and router client; registration's control calls go over
 the lean client so 100k actors register in seconds, untimed); `bench/locustfile.py`;
 throughput and accuracy windows are whole recorder seconds after a warm-up. Accuracy uses
-turns with lifecycle none, each turn's step booked from the turn's intended start
-(`OpenLoopTurns`): 20,000 Poisson streams superpose to 2,000 arrivals/s; "intended" is the
-count of arrivals drawn for the window. Density is RSS growth (psutil, after gc) from before
+the turns population with lifecycle none, each turn's step booked from the turn's intended
+start: 20,000 Poisson streams superpose to 2,000 arrivals/s; "intended" is the count of
+arrivals drawn for the window. Density is RSS growth (psutil, after gc) from before
 registration to all sessions parked, divided by the sessions. Failures in the run:
 {r["failures"]}.
 
