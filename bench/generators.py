@@ -201,6 +201,7 @@ async def accuracy(url: str, rate: float, sessions: int, seconds: float, warmup:
     params = _params(population="turns", sessions=sessions,
                      turns_per_hour=rate * 3600.0 / sessions, turn_mean=0.001)  # fmt: skip
     engine = await _engine(url, params, client, TurnsPopulation)
+    engine.ctx.intended_log = []  # the arrivals drawn: what was intended
     flusher = asyncio.create_task(_flush_every_second(engine.recorder))
     t_reg = time.monotonic()
     await engine.register()
@@ -220,7 +221,11 @@ async def accuracy(url: str, rate: float, sessions: int, seconds: float, warmup:
     population = engine.population
     assert isinstance(population, TurnsPopulation)
     lo, hi = engine.recorder.mono_ns_of_second(first), engine.recorder.mono_ns_of_second(last)
-    intended = sum(1 for t in population.arrivals if lo <= t < hi)
+    start = population.steady_start_ns or 0
+    intended = sum(
+        1 for kind, _, offset in engine.ctx.intended_log if kind == "arrival"
+        and lo <= start + offset < hi
+    )  # fmt: skip
     await _finish(engine, flusher)
     step = window.row("http", "Step_ping")
     lag = step.start_lag

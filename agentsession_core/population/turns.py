@@ -24,7 +24,6 @@ class TurnsPopulation(Population):
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
         self.turns_started = 0
-        self.arrivals: list[int] = []  # intended turn starts, for tests and reports
 
     async def register(self) -> None:
         await self.register_all(prime=True)
@@ -47,7 +46,6 @@ class TurnsPopulation(Population):
                 self.ctx.intended_log.append(("arrival", session.id, intended - start_ns))
             if not await self.ctx.wait_until(intended):
                 return
-            self.arrivals.append(intended)
             self.turns_started += 1
             length_ns = int(lengths.uniform(0.5, 1.5) * self.ctx.params.turn_mean * 1e9)
             try:
