@@ -152,7 +152,10 @@ async def test_turn_arrivals_follow_the_poisson_rate_and_stop_means_stop(
     arrivals = [start + offset for kind, _, offset in engine.ctx.intended_log if kind == "arrival"]
     started = [t for t in arrivals if start <= t < stop]
     assert abs(len(started) - expected) < 4 * math.sqrt(expected), (len(started), expected)
-    assert population.turns_started == len(arrivals)
+    # Every arrival due well before stop started; the log may also hold a session's last
+    # draw, due after stop, which never starts.
+    due_before_stop = sum(1 for t in arrivals if t < stop - 100_000_000)
+    assert due_before_stop <= population.turns_started <= len(arrivals)
 
     # The stop guard: no router request starts once the population stopped.
     late = [t for t in watched.request_starts if t >= stop]
