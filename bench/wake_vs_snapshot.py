@@ -93,6 +93,7 @@ def table(rows: list[dict[str, float]], reps: int) -> str:
     lines = [
         "## Local substrate: wake latency vs snapshot size",
         "",
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
         f"`bench/wake_vs_snapshot.py`, median of {reps} reps, 2 workers, store on "
         f"a temp dir (page cache warm), {os.cpu_count()} cores, "
         f"Python {platform.python_version()}. One RAM array per actor; times in ms from the "
