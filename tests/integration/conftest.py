@@ -3,6 +3,7 @@ loopback port, with a temp store, a bearer token and small caps; stopped at the 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import AsyncIterator, Iterator
 
@@ -47,3 +48,27 @@ async def atespace(client: HttpSubstrate, request: pytest.FixtureRequest) -> Asy
     yield name
     for actor in await client.list_actors(name):
         await client.delete_actor(name, actor.name)
+
+
+AWS_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """A real S3 endpoint over HTTP (moto's server mode) on 127.0.0.1, with test credentials
+    in the environment for boto3's usual chain. Modules create their own buckets."""
+    from moto.server import ThreadedMotoServer
+
+    saved = {k: os.environ.get(k) for k in AWS_TEST_ENV}
+    os.environ.update(AWS_TEST_ENV)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

@@ -24,8 +24,6 @@ from agentsession_core.upload import list_objects, read_object, s3_client
 
 pytestmark = pytest.mark.timeout(240)
 BUCKET = "campaign-runs"
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 @pytest.fixture(scope="module")
@@ -38,23 +36,9 @@ def prefect_api() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    saved = {k: os.environ.get(k) for k in AWS_ENV}
-    os.environ.update(AWS_ENV)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    s3_client(endpoint).create_bucket(Bucket=BUCKET)
-    yield endpoint
-    server.stop()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+def s3_endpoint(s3_server: str) -> str:
+    s3_client(s3_server).create_bucket(Bucket=BUCKET)
+    return s3_server
 
 
 def closed_port() -> int:

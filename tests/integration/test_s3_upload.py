@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -19,28 +18,11 @@ from agentsession_core.upload import (
     upload_run,
 )
 
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1"}
-
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    saved = {k: os.environ.get(k) for k in AWS_ENV}
-    os.environ.update(AWS_ENV)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://{host}:{port}"
-    s3_client(url).create_bucket(Bucket="runs-bucket")
-    yield url
-    server.stop()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+def endpoint(s3_server: str) -> str:
+    s3_client(s3_server).create_bucket(Bucket="runs-bucket")
+    return s3_server
 
 
 @pytest.fixture
