@@ -31,6 +31,7 @@ from agentsession_core.judge import (
     step_window_row,
     windows_jsonl,
 )
+from agentsession_core.report import write_report
 from agentsession_core.runner import Run
 from agentsession_core.upload import run_location
 
@@ -157,11 +158,6 @@ class Campaign:
             baseline=self.baseline, max_regression=self.params.max_regression, run=described,
         )  # fmt: skip
         run_dir.write_json("gate.json", self.gate)
-        try:
-            from agentsession_core.report import write_report
-        except ImportError:
-            log.warning("report.html not written: agentsession_core.report is not available")
-            return
         write_report(run_dir.path)
 
     @property

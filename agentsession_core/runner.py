@@ -121,6 +121,7 @@ class Run:
         self.result: RunResult | None = None
         self._stack = contextlib.AsyncExitStack()
         self._watchdog: Watchdog | None = None
+        self._previous_handlers: dict[signal.Signals, Any] = {}
 
     # ------------------------------------------------------------ enter / leave
     async def __aenter__(self) -> Run:
@@ -187,8 +188,9 @@ class Run:
         elif isinstance(exc, Exception):
             self.status, self.reason = "failed", f"{type(exc).__name__}: {exc}"
             log.error("run failed", exc_info=exc)
-        elif exc is not None:  # cancelled from outside (task cancel, KeyboardInterrupt)
-            self.status, self.reason = "cancelled", f"{type(exc).__name__}"
+        elif exc is not None:  # cancelled from outside: Prefect's SIGTERM, a task cancel, ^C
+            self.status = "cancelled"
+            self.reason = f"cancelled from outside the run ({type(exc).__name__})"
         self._settle()
         try:
             await self._stack.aclose()
@@ -270,16 +272,23 @@ class Run:
 
     # ------------------------------------------------------------ signals
     def _install_signals(self) -> None:
+        """SIGINT/SIGTERM become a flag the loop sees between callbacks, so a stop never lands
+        inside a request's bookkeeping (a Python-level handler raising at an arbitrary frame
+        can be swallowed by whichever task it hits). The previous handlers (Prefect's SIGTERM
+        bridge, pytest's SIGINT) come back when the run ends."""
         loop = asyncio.get_running_loop()
         for sig in SIGNAL_EXIT:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                previous = signal.getsignal(sig)
                 loop.add_signal_handler(sig, self._on_signal, sig)
+                self._previous_handlers[sig] = previous
 
     def _remove_signals(self) -> None:
         loop = asyncio.get_running_loop()
-        for sig in SIGNAL_EXIT:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
+        for sig, previous in self._previous_handlers.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
+                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
 
     def _on_signal(self, sig: signal.Signals) -> None:
         if self.signal is None:

@@ -17,6 +17,7 @@ import asyncio
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.states import Cancelled, State
 
 from agentsession_core.campaign import Campaign, CampaignError, load_baseline
 from agentsession_core.campaign_params import CampaignParams
@@ -35,11 +36,13 @@ DEFAULT_PARAMS = CampaignParams()
 
 @flow(name="campaign", flow_run_name="{params.name}-{params.tag}", log_prints=False,
       persist_result=False)
-async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any]:
+async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | State:
     """Run a benchmark campaign; the result names the verdict, the run directory and where
-    the artifacts went."""
+    the artifacts went (a cancelled campaign ends in a Cancelled state instead)."""
     baseline = await asyncio.to_thread(load_baseline, params)
-    run = Run(params.to_run_params(), handle_signals=False)
+    # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation is a
+    # SIGTERM to this process): the hold stops, actors are deleted, status says cancelled.
+    run = Run(params.to_run_params())
     async with run:
         driver = Campaign(params, run, baseline=baseline)
         await preflight(run)
@@ -57,6 +60,10 @@ async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any]:
     assert run.result is not None
     uploaded = await _upload(run, params)
     await publish(driver, uploaded)
+    if run.result.status == "cancelled":
+        # SIGTERM/SIGINT (Prefect's cancellation among them): actors are gone, artifacts
+        # written; the flow run ends Cancelled, not Failed.
+        return Cancelled(message=f"campaign cancelled: {run.result.reason}")
     if not driver.reached_verdict:
         raise CampaignError(
             f"campaign {run.result.status}: {run.result.reason or 'no verdict'}",

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -90,9 +92,30 @@ def _handle(args: argparse.Namespace) -> int:
         print(params.model_dump_json(indent=2))
         return 0
     prepare_prefect_env()
+    from prefect.exceptions import TerminationSignal
+
     from flows.campaign import campaign  # Prefect's console handler shows the run's log
 
-    state = asyncio.run(campaign(params=params, return_state=True))
+    try:
+        state = asyncio.run(campaign(params=params, return_state=True))
+    except (TerminationSignal, KeyboardInterrupt) as exc:
+        # The flow's `async with Run` already stopped the load, deleted the actors and wrote
+        # the artifacts (status "cancelled"); say so in one line, not a traceback.
+        name = "SIGINT" if isinstance(exc, KeyboardInterrupt) else signal.Signals(exc.signal).name
+        print(f"agentsession campaign: cancelled by {name}; actors cleaned up, artifacts "
+              "written", file=sys.stderr)
+        run_dir = _newest_run(params)
+        if run_dir is not None:
+            print(run_dir)
+        return 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signal
+    if state.is_cancelled():
+        run_dir = _newest_run(params)
+        print(f"agentsession campaign: {state.message}; actors cleaned up, artifacts written",
+              file=sys.stderr)  # fmt: skip
+        if run_dir is None:
+            return 1
+        print(run_dir)
+        return _signal_exit(run_dir) or 1
     if state.is_completed():
         result = state.result()
         upload = result["upload"]
@@ -105,9 +128,19 @@ def _handle(args: argparse.Namespace) -> int:
     error = state.result(raise_on_failure=False)
     print(f"agentsession campaign: {state.name}: {error}", file=sys.stderr)
     run_dir = getattr(error, "run_dir", None) or _newest_run(params)
-    if run_dir is not None:
-        print(run_dir)
+    if run_dir is None:
+        return 1
+    print(run_dir)
     return 1
+
+
+def _signal_exit(run_dir: Path) -> int | None:
+    """Stopped by SIGINT/SIGTERM: the run recorded 130/143 in its status."""
+    try:
+        code = json.loads((run_dir / "status.json").read_text()).get("exit_code")
+    except (OSError, ValueError):
+        return None
+    return code if code in (130, 143) else None
 
 
 def _newest_run(params: CampaignParams) -> Path | None:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -170,3 +172,38 @@ def test_cli_runs_the_flow_and_prints_the_run_directory_last(prefect_api, tmp_pa
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     assert run_dir.is_dir() and run_dir.name == "run_tag=t1"
     assert (run_dir / "gate.json").is_file() and verify_manifest(run_dir) == []
+
+
+def test_sigterm_mid_hold_cleans_up_writes_artifacts_and_exits_143(prefect_api, tmp_path):
+    """A scheduler or an operator stops the campaign process: the flow still deletes every
+    actor it created and writes its artifacts, marked cancelled."""
+    env = {**os.environ, "PREFECT_API_URL": prefect_api}
+    sets = ["name=term", "tag=t1", f"dest={tmp_path / 'art'}", "hold_minutes=2",
+            "window_seconds=30", "think_scale=0.05", "population.sessions=6",
+            "population.awake=2", "population.registration_quiet_seconds=0.5",
+            "target.local_workers=4", "levels=[1.0]", "abort.rules=[]"]  # fmt: skip
+    args = [sys.executable, "-m", "agentsession_core", "campaign", "--preset", "demo"]
+    for s in sets:
+        args += ["--set", s]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the hold has begun once the fill is done
+            if "turnover fill done" in line:
+                break
+        else:
+            pytest.fail("the campaign never reached its hold")
+        time.sleep(2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err[-3000:]
+    assert "Traceback" not in err and "received SIGTERM" in err
+    run_dir = Path(out.strip().splitlines()[-1])
+    status = orjson.loads((run_dir / "status.json").read_bytes())
+    assert status["status"] == "cancelled", status
+    assert status["actors_created"] == 6 and status["actors_deleted"] == 6
+    assert status["leaked_actors"] == []
+    assert verify_manifest(run_dir) == []
