@@ -21,6 +21,7 @@ from agentsession_core.pacing import stream, think_jitter
 from agentsession_core.params import RunParams
 from agentsession_core.substrate.client import Substrate
 from agentsession_core.substrate.errors import TIMEOUT, FailureClass, SubstrateError
+from agentsession_core.telemetry import DISPATCH_LAG_ROW
 
 if TYPE_CHECKING:
     from agentsession_core.recorder import Recorder, Row
@@ -82,6 +83,12 @@ class RunContext:
     # nanoseconds): think gaps and turn arrivals (offset from the steady start). None in
     # normal runs, so the hot path pays one `is None` test.
     intended_log: list[tuple[str, int, int]] | None = None
+    dispatch_lag: Row = field(init=False)
+
+    def __post_init__(self) -> None:
+        # How late the loop wakes a sleeper past its intended time: the generator-health
+        # signal that judges a window void (telemetry.GeneratorHealth).
+        self.dispatch_lag = self.recorder.row(*DISPATCH_LAG_ROW)
 
     async def wait_until(self, deadline_ns: int) -> bool:
         """Sleep until `deadline_ns` unless the run stops first; True when the deadline was
@@ -110,7 +117,11 @@ class RunContext:
         finally:
             timer.cancel()
             stopping.sleepers.discard(wake)
-        return not stopping.is_set()
+        if stopping.is_set():
+            return False
+        woke = time.monotonic_ns()
+        self.dispatch_lag.ok(deadline_ns, woke, woke)
+        return True
 
     def surface(self, exc: SubstrateError, where: str) -> None:
         """INVALID_ARGUMENT / UNAUTHENTICATED mean the run itself is wrong: say so loudly,

@@ -16,7 +16,7 @@ import logging
 from collections import deque
 
 from agentsession_core.population.base import Population
-from agentsession_core.session import Session, StepFailed, Stopped, now_ns, sleep_until
+from agentsession_core.session import Session, StepFailed, Stopped, now_ns
 
 log = logging.getLogger("agentsession")
 
@@ -80,8 +80,7 @@ class TurnoverPopulation(Population):
         while not self.ctx.stopping.is_set():
             tick += 1
             intended = t0_ns + tick * TICK_NS
-            await sleep_until(intended)
-            if self.ctx.stopping.is_set():
+            if not await self.ctx.wait_until(intended):
                 return
             owed += self.level
             wanted = int(owed)

@@ -8,6 +8,7 @@ test scripts into it, so every assertion is on what the session did, never on th
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -402,3 +403,18 @@ def test_intended_log_records_think_gaps_only_when_asked() -> None:
     ctx.intended_log = []
     gap = session.think_ns(session.next_step())
     assert ctx.intended_log == [("think", 2, gap)]
+
+
+async def test_a_late_wake_up_is_booked_as_dispatch_lag() -> None:
+    """wait_until books how late the loop woke the sleeper: the generator-health signal."""
+    ctx = make_ctx(MemorySubstrate())
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.005, time.sleep, 0.15)
+    deadline = time.monotonic_ns() + 20_000_000
+    assert await ctx.wait_until(deadline)
+    lag = ctx.recorder.totals().row("generator", "DispatchLag").start_lag
+    assert lag.count == 1
+    assert lag.quantile(1.0) >= 100.0  # ms: woken ~130 ms after its deadline
+    ctx.stopping.set()
+    assert not await ctx.wait_until(time.monotonic_ns() + 10_000_000)
+    assert ctx.recorder.totals().row("generator", "DispatchLag").count == 1  # stops: no booking
