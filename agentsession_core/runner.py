@@ -32,10 +32,10 @@ from agentsession_core.progress import Progress
 from agentsession_core.recorder import Recorder, Window
 from agentsession_core.script import Script, encode, load_script
 from agentsession_core.session import now_ns
-from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.local.launcher import LocalSubstrate
 from agentsession_core.telemetry import GeneratorHealth, MetricsServer
+from agentsession_core.watchdog import Watchdog
 from agentsession_core.writers import (
     HistoryWriter,
     jsonl_row,
@@ -49,8 +49,6 @@ log = logging.getLogger("agentsession")
 
 EXIT = {"completed": 0, "failed": 1, "refused": 1, "aborted": 1}
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
-WATCHDOG_EVERY_S = 2.0
-WATCHDOG_MISSES = 5  # consecutive unanswered probes before the substrate counts as gone
 
 
 @dataclass
@@ -412,36 +410,6 @@ def turnover_measurements(window: Window, engine: Engine) -> dict[str, Any]:
     out.update(requests=requests, failures=failures, rps=requests / duration,
                failure_ratio=failures / requests if requests else 0.0)  # fmt: skip
     return out
-
-
-class Watchdog:
-    """Notices a substrate that stopped answering (killed, network gone) so the run fails
-    with that reason instead of hammering a corpse until the hold ends."""
-
-    def __init__(self, substrate: HttpSubstrate, params: RunParams) -> None:
-        self.substrate = substrate
-        self.params = params
-        self.failure: str | None = None
-
-    async def run(self) -> None:
-        misses = 0
-        namespace, name = self.params.template_ref
-        while self.failure is None:
-            await asyncio.sleep(WATCHDOG_EVERY_S)
-            try:
-                await asyncio.wait_for(self.substrate.get_template(namespace, name), 5.0)
-                misses = 0
-            except (SubstrateError, TimeoutError) as exc:
-                code = getattr(exc, "code", "TIMEOUT")
-                if code not in ("TRANSPORT", "TIMEOUT"):
-                    misses = 0
-                    continue
-                misses += 1
-                if misses >= WATCHDOG_MISSES:
-                    self.failure = (
-                        f"substrate unreachable for {misses * WATCHDOG_EVERY_S:.0f}s ({exc})"
-                    )
-                    log.error("%s", self.failure)
 
 
 async def run(params: RunParams, *, live: bool = False) -> RunResult:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentsession_core import runner
+from agentsession_core import watchdog
 from agentsession_core.artifacts import verify_manifest
 from agentsession_core.params import RunParams
 from agentsession_core.runner import Run
@@ -20,7 +20,7 @@ from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 async def test_substrate_killed_mid_hold_fails_the_run_and_lists_the_leaks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runner, "WATCHDOG_EVERY_S", 0.5)
+    monkeypatch.setattr(watchdog, "EVERY_S", 0.5)
     proc = LocalSubstrateProcess(workers=2, store=tmp_path / "store", log_path=tmp_path / "log")
     await asyncio.to_thread(proc.start)
     try:
