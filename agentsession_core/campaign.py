@@ -105,10 +105,15 @@ class Campaign:
             plan.seconds, level=plan.level, should_stop=self.monitor.check
         )
         window = self.run.recorder.window(start, end)
-        void = self.run.health.void_reason(window) if reason is None else None
+        if reason is not None and self.run.signal is not None:
+            # Cut short by SIGINT/SIGTERM: not judgeable, and not the substrate's fault.
+            void, aborted = f"cut short: {reason}", None
+        else:
+            void = self.run.health.void_reason(window) if reason is None else None
+            aborted = reason
         verdict = judge_window(
             window, self.thresholds, index=plan.index, level=plan.level, target=self.target(),
-            void_reason=void, abort_reason=reason,
+            void_reason=void, abort_reason=aborted,
         )  # fmt: skip
         self.verdicts.append(verdict)
         self.spans.append(Span(start, end))

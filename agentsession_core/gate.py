@@ -97,7 +97,10 @@ def decide(doc: dict) -> tuple[str, str]:
     outcomes = [w["outcome"] for w in windows]
     regressions = [m for m in (doc.get("baseline") or {}).get("metrics", []) if m["regression"]]
     status = doc.get("run_status")
-    if "aborted" in outcomes or doc.get("abort_reason"):
+    if status == "cancelled" and "break" not in outcomes:
+        # Stopped by an operator or a scheduler: nothing says the substrate failed.
+        return "void", f"the run was cancelled ({doc.get('abort_reason') or 'no reason given'})"
+    if ("aborted" in outcomes or doc.get("abort_reason")) and status != "cancelled":
         return "fail", f"aborted: {doc.get('abort_reason') or 'an abort rule tripped'}"
     if "break" in outcomes:
         broken = [w for w in windows if w["outcome"] == "break"]

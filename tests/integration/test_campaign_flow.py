@@ -207,3 +207,6 @@ def test_sigterm_mid_hold_cleans_up_writes_artifacts_and_exits_143(prefect_api, 
     assert status["actors_created"] == 6 and status["actors_deleted"] == 6
     assert status["leaked_actors"] == []
     assert verify_manifest(run_dir) == []
+    gate = orjson.loads((run_dir / "gate.json").read_bytes())
+    assert gate["verdict"] == "void" and "cancelled" in gate["reason"], gate["reason"]
+    assert gate["windows"][-1]["outcome"] == "void"  # the window the signal cut short

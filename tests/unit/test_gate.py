@@ -40,6 +40,8 @@ def verdict(index, outcome, *, level=1.0, wake_p99=100.0, failure_ratio=0.0, rps
         (["void", "break"], "completed", None, "fail"),
         ([], "completed", None, "void"),
         (["pass"], "cancelled", None, "void"),
+        (["pass", "void"], "cancelled", "received SIGTERM", "void"),  # an operator stopped it
+        (["break", "void"], "cancelled", "received SIGTERM", "fail"),  # it broke before that
         (["pass"], "failed", None, "fail"),
     ],
 )
