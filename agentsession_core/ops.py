@@ -6,6 +6,7 @@ import asyncio
 import random
 from typing import TYPE_CHECKING
 
+from agentsession_core import payload
 from agentsession_core.substrate.client import RouterResponse, Substrate
 
 if TYPE_CHECKING:
@@ -51,10 +52,12 @@ async def perform(
     route, body = request_for(op)
     response: RouterResponse
     if op.kind == "ingest":
-        # Payload bytes come from the session's seeded stream: same seed, same bytes.
-        payload = payload_rng.randbytes(op.size)
+        # The seed comes from the session's seeded stream (same run seed, same bytes); the
+        # bytes themselves are built off the loop: 32 MiB inline would stall it ≈100 ms.
+        seed = payload_rng.randbytes(payload.SEED_BYTES)
+        data = await payload.payload(seed, op.size)
         response = await substrate.request(
-            atespace, actor, route, body=payload, params={"key": op.key}, timeout=timeout
+            atespace, actor, route, body=data, params={"key": op.key}, timeout=timeout
         )
     else:
         response = await substrate.request(atespace, actor, route, json=body, timeout=timeout)

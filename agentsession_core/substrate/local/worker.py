@@ -43,6 +43,7 @@ from typing import Any
 
 from aiohttp import web
 
+from agentsession_core.payload import random_chunks
 from agentsession_core.substrate.local import store
 from agentsession_core.substrate.local.wire import (
     WireError,
@@ -82,12 +83,6 @@ class ActorState:
                 f"{where}: key {key!r} to {new} bytes would take actor {self.actor} to "
                 f"{after} bytes (arrays + files), above its memory limit {self.limit}",
             )
-
-
-def random_chunks(seed: bytes, size: int):
-    for index, offset in enumerate(range(0, size, CHUNK)):
-        n = min(CHUNK, size - offset)
-        yield offset, hashlib.shake_128(seed + index.to_bytes(8, "little")).digest(n)
 
 
 def fill_random(array: bytearray, start: int, size: int, seed: bytes) -> None:
