@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+import orjson
+
 from agentsession_core.errors import AgentsessionError
 
 
@@ -59,3 +61,14 @@ class SubstrateError(AgentsessionError):
     @property
     def crashed(self) -> bool:
         return self.code == "ABORTED" and "crashed" in self.message.lower()
+
+
+def error_from_answer(status: int, body: bytes, *, from_router: bool) -> SubstrateError:
+    """The SubstrateError for an error answer: its body's `{"error": {"code", "message"}}`,
+    or HTTP_<status> and the body's start when the body is not in that form."""
+    try:
+        error = orjson.loads(body)["error"]
+        code, message = str(error["code"]), str(error.get("message", ""))
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        code, message = f"HTTP_{status}", body[:200].decode(errors="replace")
+    return SubstrateError(code, message, status=status, from_router=from_router)

@@ -30,10 +30,8 @@ import orjson
 
 from agentsession_core.substrate.client import RouterResponse
 from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
+from agentsession_core.substrate.wire import TARGET_HEADER, router_answer
 
-ROUTER_HEADER = "x-ate-router"
-ELAPSED_HEADER = "x-server-elapsed-us"
-TARGET_HEADER = "ate-target-actor"
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers of one answer
 _DRAIN_ABOVE = 64 * 1024  # wait for the socket buffer only when a body is this large
 
@@ -272,20 +270,7 @@ class FastRouterClient:
             raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
         except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
             raise SubstrateError(TRANSPORT, f"router {route}: {exc!r}") from None
-        if answer.status >= 300:
-            from agentsession_core.substrate.http import error_from_answer
-
-            raise error_from_answer(
-                answer.status, answer.body, from_router=answer.headers.get(ROUTER_HEADER) == "1"
-            )
-        elapsed = answer.headers.get(ELAPSED_HEADER)
-        return RouterResponse(
-            status=answer.status,
-            body=answer.body,
-            content_type=answer.headers.get("content-type", "application/json"),
-            server_elapsed_us=int(elapsed) if elapsed is not None and elapsed.isdigit() else None,
-            headers=answer.headers,
-        )
+        return router_answer(answer.status, answer.body, answer.headers)
 
     async def aclose(self) -> None:
         self._closed = True

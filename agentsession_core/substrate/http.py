@@ -20,29 +20,15 @@ import httpx
 import orjson
 
 from agentsession_core.substrate.client import ActorInfo, RouterResponse, Template
-from agentsession_core.substrate.errors import BAD_BODY, TIMEOUT, TRANSPORT, SubstrateError
+from agentsession_core.substrate.errors import (
+    BAD_BODY,
+    TIMEOUT,
+    TRANSPORT,
+    SubstrateError,
+    error_from_answer,
+)
 from agentsession_core.substrate.fastrouter import FastRouterClient
-
-ROUTER_HEADER = "x-ate-router"
-ELAPSED_HEADER = "x-server-elapsed-us"
-TARGET_HEADER = "ate-target-actor"
-
-
-def error_from_answer(status: int, body: bytes, *, from_router: bool) -> SubstrateError:
-    try:
-        error = orjson.loads(body)["error"]
-        code, message = str(error["code"]), str(error.get("message", ""))
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        code, message = f"HTTP_{status}", body[:200].decode(errors="replace")
-    return SubstrateError(code, message, status=status, from_router=from_router)
-
-
-def _elapsed(headers: Any) -> int | None:
-    value = headers.get(ELAPSED_HEADER)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+from agentsession_core.substrate.wire import TARGET_HEADER, router_answer
 
 
 class RouterClient:
@@ -92,19 +78,7 @@ class RouterClient:
             async with self._client().request(
                 method, url, data=data, params=params, headers=headers, timeout=limit
             ) as answer:
-                payload = await answer.read()
-                if answer.status >= 300:
-                    raise error_from_answer(
-                        answer.status, payload,
-                        from_router=answer.headers.get(ROUTER_HEADER) == "1",
-                    )  # fmt: skip
-                return RouterResponse(
-                    status=answer.status,
-                    body=payload,
-                    content_type=answer.headers.get("Content-Type", "application/json"),
-                    server_elapsed_us=_elapsed(answer.headers),
-                    headers=dict(answer.headers),
-                )
+                return router_answer(answer.status, await answer.read(), answer.headers)
         except TimeoutError:
             raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
         except aiohttp.ClientError as exc:
