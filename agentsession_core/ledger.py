@@ -21,17 +21,50 @@ class ActorLedger:
     def __init__(self, atespace: str) -> None:
         self.atespace = atespace
         self._live: set[str] = set()
+        self._unconfirmed: set[str] = set()  # CreateActor sent, no answer yet (or none came)
         self.created = 0
         self.deleted = 0
 
+    def creating(self, name: str) -> bool:
+        """Written before CreateActor is sent: a call that times out or is cancelled may
+        still have created the actor, and cleanup must find it (NOT_FOUND counts as gone).
+        True when an earlier attempt for this name is still unconfirmed."""
+        earlier = name in self._unconfirmed
+        self._live.add(name)
+        self._unconfirmed.add(name)
+        return earlier
+
     def created_actor(self, name: str) -> None:
         self._live.add(name)
+        self._unconfirmed.discard(name)
         self.created += 1
+
+    def not_created(self, name: str) -> None:
+        """The substrate answered CreateActor with a definite refusal."""
+        self._live.discard(name)
+        self._unconfirmed.discard(name)
 
     def deleted_actor(self, name: str) -> None:
         if name in self._live:
             self._live.discard(name)
-            self.deleted += 1
+            if name in self._unconfirmed:
+                self._unconfirmed.discard(name)  # never confirmed: not counted either way
+            else:
+                self.deleted += 1
+
+    async def remove(self, substrate: Substrate, name: str) -> None:
+        """SuspendActor then DeleteActor (SPEC §3.4 replacement, §3.5 cleanup); an actor that
+        is already gone counts as deleted. Raises SubstrateError when it could not be."""
+        try:
+            await substrate.suspend_actor(self.atespace, name)
+        except SubstrateError:
+            pass  # a crashed or already-parked actor can still be deleted
+        try:
+            await substrate.delete_actor(self.atespace, name)
+        except SubstrateError as exc:
+            if exc.code not in ("NOT_FOUND", "ACTOR_NOT_FOUND"):
+                raise
+        self.deleted_actor(name)
 
     @property
     def live(self) -> list[str]:
@@ -48,16 +81,9 @@ class ActorLedger:
         async def remove(name: str) -> None:
             async with gate:
                 try:
-                    await substrate.suspend_actor(self.atespace, name)
-                except SubstrateError:
-                    pass  # a crashed or already-parked actor can still be deleted
-                try:
-                    await substrate.delete_actor(self.atespace, name)
+                    await self.remove(substrate, name)
                 except SubstrateError as exc:
-                    if exc.code not in ("NOT_FOUND", "ACTOR_NOT_FOUND"):
-                        leaks[name] = str(exc)
-                        return
-                self.deleted_actor(name)
+                    leaks[name] = str(exc)
 
         names = self.live
         started = time.monotonic()
@@ -76,4 +102,9 @@ class ActorLedger:
             "cleanup: %d actors deleted, %d left, %.1fs",
             len(names) - len(leaks), len(leaks), time.monotonic() - started,
         )
-        return [{"atespace": self.atespace, "actor": n, "reason": r} for n, r in leaks.items()]
+        # An actor whose CreateActor never got an answer may not exist at all: say so.
+        return [
+            {"atespace": self.atespace, "actor": n, "reason": r,
+             "created": "unconfirmed" if n in self._unconfirmed else "yes"}
+            for n, r in leaks.items()
+        ]  # fmt: skip

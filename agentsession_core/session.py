@@ -20,7 +20,7 @@ from agentsession_core.ledger import ActorLedger
 from agentsession_core.pacing import stream, think_jitter
 from agentsession_core.params import RunParams
 from agentsession_core.substrate.client import Substrate
-from agentsession_core.substrate.errors import TIMEOUT, FailureClass, SubstrateError
+from agentsession_core.substrate.errors import FailureClass, SubstrateError
 from agentsession_core.telemetry import DISPATCH_LAG_ROW
 
 if TYPE_CHECKING:
@@ -40,12 +40,6 @@ HIBERNATE_ROW = {"suspend": "SuspendActor", "suspend-async": "SuspendActorAsync"
 
 def now_ns() -> int:
     return time.monotonic_ns()
-
-
-async def sleep_until(deadline_ns: int) -> None:
-    delay = (deadline_ns - time.monotonic_ns()) / 1e9
-    if delay > 0:
-        await asyncio.sleep(delay)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -77,12 +71,15 @@ class RunContext:
     params: RunParams
     atespace: str
     ledger: ActorLedger
-    stopping: asyncio.Event = field(default_factory=lambda: StopSignal())
+    stopping: StopSignal = field(default_factory=lambda: StopSignal())
     misconfigured: dict[str, str] = field(default_factory=dict)  # code -> first message
     # Opt-in record of the schedule drawn from the seeded streams, as (what, session id,
     # nanoseconds): think gaps and turn arrivals (offset from the steady start). None in
     # normal runs, so the hot path pays one `is None` test.
     intended_log: list[tuple[str, int, int]] | None = None
+    # Turnover and turns register their sessions: first parks are booked *_Register, so
+    # SuspendActor / SuspendActorAsync hold only the population's own parks (SPEC §4.2).
+    registers: bool = False
     dispatch_lag: Row = field(init=False)
 
     def __post_init__(self) -> None:
@@ -99,12 +96,6 @@ class RunContext:
         if delay <= 0:
             return True
         stopping = self.stopping
-        if not isinstance(stopping, StopSignal):
-            try:
-                await asyncio.wait_for(stopping.wait(), delay)
-            except TimeoutError:
-                return True
-            return False
         # One timer per sleeper; StopSignal.set wakes them all. (wait_for(Event.wait()) costs
         # a task per sleep and an O(waiters) removal from the Event on every timeout: with
         # 20k sleeping sessions that alone stalled the loop for seconds at 2k turns/s.)
@@ -195,9 +186,6 @@ class Session:
         except SubstrateError as exc:
             row.fail(intended_ns, sent, now_ns(), exc.code)
             raise
-        except TimeoutError:
-            row.fail(intended_ns, sent, now_ns(), TIMEOUT)
-            raise SubstrateError(TIMEOUT, f"{name} timed out", from_router=False) from None
         except asyncio.CancelledError:
             row.cancelled(intended_ns, now_ns())
             raise
@@ -217,26 +205,31 @@ class Session:
         return gap
 
     # ---------------------------------------------------------------- lifecycle
-    async def start(self, intended_ns: int, *, register: bool = False) -> None:
-        """CreateActor, first touch until it serves, then (registration) step 1, then
-        hibernate, so every later step starts from a hibernated actor."""
+    async def start(self, intended_ns: int, *, prime: bool = False) -> None:
+        """CreateActor, first touch until it serves, then (prime) step 1, then hibernate, so
+        every later step starts from a hibernated actor. Populations that register
+        (ctx.registers) book that first park as *_Register."""
         ctx = self.ctx
         namespace, template = ctx.params.template_ref
         self.state = "starting"
+        retrying = ctx.ledger.creating(self.actor)
         try:
             await self._booked(
                 "control", "CreateActor", intended_ns,
                 lambda: ctx.substrate.create_actor(ctx.atespace, self.actor, namespace, template),
             )  # fmt: skip
         except SubstrateError as exc:
-            raise StepFailed(exc, f"{self.actor}: CreateActor") from None
+            if not (retrying and exc.code == "ALREADY_EXISTS"):  # else: our earlier attempt
+                if exc.status:  # a definite refusal: nothing to clean up
+                    ctx.ledger.not_created(self.actor)
+                raise StepFailed(exc, f"{self.actor}: CreateActor") from None
         ctx.ledger.created_actor(self.actor)
         self.created = True
         await self._first_touch()
         self.awake = True
-        if register:
+        if prime:
             await self.run_step(now_ns())
-        await self.hibernate(register=register)
+        await self.hibernate(register=ctx.registers, may_replace=False)
 
     async def _first_touch(self) -> None:
         deadline = time.monotonic() + FIRST_TOUCH_DEADLINE
@@ -258,9 +251,13 @@ class Session:
         )  # fmt: skip
         return len(response.body)
 
-    async def hibernate(self, *, register: bool = False, intended_ns: int | None = None) -> bool:
+    async def hibernate(
+        self, *, register: bool = False, intended_ns: int | None = None, may_replace: bool = True
+    ) -> bool:
         """Park the actor per lifecycle mode; a failure leaves needs_hibernate set so the next
-        turn re-drives it before anything else. Returns True when the actor is parked."""
+        turn re-drives it before anything else, and an actor the substrate says is gone or
+        crashed is replaced (not while it is being started: replace() starts the new one).
+        Returns True when the actor is parked."""
         ctx = self.ctx
         mode = ctx.params.lifecycle_mode
         if mode == "none":
@@ -281,7 +278,10 @@ class Session:
         except SubstrateError as exc:
             self.needs_hibernate = True
             self.state = "idle"
-            self._note_failure(exc, f"{n}: {name}")
+            action = self._note_failure(exc, f"{n}: {name}")
+            if action is FailureClass.REPLACE and may_replace:
+                await self.replace()
+                return not self.awake
             self.ready_ns = now_ns()
             return False
         self.needs_hibernate = False
@@ -311,15 +311,29 @@ class Session:
         if self.ctx.stopping.is_set():
             raise Stopped
         self.state = "waking"
-        probe_intended = intended_ns
-        if self.ctx.params.resume_mode == "explicit" and self.ctx.params.lifecycle_mode != "none":
-            await self.resume(intended_ns)
-            probe_intended = now_ns()
         rows = []
-        if first_touch:
-            rows.append((self.row("http", "WakeFirstTouch"), probe_intended))
         if time_to_wake:
             rows.append((self.row("turnover", "TimeToWake"), intended_ns))
+        if self.ctx.params.resume_mode == "explicit" and self.ctx.params.lifecycle_mode != "none":
+            sent = now_ns()
+            try:
+                await self.resume(intended_ns)
+            except StepFailed as failed:
+                # The wake failed before its probe: book it as a failed wake all the same.
+                for row, intended in rows:
+                    row.fail(intended, sent, now_ns(), failed.error.code)
+                if first_touch:
+                    self.row("http", "WakeFirstTouch").fail(
+                        intended_ns, sent, now_ns(), failed.error.code
+                    )
+                self.state = "parked"
+                raise
+            self.awake = True  # RUNNING now, holding a worker, whatever the probe says
+            probe_intended = now_ns()
+        else:
+            probe_intended = intended_ns
+        if first_touch:
+            rows.append((self.row("http", "WakeFirstTouch"), probe_intended))
         sent = now_ns()
         try:
             nbytes = await self._ping()
@@ -328,7 +342,7 @@ class Session:
                 row.fail(intended, sent, now_ns(), exc.code)
             if exc.crashed:
                 self.row("actor", "CrashCount").event(now_ns())
-            self.state = "parked"
+            self.state = "idle" if self.awake else "parked"
             raise StepFailed(exc, f"{self.actor}: wake probe") from None
         except asyncio.CancelledError:
             for row, intended in rows:
@@ -365,10 +379,6 @@ class Session:
                     self.row("actor", "CrashCount").event(now_ns())
                 where = f"{self.actor}: step {step.name}: op {index} {op.kind}"
                 raise StepFailed(exc, where) from None
-            except TimeoutError:
-                row.fail(intended_ns, sent, now_ns(), f"op {index} {op.kind}: {TIMEOUT}")
-                err = SubstrateError(TIMEOUT, "request timed out", from_router=False)
-                raise StepFailed(err, f"{self.actor}: step {step.name}: op {index}") from None
             except asyncio.CancelledError:
                 row.cancelled(intended_ns, now_ns())
                 raise
@@ -398,15 +408,18 @@ class Session:
             return
         await self.hibernate()
 
-    async def handle(self, failed: StepFailed) -> None:
+    async def handle(self, failed: StepFailed, *, registering: bool = False) -> None:
         """SPEC §3.4: what a failure makes the session do next."""
         action = self._note_failure(failed.error, failed.where)
         if action is FailureClass.REPLACE or self.failures_in_a_row >= REPLACE_AFTER:
             await self.replace()
         elif self.awake or self.ctx.params.lifecycle_mode == "none":
-            await self.hibernate()
+            await self.hibernate(register=registering and self.ctx.registers)
         else:
             self.ready_ns = now_ns() + RETRY_BACKOFF_NS
+
+    def note_failure(self, failed: StepFailed) -> FailureClass:
+        return self._note_failure(failed.error, failed.where)
 
     def _note_failure(self, exc: SubstrateError, where: str) -> FailureClass:
         action = exc.failure_class
@@ -423,21 +436,10 @@ class Session:
         session at step 1 on a new actor."""
         ctx = self.ctx
         old = self.actor
-
-        async def remove() -> None:
-            try:
-                await ctx.substrate.suspend_actor(ctx.atespace, old)
-            except SubstrateError:
-                pass
-            try:
-                await ctx.substrate.delete_actor(ctx.atespace, old)
-            except SubstrateError as exc:
-                if exc.code not in ("NOT_FOUND", "ACTOR_NOT_FOUND"):
-                    raise
-
         try:
-            await self._booked("control", "DeleteActor", now_ns(), remove)
-            ctx.ledger.deleted_actor(old)
+            await self._booked(
+                "control", "DeleteActor", now_ns(), lambda: ctx.ledger.remove(ctx.substrate, old)
+            )
         except SubstrateError as exc:
             log.warning("%s: delete on replace failed (%s); cleanup retries it", old, exc)
         self.generation += 1
@@ -448,7 +450,7 @@ class Session:
         self.needs_hibernate = False
         log.info("%s replaced by %s", old, self.actor)
         try:
-            await self.start(now_ns())
+            await self.start(now_ns(), prime=ctx.registers)
         except StepFailed as failed:
             self._note_failure(failed.error, failed.where)
             self.ready_ns = now_ns() + RETRY_BACKOFF_NS

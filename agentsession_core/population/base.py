@@ -10,11 +10,13 @@ from collections import Counter
 from collections.abc import Coroutine
 from typing import Any
 
-from agentsession_core.session import RunContext, Session, StepFailed, Stopped, now_ns, sleep_until
+from agentsession_core.session import RunContext, Session, StepFailed, Stopped, now_ns
 
 log = logging.getLogger("agentsession")
 
 REGISTRATION_IN_FLIGHT = 1024  # registrations started but not finished, at most
+START_RETRY_FIRST_NS = 200_000_000  # a refused CreateActor is retried after 0.2 s, 0.4 s, …
+START_RETRY_MAX_NS = 5_000_000_000  # … up to every 5 s
 
 
 class Population:
@@ -67,18 +69,25 @@ class Population:
         step = 1e9 / self.ctx.params.spawn_rate
         return [start_ns + int(i * step) for i in range(count)]
 
-    async def start_session(self, session: Session, intended_ns: int, *, register: bool) -> bool:
-        await sleep_until(intended_ns)
-        if self.ctx.stopping.is_set():
-            return False
-        try:
-            await session.start(intended_ns, register=register)
-            return True
-        except StepFailed as failed:
-            await session.handle(failed)
-            return session.created
-        except Stopped:
-            return False
+    async def start_session(self, session: Session, intended_ns: int, *, prime: bool) -> bool:
+        """Start one session at its intended time. A CreateActor that fails is retried
+        (with backoff, each retry booked from its own time) until the run stops, so a
+        capacity refusal never quietly shrinks the population. False only on stop."""
+        backoff_ns = START_RETRY_FIRST_NS
+        while await self.ctx.wait_until(intended_ns):
+            try:
+                await session.start(intended_ns, prime=prime)
+                return True
+            except StepFailed as failed:
+                if session.created:  # created, then failed: the session handles it
+                    await session.handle(failed, registering=True)
+                    return True
+                session.note_failure(failed)
+            except Stopped:
+                return False
+            intended_ns = now_ns() + backoff_ns
+            backoff_ns = min(2 * backoff_ns, START_RETRY_MAX_NS)
+        return False
 
     async def register_all(self, *, prime: bool) -> None:
         """SPEC §4.2 registration: every session's actor is created at the spawn rate,
@@ -97,7 +106,7 @@ class Population:
         async def register(session: Session, intended_ns: int) -> None:
             nonlocal registered
             try:
-                registered += await self.start_session(session, intended_ns, register=prime)
+                registered += await self.start_session(session, intended_ns, prime=prime)
             finally:
                 gate.release()
 

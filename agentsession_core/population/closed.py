@@ -26,7 +26,7 @@ class ClosedPopulation(Population):
             self.spawn(self._live(session, intended), f"session-{session.id}")
 
     async def _live(self, session: Session, intended_ns: int) -> None:
-        if not await self.start_session(session, intended_ns, register=False):
+        if not await self.start_session(session, intended_ns, prime=False):
             return
         try:
             while not self.ctx.stopping.is_set() and session.id not in self._retired:

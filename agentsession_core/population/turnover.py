@@ -33,7 +33,11 @@ class TurnoverPopulation(Population):
         self.parked: deque[Session] = deque()  # hibernated; longest parked first
         self.turnover_start_ns: int | None = None
         self.swaps_started = 0
+        # Residents above `awake`: a park that failed while its paired wake went ahead.
+        # Later ticks park these without a paired wake, so the resident set comes back.
+        self.excess = 0
         self._ticker: asyncio.Task[None] | None = None
+        ctx.registers = True
 
     # ------------------------------------------------------------ registration and fill
     async def register(self) -> None:
@@ -82,6 +86,10 @@ class TurnoverPopulation(Population):
             intended = t0_ns + tick * TICK_NS
             if not await self.ctx.wait_until(intended):
                 return
+            while self.excess and self.idle:
+                self.excess -= 1
+                out = self.idle.popleft()
+                self.spawn(self._park(out, intended), f"park-{out.id}")
             owed += self.level
             wanted = int(owed)
             owed -= wanted
@@ -103,7 +111,11 @@ class TurnoverPopulation(Population):
             await session.hibernate(intended_ns=intended_ns)
         except Stopped:
             return
-        (self.idle if session.awake else self.parked).append(session)
+        if session.awake:
+            self.excess += 1
+            self.idle.append(session)
+        else:
+            self.parked.append(session)
 
     async def _wake(self, session: Session, intended_ns: int) -> None:
         try:

@@ -24,6 +24,7 @@ class TurnsPopulation(Population):
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
         self.turns_started = 0
+        ctx.registers = True
 
     async def register(self) -> None:
         await self.register_all(prime=True)

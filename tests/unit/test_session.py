@@ -128,8 +128,9 @@ async def test_start_creates_touches_and_parks() -> None:
 async def test_registration_start_runs_step_one_and_books_register_park() -> None:
     sub = MemorySubstrate()
     ctx = make_ctx(sub)
+    ctx.registers = True  # as turnover and turns set it
     session = Session(ctx, 3)
-    await session.start(0, register=True)
+    await session.start(0, prime=True)
     assert session.cursor == 1
     assert totals(ctx, "http", "Step_01_start").count == 1
     assert totals(ctx, "control", "SuspendActor_Register").count == 1
@@ -418,3 +419,60 @@ async def test_a_late_wake_up_is_booked_as_dispatch_lag() -> None:
     ctx.stopping.set()
     assert not await ctx.wait_until(time.monotonic_ns() + 10_000_000)
     assert ctx.recorder.totals().row("generator", "DispatchLag").count == 1  # stops: no booking
+
+
+# ------------------------------------------------------------------------- review fixes
+class LateCreateSubstrate(MemorySubstrate):
+    """CreateActor lands on the substrate, but the answer never reaches the client."""
+
+    async def create_actor(self, atespace: str, name: str, tns: str, tname: str) -> ActorInfo:
+        self.actors[name] = "SUSPENDED"
+        raise SubstrateError("TIMEOUT", "no answer within the timeout")
+
+
+async def test_an_unanswered_create_is_still_cleaned_up() -> None:
+    sub = LateCreateSubstrate()
+    ctx = make_ctx(sub)
+    with pytest.raises(StepFailed):
+        await Session(ctx, 0).start(0)
+    assert ctx.ledger.live == ["agent-0"]  # it may exist: cleanup must look
+    leaks = await ctx.ledger.cleanup(sub, concurrency=2, timeout=5)
+    assert leaks == [] and sub.deleted == ["agent-0"] and sub.actors == {}
+
+
+async def test_a_refused_create_is_retried_until_the_session_starts() -> None:
+    from agentsession_core.population.base import Population
+
+    sub = MemorySubstrate()
+    busy = SubstrateError("RESOURCE_EXHAUSTED", "no room", status=429)
+    sub.fail["create"] = [busy, busy]
+    ctx = make_ctx(sub)
+    population = Population(ctx)
+    session = population.new_session()
+    assert await population.start_session(session, 0, prime=False)
+    assert session.created and sub.actors == {"agent-0": "SUSPENDED"}
+    create = totals(ctx, "control", "CreateActor")
+    assert (create.count, create.failures) == (3, 2)
+    assert ctx.ledger.live == ["agent-0"] and ctx.ledger.created == 1
+
+
+async def test_a_failed_explicit_resume_is_a_failed_wake() -> None:
+    sub = MemorySubstrate()
+    ctx = make_ctx(sub, resume_mode="explicit")
+    session = await started(ctx)
+    sub.fail["resume"] = [SubstrateError("UNAVAILABLE", "try later", status=503)]
+    with pytest.raises(StepFailed):
+        await session.wake(0, time_to_wake=True)
+    assert totals(ctx, "http", "WakeFirstTouch").failures == 1
+    assert totals(ctx, "turnover", "TimeToWake").failures == 1
+    assert not session.awake
+
+
+async def test_a_park_of_a_crashed_actor_replaces_it() -> None:
+    sub = MemorySubstrate()
+    ctx = make_ctx(sub)
+    session = await started(ctx)
+    await session.wake(0)
+    sub.fail["suspend"] = [SubstrateError("ABORTED", "actor crashed", status=409)]
+    assert await session.hibernate()  # the replacement is started and parked
+    assert session.actor == "agent-0-r1" and sub.actors == {"agent-0-r1": "SUSPENDED"}
