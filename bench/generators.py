@@ -37,7 +37,7 @@ from agentsession_core.params import RunParams
 from agentsession_core.population.turns import TurnsPopulation
 from agentsession_core.recorder import Recorder
 from agentsession_core.script import load_script
-from agentsession_core.session import now_ns, sleep_until
+from agentsession_core.session import now_ns
 from agentsession_core.substrate.errors import BAD_BODY, SubstrateError
 from agentsession_core.substrate.fastrouter import FastRouterClient
 from agentsession_core.substrate.http import HttpSubstrate, RouterClient
@@ -183,7 +183,8 @@ def _whole_seconds(engine: Engine, seconds: float) -> tuple[int, int]:
 
 
 async def _until_second(engine: Engine, second: int) -> None:
-    await sleep_until(engine.recorder.mono_ns_of_second(second) + 50_000_000)
+    target_ns = engine.recorder.mono_ns_of_second(second) + 50_000_000
+    await asyncio.sleep(max(0.0, (target_ns - now_ns()) / 1e9))
 
 
 async def throughput(url: str, concurrency: int, seconds: float, warmup: float,
