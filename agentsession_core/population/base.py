@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Coroutine
 from typing import Any
 
+from agentsession_core.pacing import ramp_time_ns
 from agentsession_core.session import RunContext, Session, StepFailed, Stopped, now_ns
 
 log = logging.getLogger("agentsession")
@@ -66,8 +67,8 @@ class Population:
 
     def spawn_times(self, count: int, start_ns: int) -> list[int]:
         """Intended start times at the spawn rate (open schedule)."""
-        step = 1e9 / self.ctx.params.spawn_rate
-        return [start_ns + int(i * step) for i in range(count)]
+        rate = self.ctx.params.spawn_rate
+        return [ramp_time_ns(start_ns, rate, i) for i in range(count)]
 
     async def start_session(self, session: Session, intended_ns: int, *, prime: bool) -> bool:
         """Start one session at its intended time. A CreateActor that fails is retried
@@ -99,7 +100,6 @@ class Population:
         shows as start lag, measured from its intended time."""
         params = self.ctx.params
         start = now_ns()
-        step = 1e9 / params.spawn_rate
         gate = asyncio.Semaphore(REGISTRATION_IN_FLIGHT)
         registered = 0
 
@@ -112,7 +112,7 @@ class Population:
 
         async with asyncio.TaskGroup() as group:
             for i in range(params.sessions):
-                intended = start + int(i * step)
+                intended = ramp_time_ns(start, params.spawn_rate, i)
                 if not await self.ctx.wait_until(intended):
                     break
                 await gate.acquire()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from agentsession_core.pacing import stream
+from agentsession_core.pacing import poisson_gap_ns, stream
 from agentsession_core.population.base import Population
 from agentsession_core.session import Session, StepFailed, Stopped, now_ns
 
@@ -41,8 +41,7 @@ class TurnsPopulation(Population):
         lengths = stream(self.ctx.params.seed, "session", session.id, "turn-length")
         intended = start_ns
         while not self.ctx.stopping.is_set():
-            rate_per_s = self.level / 3600.0
-            intended += int(arrivals.expovariate(rate_per_s) * 1e9)
+            intended += poisson_gap_ns(arrivals, self.level / 3600.0)
             if self.ctx.intended_log is not None:
                 self.ctx.intended_log.append(("arrival", session.id, intended - start_ns))
             if not await self.ctx.wait_until(intended):
