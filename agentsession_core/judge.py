@@ -114,11 +114,13 @@ def is_turnover(window: Window) -> bool:
 
 
 def achieved(window: Window) -> tuple[float, int]:
-    """(achieved requests per second, the count behind it)."""
+    """(achieved requests per second, the count behind it): successful ones only, so a
+    substrate that fails every wake achieves nothing."""
     if is_turnover(window):
-        count = window.row("turnover", "TimeToWake").count
+        done = window.row("turnover", "TimeToWake")
     else:
-        count = window.aggregate(lambda key: key[0] == "http" and key[1].startswith("Step_")).count
+        done = window.aggregate(lambda key: key[0] == "http" and key[1].startswith("Step_"))
+    count = done.count - done.failures
     duration = window.duration_s
     return (count / duration if duration > 0 else 0.0), count
 

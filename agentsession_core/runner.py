@@ -26,6 +26,7 @@ import agentsession_core
 from agentsession_core.artifacts import RunDir, redact
 from agentsession_core.engine import Engine, PreflightError
 from agentsession_core.errors import AgentsessionError
+from agentsession_core.judge import achieved
 from agentsession_core.params import RunParams
 from agentsession_core.population.turnover import TurnoverPopulation
 from agentsession_core.progress import Progress
@@ -392,7 +393,7 @@ def turnover_measurements(window: Window, engine: Engine) -> dict[str, Any]:
         "end_unix": window.end_s,
         "duration_s": window.duration_s,
         "target_rps": engine.population.level,
-        "achieved_rps": wakes.count / duration,
+        "achieved_rps": achieved(window)[0],
         "backlog": window.row("turnover", "Backlog").events,
     }
     for quantile_key, value in wakes.measurements(duration).items():

@@ -257,3 +257,14 @@ def test_abort_monitor_trips_on_collapsed_throughput():
     first = min(s for s, r in reasons.items() if r)
     assert first in (6, 7)  # the window [4, 6) is half empty: 2 wakes/s is still >= 2
     assert "achieved_rps" in reasons[first]
+
+
+def test_failed_wakes_do_not_count_as_achieved():
+    rec, clock = recorder()
+    for s in range(5):  # 4 wakes a second, every second one fails
+        book(rec, "turnover", "TimeToWake", second=s, n=4, latency_ms=50, fail_every=2, seed=s)
+    w = window(rec, clock, 0, 5)
+    v = judge_window(w, [parse_threshold("achieved_rps >= 0.95 * target")], index=0, level=1,
+                     target=4)
+    assert v.results[0].observed == pytest.approx(2.0)
+    assert v.outcome == "break"
