@@ -102,8 +102,9 @@ class Campaign:
             )  # fmt: skip
         self.level = plan.level
         start, end, reason = await self.run.hold(
-            plan.seconds, level=plan.level, should_stop=self.monitor.check
-        )
+            plan.seconds, level=plan.level, should_stop=self.monitor.check,
+            start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
+        )  # fmt: skip
         window = self.run.recorder.window(start, end)
         if reason is not None and self.run.signal is not None:
             # Cut short by SIGINT/SIGTERM: not judgeable, and not the substrate's fault.

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import time
 from collections.abc import Callable
 
 from agentsession_core.errors import AgentsessionError
@@ -128,24 +127,26 @@ class Engine:
         *,
         level: float | None = None,
         should_stop: Callable[[], str | None] | None = None,
+        start_ns: int | None = None,
     ) -> tuple[int, int, str | None]:
-        """Keep the load running for `seconds` (at `level` × the base level when given).
-        `should_stop` is polled every 100 ms; a reason it returns ends the hold early.
-        Returns (start_ns, end_ns, reason or None)."""
+        """Keep the load running for `seconds` (at `level` × the base level when given)
+        from `start_ns` (default now: a window that starts where the last one ended tiles
+        the hold, whatever the caller spent between them). `should_stop` is polled every
+        100 ms; a reason it returns ends the hold early. Returns (start_ns, end_ns, reason)."""
         self.phase = "hold"
         if level is not None and level != self.population.level_multiplier:
             log.info("level %.2fx", level)
             self.population.set_level(level)
-        start = now_ns()
-        deadline = time.monotonic() + seconds
+        start = now_ns() if start_ns is None else start_ns
+        deadline = start + int(seconds * 1e9)
         reason = None
-        while (left := deadline - time.monotonic()) > 0:
+        while (left := deadline - now_ns()) > 0:
             if self.ctx.stopping.is_set():
                 reason = "stopped"
                 break
             if should_stop is not None and (reason := should_stop()):
                 break
-            await asyncio.sleep(min(0.1, left))
+            await asyncio.sleep(min(0.1, left / 1e9))
         return start, now_ns(), reason
 
     def sample(self) -> None:

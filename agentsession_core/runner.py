@@ -227,15 +227,19 @@ class Run:
         *,
         level: float | None = None,
         should_stop: Callable[[], str | None] | None = None,
+        start_ns: int | None = None,
     ) -> tuple[int, int, str | None]:
-        """Hold the load; ends early on a signal, a dead substrate or `should_stop`."""
+        """Hold the load (Engine.hold); ends early on a signal, a dead substrate or
+        `should_stop`."""
 
         def stop() -> str | None:
             return self.stop_reason() or (should_stop() if should_stop else None)
 
         if (reason := stop()) is not None:
             return now_ns(), now_ns(), reason
-        return await self._engine().hold(seconds, level=level, should_stop=stop)
+        return await self._engine().hold(
+            seconds, level=level, should_stop=stop, start_ns=start_ns
+        )
 
     def stop_reason(self) -> str | None:
         if self.signal is not None:

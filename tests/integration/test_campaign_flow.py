@@ -109,6 +109,8 @@ async def test_flow_uploads_to_s3_under_the_upstream_layout(prefect_api, s3_endp
         assert (run_dir / name).is_file(), name
     windows = (run_dir / "windows.jsonl").read_text().splitlines()
     assert [orjson.loads(w)["index"] for w in windows] == [0, 1]
+    first, second = map(orjson.loads, windows)
+    assert first["end_unix"] == second["start_unix"]  # windows tile the hold: no lost second
     step_rows = [r for r in map(orjson.loads, (run_dir / "stats.jsonl").read_text().splitlines())
                  if r["metric"] == "step_window"]
     assert len(step_rows) == 2
