@@ -263,6 +263,7 @@ class Run:
         while True:
             await asyncio.sleep(1.0)
             engine.sample()
+            engine.ctx.failure_log.summarise()
             self.recorder.flush()
             text = self.history.render_closed(self.recorder, len(engine.population.sessions))
             status = self._status(final=False)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from agentsession_core import ops
+from agentsession_core.failure_log import FailureLog
 from agentsession_core.ledger import ActorLedger
 from agentsession_core.pacing import stream, think_jitter
 from agentsession_core.params import RunParams
@@ -80,6 +81,7 @@ class RunContext:
     # Turnover and turns register their sessions: first parks are booked *_Register, so
     # SuspendActor / SuspendActorAsync hold only the population's own parks (SPEC §4.2).
     registers: bool = False
+    failure_log: FailureLog = field(default_factory=FailureLog)
     dispatch_lag: Row = field(init=False)
 
     def __post_init__(self) -> None:
@@ -428,7 +430,7 @@ class Session:
         elif action is FailureClass.COUNT:
             self.failures_in_a_row += 1
         if action is not FailureClass.RETRY_LATER:
-            log.warning("%s (%s)", where, exc)
+            self.ctx.failure_log.failure(exc.code, f"{where} ({exc})")
         return action
 
     async def replace(self) -> None:
