@@ -199,9 +199,10 @@ class Run:
                 self.status, self.reason = "failed", f"cleanup failed: {cleanup_exc}"
         finally:
             await asyncio.to_thread(self._write_final_files)
-        code = SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
         leaks = self.engine.leaks if self.engine else []
-        self.result = RunResult(self.status, code, self.run_dir.path, self.reason, leaks)
+        self.result = RunResult(
+            self.status, self.exit_code, self.run_dir.path, self.reason, leaks
+        )
         return isinstance(exc, Exception)
 
     # ------------------------------------------------------------ phases
@@ -240,6 +241,10 @@ class Run:
         return await self._engine().hold(
             seconds, level=level, should_stop=stop, start_ns=start_ns
         )
+
+    @property
+    def exit_code(self) -> int:
+        return SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
 
     def stop_reason(self) -> str | None:
         if self.signal is not None:
@@ -326,8 +331,7 @@ class Run:
         status = self.status if final else "running"
         return {
             "status": status,
-            "exit_code": (SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(status, 1))
-            if final else None,
+            "exit_code": self.exit_code if final else None,
             "phase": engine.phase if engine else "setup",
             "stats_generated": final and engine is not None,
             "abort_reason": self.reason,
