@@ -389,26 +389,35 @@ class Session:
         self.cursor = (self.cursor + 1) % len(ctx.script.steps)
         self.failures_in_a_row = 0
 
-    # ---------------------------------------------------------------- one closed-loop turn
-    async def think_and_step(self) -> None:
-        """think → (re-drive a failed hibernate) → wake → step → hibernate."""
-        if self.needs_hibernate:
-            await self.hibernate()
-        step = self.next_step()
-        intended = self.ready_ns + self.think_ns(step)
-        self.state = "thinking"
-        if not await self.ctx.wait_until(intended):
-            return
+    # ---------------------------------------------------------------- turns
+    async def turn(
+        self, intended_ns: int, *, first_touch: bool = True, time_to_wake: bool = False
+    ) -> bool:
+        """One scripted step at `intended_ns`: re-drive a failed hibernate, wake (booked
+        from the intended time), run the next step. Lifecycle none has no wake, so the step
+        itself is booked from the intended time. A failure is handled (SPEC §3.4) and
+        returns False; the caller decides when the actor parks."""
         try:
+            if self.needs_hibernate:
+                await self.hibernate()
             if self.ctx.params.lifecycle_mode == "none":
-                await self.run_step(intended)
+                await self.run_step(intended_ns)
             else:
-                await self.wake(intended)
+                await self.wake(intended_ns, first_touch=first_touch, time_to_wake=time_to_wake)
                 await self.run_step(now_ns())
         except StepFailed as failed:
             await self.handle(failed)
-            return
-        await self.hibernate()
+            return False
+        return True
+
+    async def think_and_step(self) -> None:
+        """The closed loop: think (the actor parked), then a turn, then park again."""
+        if self.needs_hibernate:  # park before thinking, not after
+            await self.hibernate()
+        intended = self.ready_ns + self.think_ns(self.next_step())
+        self.state = "thinking"
+        if await self.ctx.wait_until(intended) and await self.turn(intended):
+            await self.hibernate()
 
     async def handle(self, failed: StepFailed, *, registering: bool = False) -> None:
         """SPEC §3.4: what a failure makes the session do next."""

@@ -119,12 +119,7 @@ class TurnoverPopulation(Population):
 
     async def _wake(self, session: Session, intended_ns: int) -> None:
         try:
-            if session.needs_hibernate:
-                await session.hibernate()
-            await session.wake(intended_ns, first_touch=False, time_to_wake=True)
-            await session.run_step(now_ns())
-        except StepFailed as failed:
-            await session.handle(failed)
+            await session.turn(intended_ns, first_touch=False, time_to_wake=True)
         except Stopped:
             return
         (self.idle if session.awake else self.parked).append(session)

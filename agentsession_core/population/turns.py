@@ -13,7 +13,7 @@ import logging
 
 from agentsession_core.pacing import poisson_gap_ns, stream
 from agentsession_core.population.base import Population
-from agentsession_core.session import Session, StepFailed, Stopped, now_ns
+from agentsession_core.session import Session, Stopped, now_ns
 
 log = logging.getLogger("agentsession")
 
@@ -54,18 +54,5 @@ class TurnsPopulation(Population):
                 return
 
     async def _turn(self, session: Session, intended_ns: int, length_ns: int) -> None:
-        try:
-            if session.needs_hibernate:
-                await session.hibernate()
-            if self.ctx.params.lifecycle_mode != "none":
-                await session.wake(intended_ns)
-                await session.run_step(now_ns())
-            else:
-                # No wake probe to carry the arrival's intended time: the step does, so a
-                # turn that starts late still shows its lag.
-                await session.run_step(intended_ns)
-        except StepFailed as failed:
-            await session.handle(failed)
-            return
-        if await self.ctx.wait_until(intended_ns + length_ns):
+        if await session.turn(intended_ns) and await self.ctx.wait_until(intended_ns + length_ns):
             await session.hibernate()
