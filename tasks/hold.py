@@ -6,6 +6,9 @@ timeout is cooperative (an awaited async task), set by the flow to the window pl
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from uuid import UUID
 
 from prefect import task
@@ -14,12 +17,21 @@ from prefect.cache_policies import NO_CACHE
 
 from agentsession_core.campaign import Campaign
 
+PROGRESS_EVERY_S = 10.0
+log = logging.getLogger("agentsession")
+
 
 @task(name="hold_window", task_run_name="hold-{index}", cache_policy=NO_CACHE,
       persist_result=False)
 async def hold_window(campaign: Campaign, index: int, progress: UUID | None = None) -> str | None:
     """The window's outcome (pass / break / void / aborted), None when already stopped."""
-    verdict = await campaign.hold_window(index)
+    ticker = asyncio.create_task(_progress(campaign, index, progress)) if progress else None
+    try:
+        verdict = await campaign.hold_window(index)
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+            await asyncio.gather(ticker, return_exceptions=True)
     if verdict is None:
         return None
     await acreate_table_artifact(
@@ -34,3 +46,25 @@ async def hold_window(campaign: Campaign, index: int, progress: UUID | None = No
             description=f"{done}/{len(campaign.plan)} windows judged",
         )  # fmt: skip
     return verdict.outcome
+
+
+def held_percent(campaign: Campaign, index: int, into_window_s: float) -> float:
+    """How much of the whole hold is behind us, `into_window_s` into window `index`."""
+    plan = campaign.plan
+    total = sum(w.seconds for w in plan)
+    held = sum(w.seconds for w in plan[:index]) + min(into_window_s, plan[index].seconds)
+    return 100.0 * held / total if total else 100.0
+
+
+async def _progress(campaign: Campaign, index: int, progress: UUID) -> None:
+    """Moves the progress artifact every PROGRESS_EVERY_S while a (600 s) window holds."""
+    started = time.monotonic()
+    while True:
+        await asyncio.sleep(PROGRESS_EVERY_S)
+        percent = held_percent(campaign, index, time.monotonic() - started)
+        try:
+            await aupdate_progress_artifact(
+                progress, percent, description=f"window {index} holding: {percent:.0f}% of the hold"
+            )
+        except Exception as exc:  # a busy API must not disturb the hold
+            log.debug("progress artifact not updated: %s", exc)

@@ -82,11 +82,27 @@ async def task_runs(state) -> dict[str, int]:
     return {run.name: run.run_count for run in runs}
 
 
-async def test_flow_uploads_to_s3_under_the_upstream_layout(prefect_api, s3_endpoint, tmp_path):
+async def test_flow_uploads_to_s3_under_the_upstream_layout(
+    prefect_api, s3_endpoint, tmp_path, monkeypatch
+):
+    import tasks.hold
+
+    # Watch the progress artifact move inside windows (a spy that still calls Prefect).
+    published: list[float] = []
+    update = tasks.hold.aupdate_progress_artifact
+
+    async def spy(artifact_id, progress, **kwargs):
+        published.append(progress)
+        return await update(artifact_id, progress, **kwargs)
+
+    monkeypatch.setattr(tasks.hold, "PROGRESS_EVERY_S", 0.5)
+    monkeypatch.setattr(tasks.hold, "aupdate_progress_artifact", spy)
     values = small_campaign(tmp_path, dest=f"s3://{BUCKET}/nightly",
                             local_dir=str(tmp_path / "local"),
                             upload={"endpoint_url": s3_endpoint})
     state = await run_flow(values)
+    # Two 3 s windows: it moved inside the first one, and ends at 100 %.
+    assert any(0 < p < 50 for p in published) and published[-1] == 100.0, published
     assert state.is_completed(), state
     result = await state.result()
     run_dir = Path(result["run_dir"])
