@@ -32,15 +32,15 @@ import orjson
 import psutil
 import uvloop
 
-from agentsession_core.engine import Engine
-from agentsession_core.params import RunParams
-from agentsession_core.population.turns import TurnsPopulation
-from agentsession_core.recorder import Recorder
+from agentsession_core.engine.engine import Engine
+from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.populations.turns import TurnsPopulation
+from agentsession_core.engine.session import now_ns
+from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
-from agentsession_core.session import now_ns
 from agentsession_core.substrate.errors import BAD_BODY, SubstrateError
-from agentsession_core.substrate.fastrouter import FastRouterClient
 from agentsession_core.substrate.http import HttpSubstrate, RouterClient
+from agentsession_core.substrate.router_client import FastRouterClient
 
 PING_SCRIPT = str(Path(__file__).parent / "ping.yaml")
 PING_BODY = {"message": "agentsession"}  # what ops.request_for sends for `ping`
@@ -84,8 +84,9 @@ async def raw_fast(url: str, concurrency: int, seconds: float, warmup: float) ->
         await client.aclose()
 
 
-async def _timed(worker: Any, n: int, seconds: float, warmup: float, counted: list[int],
-                 counting: list[bool]) -> dict:  # fmt: skip
+async def _timed(
+    worker: Any, n: int, seconds: float, warmup: float, counted: list[int], counting: list[bool]
+) -> dict:
     tasks = [asyncio.create_task(worker()) for _ in range(n)]
     await asyncio.sleep(warmup)
     counting[0] = True
@@ -96,8 +97,12 @@ async def _timed(worker: Any, n: int, seconds: float, warmup: float, counted: li
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return {"requests": counted[0], "seconds": elapsed, "rps": counted[0] / elapsed,
-            "cpu_fraction": cpu / elapsed}  # fmt: skip
+    return {
+        "requests": counted[0],
+        "seconds": elapsed,
+        "rps": counted[0] / elapsed,
+        "cpu_fraction": cpu / elapsed,
+    }
 
 
 # ---------------------------------------------------------------- agentsession
@@ -116,8 +121,9 @@ class BenchSubstrate(HttpSubstrate):
         else:
             self.router.max_connections = POOL
 
-    async def _call(self, method: str, path: str, *, json: Any = None,
-                    params: dict[str, str] | None = None) -> tuple[int, Any]:  # fmt: skip
+    async def _call(
+        self, method: str, path: str, *, json: Any = None, params: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         answer = await self._fast_control.request(
             "", path, json=json, params=params, method=method, timeout=30
         )
@@ -145,10 +151,16 @@ class ArrivalOffsets:
 
 def _params(**over: Any) -> RunParams:
     base = dict(
-        script=PING_SCRIPT, lifecycle_mode="none", think_scale=0.0, registration_quiet=0.0,
-        spawn_rate=50_000.0, request_timeout=30.0, template="benchmark-workloads/glutton",
-        seed=7, stop_grace=2.0,
-    )  # fmt: skip
+        script=PING_SCRIPT,
+        lifecycle_mode="none",
+        think_scale=0.0,
+        registration_quiet=0.0,
+        spawn_rate=50_000.0,
+        request_timeout=30.0,
+        template="benchmark-workloads/glutton",
+        seed=7,
+        stop_grace=2.0,
+    )
     base.update(over)
     return RunParams(**base)
 
@@ -187,8 +199,9 @@ async def _until_second(engine: Engine, second: int) -> None:
     await asyncio.sleep(max(0.0, (target_ns - now_ns()) / 1e9))
 
 
-async def throughput(url: str, concurrency: int, seconds: float, warmup: float,
-                     client: str) -> dict:  # fmt: skip
+async def throughput(
+    url: str, concurrency: int, seconds: float, warmup: float, client: str
+) -> dict:
     params = _params(population="closed", sessions=concurrency)
     engine = await _engine(url, params, client)
     flusher = asyncio.create_task(_flush_every_second(engine.recorder))
@@ -204,16 +217,27 @@ async def throughput(url: str, concurrency: int, seconds: float, warmup: float,
     window = engine.recorder.window_seconds(first, last)
     await _finish(engine, flusher)
     step = window.row("http", "Step_ping")
-    return {"requests": step.count, "failures": step.failures, "seconds": window.duration_s,
-            "rps": step.count / window.duration_s, "cpu_fraction": cpu / window.duration_s,
-            "service_p50_ms": step.service.quantile(0.5),
-            "service_p99_ms": step.service.quantile(0.99), "client": client}  # fmt: skip
+    return {
+        "requests": step.count,
+        "failures": step.failures,
+        "seconds": window.duration_s,
+        "rps": step.count / window.duration_s,
+        "cpu_fraction": cpu / window.duration_s,
+        "service_p50_ms": step.service.quantile(0.5),
+        "service_p99_ms": step.service.quantile(0.99),
+        "client": client,
+    }
 
 
-async def accuracy(url: str, rate: float, sessions: int, seconds: float, warmup: float,
-                   client: str) -> dict:  # fmt: skip
-    params = _params(population="turns", sessions=sessions,
-                     turns_per_hour=rate * 3600.0 / sessions, turn_mean=0.001)  # fmt: skip
+async def accuracy(
+    url: str, rate: float, sessions: int, seconds: float, warmup: float, client: str
+) -> dict:
+    params = _params(
+        population="turns",
+        sessions=sessions,
+        turns_per_hour=rate * 3600.0 / sessions,
+        turn_mean=0.001,
+    )
     engine = await _engine(url, params, client, TurnsPopulation)
     arrivals = ArrivalOffsets()
     engine.ctx.intended_log = arrivals  # type: ignore[assignment]  # what was intended
@@ -243,16 +267,23 @@ async def accuracy(url: str, rate: float, sessions: int, seconds: float, warmup:
     lag = step.start_lag
     duration = window.duration_s
     return {
-        "offered_rps": rate, "sessions": sessions, "seconds": duration,
-        "intended_rps": intended / duration, "achieved_rps": step.count / duration,
+        "offered_rps": rate,
+        "sessions": sessions,
+        "seconds": duration,
+        "intended_rps": intended / duration,
+        "achieved_rps": step.count / duration,
         "achieved_rate_ratio": step.count / intended if intended else 0.0,
         "achieved_vs_offered": step.count / (rate * duration),
-        "start_lag_p50_ms": lag.quantile(0.5), "start_lag_p99_ms": lag.quantile(0.99),
+        "start_lag_p50_ms": lag.quantile(0.5),
+        "start_lag_p99_ms": lag.quantile(0.99),
         "start_lag_max_ms": lag.max if lag.count else 0.0,
-        "failures": step.failures, "cpu_fraction": cpu / duration,
-        "registration_s": registered, "client": client,
-        "gc_pauses": pauses.count, "gc_pause_max_ms": pauses.max_ms,
-    }  # fmt: skip
+        "failures": step.failures,
+        "cpu_fraction": cpu / duration,
+        "registration_s": registered,
+        "client": client,
+        "gc_pauses": pauses.count,
+        "gc_pause_max_ms": pauses.max_ms,
+    }
 
 
 class GcPauses:
@@ -278,15 +309,14 @@ def _rss() -> int:
 
 async def density(url: str, sessions: int, client: str, population: str) -> dict:
     """turnover: parked sessions wait in the parked queue (no task, no timer) — the
-    population SPEC §4.2 parks. turns: each parked session also holds its arrival task,
+    population docs/SPEC.md §4.2 parks. turns: each parked session also holds its arrival task,
     sleeping until its next turn, and that turn's two random streams."""
     if population == "turnover":
         params = _params(population="turnover", sessions=sessions, awake=0, target_rps=1.0)
         engine = await _engine(url, params, client)
     else:
         # No turn falls due during the measurement (mean gap of a million hours).
-        params = _params(population="turns", sessions=sessions, turns_per_hour=1e-6,
-                         turn_mean=1.0)  # fmt: skip
+        params = _params(population="turns", sessions=sessions, turns_per_hour=1e-6, turn_mean=1.0)
         engine = await _engine(url, params, client, TurnsPopulation)
     # Warm the pools and the code paths with one session's worth of work first.
     await engine.substrate.request("bench", "warm", "ping", json=PING_BODY)
@@ -301,11 +331,18 @@ async def density(url: str, sessions: int, client: str, population: str) -> dict
     after = _rss()
     states = engine.population.states()
     parked = sum(1 for s in engine.population.sessions if s.created)
-    out = {"sessions": sessions, "parked": parked, "rss_before": before, "rss_after": after,
-           "bytes_per_parked_session": (after - before) / max(1, parked),
-           "states": dict(states), "registration_s": registered, "client": client,
-           "population": population,
-           "tasks": len(engine.population._tasks)}  # fmt: skip
+    out = {
+        "sessions": sessions,
+        "parked": parked,
+        "rss_before": before,
+        "rss_after": after,
+        "bytes_per_parked_session": (after - before) / max(1, parked),
+        "states": dict(states),
+        "registration_s": registered,
+        "client": client,
+        "population": population,
+        "tasks": len(engine.population._tasks),
+    }
     engine.ctx.stopping.set()
     for task in list(engine.population._tasks):
         task.cancel()

@@ -49,8 +49,9 @@ def nginx_target(core: int | None = 1) -> Iterator[str]:
         pin = ["taskset", "-c", str(core)] if core is not None and shutil.which("taskset") else []
         proc = subprocess.Popen(
             [*pin, binary, "-p", prefix, "-c", str(conf)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             _wait_listening(port, proc, Path(prefix) / "error.log")
             yield f"http://127.0.0.1:{port}"

@@ -9,7 +9,7 @@ import json
 import sys
 import time
 
-from agentsession_core.recorder import NS_PER_S, Recorder
+from agentsession_core.measure.recorder import NS_PER_S, Recorder
 
 
 def main(samples: int = 200_000, rows: int = 10) -> dict:
@@ -22,7 +22,7 @@ def main(samples: int = 200_000, rows: int = 10) -> dict:
     record_ns = 0
     flush_ns = 0
     for chunk_start in range(0, samples, per_second):
-        chunk = stamps[chunk_start:chunk_start + per_second]
+        chunk = stamps[chunk_start : chunk_start + per_second]
         t0 = time.perf_counter_ns()
         for i, t in enumerate(chunk):
             handles[i % rows].ok(t, t + 50_000, t + 3_000_000 + (i % 977) * 10_000, 512)

@@ -19,10 +19,10 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.states import Cancelled, State
 
-from agentsession_core.campaign import Campaign, CampaignError, load_baseline
-from agentsession_core.campaign_params import CampaignParams
-from agentsession_core.runner import Run
-from agentsession_core.upload import UploadError, UploadResult, record_failed_upload
+from agentsession_core.campaign.campaign import Campaign, CampaignError, load_baseline
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.engine.run import Run
+from agentsession_core.output.upload import UploadError, UploadResult, record_failed_upload
 from tasks.gate import gate
 from tasks.hold import hold_window
 from tasks.phases import fill, preflight, register
@@ -34,8 +34,12 @@ HOLD_TIMEOUT_MARGIN_S = 120.0
 DEFAULT_PARAMS = CampaignParams()
 
 
-@flow(name="campaign", flow_run_name="{params.name}-{params.tag}", log_prints=False,
-      persist_result=False)
+@flow(
+    name="campaign",
+    flow_run_name="{params.name}-{params.tag}",
+    log_prints=False,
+    persist_result=False,
+)
 async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | State:
     """Run a benchmark campaign; the result names the verdict, the run directory and where
     the artifacts went (a cancelled campaign ends in a Cancelled state instead)."""
@@ -84,12 +88,16 @@ async def _upload(run: Run, params: CampaignParams) -> UploadResult:
     assert run.result is not None
     run_dir = run.result.run_dir
     attempts = params.upload.attempts
-    task = upload.with_options(retries=attempts - 1,
-                               retry_delay_seconds=retry_delays(params) or 0)
+    task = upload.with_options(retries=attempts - 1, retry_delay_seconds=retry_delays(params) or 0)
     try:
         return await task(run_dir, params)
     except UploadError as exc:
-        get_run_logger().error("upload to %s failed after %d attempts: %s; local copy kept at "
-                               "%s", params.dest, attempts, exc, run_dir)
+        get_run_logger().error(
+            "upload to %s failed after %d attempts: %s; local copy kept at %s",
+            params.dest,
+            attempts,
+            exc,
+            run_dir,
+        )
         await asyncio.to_thread(record_failed_upload, run_dir, params.dest, str(exc), attempts)
         return UploadResult(False, params.dest, str(run_dir), error=str(exc), attempts=attempts)

@@ -16,13 +16,10 @@ from typing import Any
 
 import yaml
 
-# A checkout keeps prefect.yaml in deployments/; the wheel ships a copy inside agentsession_core.
-_CHECKOUT_YAML = Path(__file__).resolve().parent.parent / "deployments" / "prefect.yaml"
-PREFECT_YAML = (
-    _CHECKOUT_YAML
-    if _CHECKOUT_YAML.is_file()
-    else Path(__file__).resolve().parents[1] / "agentsession_core/deployments/prefect.yaml"
-)
+# A checkout keeps prefect.yaml in deployments/; the wheel ships a copy inside flows/.
+_CHECKOUT_YAML = Path(__file__).resolve().parents[1] / "deployments" / "prefect.yaml"
+_PACKAGED_YAML = Path(__file__).parent / "prefect.yaml"
+PREFECT_YAML = _CHECKOUT_YAML if _CHECKOUT_YAML.is_file() else _PACKAGED_YAML
 
 
 def deployment_specs(path: Path = PREFECT_YAML) -> dict[str, dict[str, Any]]:
@@ -45,11 +42,16 @@ def build_deployments(cron: str | None = None, path: Path = PREFECT_YAML) -> lis
             for s in spec.get("schedules") or []
         ]
         limit = spec.get("concurrency_limit") or {}
-        out.append(campaign.to_deployment(
-            name=name, description=spec.get("description"), tags=spec.get("tags"),
-            schedules=schedules or None, parameters=spec.get("parameters") or {},
-            concurrency_limit=ConcurrencyLimitConfig(**limit) if limit else None,
-        ))  # fmt: skip
+        out.append(
+            campaign.to_deployment(
+                name=name,
+                description=spec.get("description"),
+                tags=spec.get("tags"),
+                schedules=schedules or None,
+                parameters=spec.get("parameters") or {},
+                concurrency_limit=ConcurrencyLimitConfig(**limit) if limit else None,
+            )
+        )
     return out
 
 

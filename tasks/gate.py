@@ -12,16 +12,16 @@ from prefect import task
 from prefect.artifacts import acreate_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from agentsession_core.gate import summary
+from agentsession_core.judge.gate import summary
 from tasks.publish import artifact_key
 
 
 def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
-    lines = [f"## {summary(doc)}", "", "| window | level | outcome | missed |",
-             "|---|---|---|---|"]
+    lines = [f"## {summary(doc)}", "", "| window | level | outcome | missed |", "|---|---|---|---|"]
     for w in doc.get("windows", []):
         missed = ", ".join(f"`{m}`" for m in w.get("missed", [])) or (
-            w.get("abort_reason") or w.get("void_reason") or "")
+            w.get("abort_reason") or w.get("void_reason") or ""
+        )
         lines.append(f"| {w['index']} | {w['level']:g}x | **{w['outcome']}** | {missed} |")
     if doc.get("abort_reason"):
         lines += ["", f"Aborted: {doc['abort_reason']}"]
@@ -29,8 +29,11 @@ def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
     if regressions:
         lines += ["", "Regressions against the baseline: " + ", ".join(regressions)]
     where = upload.get("location") if upload.get("ok") else upload.get("local_dir")
-    state = "Artifacts at" if upload.get("ok") else f"Upload failed ({upload.get('error')}); " \
-        "local copy at"
+    state = (
+        "Artifacts at"
+        if upload.get("ok")
+        else f"Upload failed ({upload.get('error')}); local copy at"
+    )
     lines += ["", f"{state} `{where}`"]
     return "\n".join(lines)
 
@@ -38,6 +41,7 @@ def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
 @task(name="gate", cache_policy=NO_CACHE, persist_result=False)
 async def gate(run_dir: Path, name: str, upload: dict[str, Any]) -> dict[str, Any]:
     doc = json.loads(await asyncio.to_thread((Path(run_dir) / "gate.json").read_bytes))
-    await acreate_markdown_artifact(verdict_markdown(doc, upload), key=artifact_key(name, "gate"),
-                                    description=summary(doc))
+    await acreate_markdown_artifact(
+        verdict_markdown(doc, upload), key=artifact_key(name, "gate"), description=summary(doc)
+    )
     return doc

@@ -15,14 +15,13 @@ from prefect import task
 from prefect.artifacts import acreate_table_artifact, aupdate_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
-from agentsession_core.campaign import Campaign
+from agentsession_core.campaign.campaign import Campaign
 
 PROGRESS_EVERY_S = 10.0
 log = logging.getLogger("agentsession")
 
 
-@task(name="hold_window", task_run_name="hold-{index}", cache_policy=NO_CACHE,
-      persist_result=False)
+@task(name="hold_window", task_run_name="hold-{index}", cache_policy=NO_CACHE, persist_result=False)
 async def hold_window(campaign: Campaign, index: int, progress: UUID | None = None) -> str | None:
     """The window's outcome (pass / break / void / aborted), None when already stopped."""
     ticker = asyncio.create_task(_progress(campaign, index, progress)) if progress else None
@@ -35,16 +34,25 @@ async def hold_window(campaign: Campaign, index: int, progress: UUID | None = No
     if verdict is None:
         return None
     await acreate_table_artifact(
-        [{"threshold": r.threshold, "observed": r.observed, "samples": r.samples,
-          "passed": r.passed, "detail": r.detail} for r in verdict.results],
+        [
+            {
+                "threshold": r.threshold,
+                "observed": r.observed,
+                "samples": r.samples,
+                "passed": r.passed,
+                "detail": r.detail,
+            }
+            for r in verdict.results
+        ],
         description=f"window {index} at {verdict.level:g}x: **{verdict.outcome}**",
-    )  # fmt: skip
+    )
     if progress is not None:
         done = len(campaign.verdicts)
         await aupdate_progress_artifact(
-            progress, 100.0 * done / len(campaign.plan),
+            progress,
+            100.0 * done / len(campaign.plan),
             description=f"{done}/{len(campaign.plan)} windows judged",
-        )  # fmt: skip
+        )
     return verdict.outcome
 
 

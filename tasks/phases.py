@@ -10,7 +10,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from agentsession_core.runner import Run
+from agentsession_core.engine.run import Run
 
 
 @task(name="preflight", cache_policy=NO_CACHE, persist_result=False)

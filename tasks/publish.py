@@ -16,8 +16,8 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NO_CACHE
 
-from agentsession_core.campaign import Campaign
-from agentsession_core.upload import UploadResult
+from agentsession_core.campaign.campaign import Campaign
+from agentsession_core.output.upload import UploadResult
 
 
 def artifact_key(name: str, what: str) -> str:
@@ -26,9 +26,10 @@ def artifact_key(name: str, what: str) -> str:
 
 async def hold_progress(campaign: Campaign) -> UUID:
     return await acreate_progress_artifact(
-        0.0, key=artifact_key(campaign.params.name, "hold-progress"),
+        0.0,
+        key=artifact_key(campaign.params.name, "hold-progress"),
         description=f"0/{len(campaign.plan)} windows judged",
-    )  # fmt: skip
+    )
 
 
 def window_rows(campaign: Campaign) -> list[dict]:
@@ -36,13 +37,18 @@ def window_rows(campaign: Campaign) -> list[dict]:
     for v in campaign.verdicts:
         wake = v.headline.get("TimeToWake", {})
         steps = v.headline.get("Step_*", {})
-        rows.append({
-            "window": v.index, "level": v.level, "outcome": v.outcome,
-            "time_to_wake_p99_ms": wake.get("p99"), "step_p99_ms": steps.get("p99"),
-            "achieved_rps": v.headline.get("requests", {}).get("achieved_rps"),
-            "missed": ", ".join(r.threshold for r in v.broken),
-            "reason": v.abort_reason or v.void_reason or "",
-        })  # fmt: skip
+        rows.append(
+            {
+                "window": v.index,
+                "level": v.level,
+                "outcome": v.outcome,
+                "time_to_wake_p99_ms": wake.get("p99"),
+                "step_p99_ms": steps.get("p99"),
+                "achieved_rps": v.headline.get("requests", {}).get("achieved_rps"),
+                "missed": ", ".join(r.threshold for r in v.broken),
+                "reason": v.abort_reason or v.void_reason or "",
+            }
+        )
     return rows
 
 
@@ -50,13 +56,16 @@ def window_rows(campaign: Campaign) -> list[dict]:
 async def publish(campaign: Campaign, uploaded: UploadResult) -> None:
     name = campaign.params.name
     await acreate_table_artifact(
-        window_rows(campaign), key=artifact_key(name, "windows"),
+        window_rows(campaign),
+        key=artifact_key(name, "windows"),
         description=f"{name}/{campaign.params.tag}: one row per judged window",
-    )  # fmt: skip
+    )
     report = f"{uploaded.location}/report.html"
     link = report if report.startswith("s3://") else f"file://{report}"
     await acreate_link_artifact(
-        link, link_text="report.html", key=artifact_key(name, "report"),
+        link,
+        link_text="report.html",
+        key=artifact_key(name, "report"),
         description=("uploaded to " if uploaded.ok else "upload FAILED; local copy: ")
         + (uploaded.location if uploaded.ok else uploaded.local_dir),
-    )  # fmt: skip
+    )

@@ -1,7 +1,7 @@
 """Copy the sealed run directory to its destination; retried with growing delays.
 
 The flow sets the retries from CampaignParams.upload. When the last attempt fails the flow
-records it in status.json and keeps the local copy (agentsession_core.upload).
+records it in status.json and keeps the local copy (agentsession_core.output.upload).
 """
 
 from __future__ import annotations
@@ -12,16 +12,20 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from agentsession_core.campaign_params import CampaignParams
-from agentsession_core.upload import UploadResult, upload_run
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.output.upload import UploadResult, upload_run
 
 
 @task(name="upload", cache_policy=NO_CACHE, persist_result=False)
 async def upload(run_dir: Path, params: CampaignParams) -> UploadResult:
     return await asyncio.to_thread(
-        upload_run, run_dir, params.dest, local_root=params.local_root,
-        endpoint_url=params.upload.endpoint_url, region=params.upload.region,
-    )  # fmt: skip
+        upload_run,
+        run_dir,
+        params.dest,
+        local_root=params.local_root,
+        endpoint_url=params.upload.endpoint_url,
+        region=params.upload.region,
+    )
 
 
 def retry_delays(params: CampaignParams) -> list[float]:

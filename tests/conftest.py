@@ -3,7 +3,8 @@
 import os
 import tempfile
 
-# Set before anything imports Prefect (see ../shared/notes/prefect.md §4).
+# Set before anything imports Prefect: unless told not to, Prefect starts an ephemeral
+# server and sends telemetry, and there is no network here.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")

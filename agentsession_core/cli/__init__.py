@@ -7,21 +7,23 @@ Each command module exposes `register(subparsers)`, which adds its sub-commands 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
+from importlib import import_module
+from importlib.metadata import entry_points
 
 from agentsession_core.errors import AgentsessionError
 
-# Command groups, in the order `--help` lists them. A module that is not written yet is
-# skipped so the CLI stays usable while the product grows.
+# The engine's own command groups, in the order `--help` lists them.
 COMMAND_MODULES = (
     "agentsession_core.cli.scripts",
     "agentsession_core.cli.substrate",
     "agentsession_core.cli.run",
-    "agentsession_core.cli.campaign",
     "agentsession_core.cli.gate",
 )
+# Packages built on the engine add theirs through this entry-point group (the Prefect
+# commands `campaign` and `serve` live with the flows, so the engine never imports Prefect).
+PLUGIN_GROUP = "agentsession.commands"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,13 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        module.register(sub)
+        import_module(name).register(sub)
+    for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        plugin.load().register(sub)
     return parser
 
 

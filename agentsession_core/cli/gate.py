@@ -11,7 +11,7 @@ import json
 import math
 import sys
 
-from agentsession_core.gate import (
+from agentsession_core.judge.gate import (
     exit_code,
     load_run,
     rejudge_regressions,
@@ -41,9 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="RUN", help="run directory or s3://bucket/prefix")
     p.add_argument("--baseline", metavar="RUN", help="a previous run to compare against")
     p.add_argument(
-        "--max-regression", type=_fraction, metavar="FRACTION", default=None,
+        "--max-regression",
+        type=_fraction,
+        metavar="FRACTION",
+        default=None,
         help="worst allowed change of a headline metric against the baseline (default 0.2)",
-    )  # fmt: skip
+    )
     p.set_defaults(handler=gate)
 
 

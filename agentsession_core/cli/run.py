@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agentsession_core.engine.params import parse_params
 from agentsession_core.errors import UsageError
-from agentsession_core.params import parse_params
-from agentsession_core.quantity import QuantityError, parse_duration, seconds
+from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
 
 
 def _duration(text: str) -> float:
@@ -55,16 +55,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--out", metavar="DEST", help="artifact destination (default ./artifacts)")
     out.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
     out.add_argument(
-        "--progress", choices=["auto", "live", "plain"], default="auto",
+        "--progress",
+        choices=["auto", "live", "plain"],
+        default="auto",
         help="live display on a terminal, plain log lines otherwise",
-    )  # fmt: skip
+    )
     p.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> int:
     import os
 
-    from agentsession_core.runner import run_blocking
+    from agentsession_core.engine.run import run_blocking
     from agentsession_core.script import load_script
 
     values = {

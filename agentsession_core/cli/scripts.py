@@ -7,7 +7,6 @@ import json
 import sys
 from typing import Any
 
-from agentsession_core.quantity import format_duration, format_quantity
 from agentsession_core.script import (
     Script,
     ScriptError,
@@ -16,6 +15,7 @@ from agentsession_core.script import (
     encode,
     load_script,
 )
+from agentsession_core.script.quantity import format_duration, format_quantity
 
 
 def register(subparsers: Any) -> None:

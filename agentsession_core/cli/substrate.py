@@ -7,12 +7,12 @@ import asyncio
 from pathlib import Path
 
 from agentsession_core.errors import UsageError
+from agentsession_core.substrate.local.protocol import parse_quantity
 from agentsession_core.substrate.local.server import (
     DEFAULT_TEMPLATE,
     ServerConfig,
     serve_forever,
 )
-from agentsession_core.substrate.local.wire import parse_quantity
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -88,11 +88,19 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return ServerConfig(
-        host=args.host, port=args.port, workers=args.workers, store=args.store,
-        templates=parse_templates(args.template), token=args.token,
-        park_timeout=args.park_timeout, pause_budget=budget, max_op_bytes=max_op,
-        max_burn_millis=args.max_burn_millis, max_parallel=args.max_parallel, seed=args.seed,
-    )  # fmt: skip
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        store=args.store,
+        templates=parse_templates(args.template),
+        token=args.token,
+        park_timeout=args.park_timeout,
+        pause_budget=budget,
+        max_op_bytes=max_op,
+        max_burn_millis=args.max_burn_millis,
+        max_parallel=args.max_parallel,
+        seed=args.seed,
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Substrate errors and the one table that maps them to what a session does (SPEC §3.4)."""
+"""Substrate errors and the one table that maps them to what a session does (docs/SPEC.md §3.4)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class FailureClass(Enum):
     COUNT = "count"  # anything else: count; 3 in a row -> replace
 
 
-# Codes the control API and the router use (SPEC §2.1, §2.2), plus the client's own
+# Codes the control API and the router use (docs/SPEC.md §2.1, §2.2), plus the client's own
 # codes for failures that never got an answer.
 TRANSPORT = "TRANSPORT"  # connection refused/reset, DNS, protocol error
 TIMEOUT = "TIMEOUT"  # the client gave up waiting
@@ -27,7 +27,7 @@ _MISCONFIGURED_CODES = {"INVALID_ARGUMENT", "UNAUTHENTICATED"}
 
 
 def classify(code: str, status: int, *, from_router: bool, message: str = "") -> FailureClass:
-    """SPEC §3.4's table. `from_router` is true for control-API answers and router verdicts
+    """docs/SPEC.md §3.4's table. `from_router` is true for control-API answers and router verdicts
     (x-ate-router: 1); false for the glutton's own answers inside the actor."""
     if from_router:
         if code in _RETRY_LATER_CODES or status in (429, 503, 504):

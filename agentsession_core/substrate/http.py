@@ -1,4 +1,4 @@
-"""The Substrate interface over HTTP (SPEC §2): control calls with httpx, router requests
+"""The Substrate interface over HTTP (docs/SPEC.md §2): control calls with httpx, router requests
 through the router client, the one small class the hot path goes through: FastRouterClient
 (fastrouter.py, a lean keep-alive HTTP/1.1 client) for http:// routers, the aiohttp
 `RouterClient` below otherwise.
@@ -19,7 +19,6 @@ import aiohttp
 import httpx
 import orjson
 
-from agentsession_core.substrate.client import ActorInfo, RouterResponse, Template
 from agentsession_core.substrate.errors import (
     BAD_BODY,
     TIMEOUT,
@@ -27,17 +26,22 @@ from agentsession_core.substrate.errors import (
     SubstrateError,
     error_from_answer,
 )
-from agentsession_core.substrate.fastrouter import FastRouterClient
-from agentsession_core.substrate.wire import TARGET_HEADER, router_answer
+from agentsession_core.substrate.interface import ActorInfo, RouterResponse, Template
+from agentsession_core.substrate.router_client import FastRouterClient
+from agentsession_core.substrate.router_wire import TARGET_HEADER, router_answer
 
 
 class RouterClient:
     """POSTs to actors through the router over keep-alive connections."""
 
     def __init__(
-        self, base_url: str, *, token: str | None = None, timeout: float = 120.0,
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 120.0,
         max_connections: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.max_connections = max_connections
@@ -100,13 +104,18 @@ def router_client(
 
 
 class HttpSubstrate:
-    """The Substrate interface against a server speaking SPEC §2 (the local substrate, or
+    """The Substrate interface against a server speaking docs/SPEC.md §2 (the local substrate, or
     any substrate with the same wire form)."""
 
     def __init__(
-        self, control_url: str, router_url: str | None = None, *, token: str | None = None,
-        control_timeout: float = 120.0, router_timeout: float = 120.0,
-    ) -> None:  # fmt: skip
+        self,
+        control_url: str,
+        router_url: str | None = None,
+        *,
+        token: str | None = None,
+        control_timeout: float = 120.0,
+        router_timeout: float = 120.0,
+    ) -> None:
         self.control_url = control_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._control = httpx.AsyncClient(
@@ -138,9 +147,12 @@ class HttpSubstrate:
     def _actor(payload: Any) -> ActorInfo:
         try:
             return ActorInfo(
-                atespace=payload["atespace"], name=payload["name"], status=payload["status"],
-                worker=payload.get("worker"), version=int(payload.get("version", 0)),
-            )  # fmt: skip
+                atespace=payload["atespace"],
+                name=payload["name"],
+                status=payload["status"],
+                worker=payload.get("worker"),
+                version=int(payload.get("version", 0)),
+            )
         except (KeyError, TypeError, ValueError):
             raise SubstrateError(BAD_BODY, f"not an actor: {str(payload)[:200]}") from None
 
@@ -151,8 +163,11 @@ class HttpSubstrate:
     async def get_template(self, namespace: str, name: str) -> Template:
         _, body = await self._call("GET", f"/v1/templates/{namespace}/{name}")
         limit = body.get("memory_limit_bytes")
-        return Template(body.get("namespace", namespace), body.get("name", name),
-                        int(limit) if limit is not None else None)  # fmt: skip
+        return Template(
+            body.get("namespace", namespace),
+            body.get("name", name),
+            int(limit) if limit is not None else None,
+        )
 
     async def ensure_atespace(self, atespace: str) -> None:
         await self._call("PUT", f"/v1/atespaces/{atespace}")
@@ -161,10 +176,13 @@ class HttpSubstrate:
         self, atespace: str, name: str, template_namespace: str, template_name: str
     ) -> ActorInfo:
         _, body = await self._call(
-            "POST", f"/v1/atespaces/{atespace}/actors",
-            json={"name": name, "template": {"namespace": template_namespace,
-                                             "name": template_name}},
-        )  # fmt: skip
+            "POST",
+            f"/v1/atespaces/{atespace}/actors",
+            json={
+                "name": name,
+                "template": {"namespace": template_namespace, "name": template_name},
+            },
+        )
         return self._actor(body)
 
     async def get_actor(self, atespace: str, name: str) -> ActorInfo:

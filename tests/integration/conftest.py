@@ -50,8 +50,11 @@ async def atespace(client: HttpSubstrate, request: pytest.FixtureRequest) -> Asy
         await client.delete_actor(name, actor.name)
 
 
-AWS_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+AWS_TEST_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 @pytest.fixture(scope="session")

@@ -19,10 +19,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from agentsession_core.artifacts import verify_manifest
-from agentsession_core.campaign import CampaignError
-from agentsession_core.campaign_params import parse_campaign
-from agentsession_core.upload import list_objects, read_object, s3_client
+from agentsession_core.campaign.campaign import CampaignError
+from agentsession_core.campaign.params import parse_campaign
+from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.output.upload import list_objects, read_object, s3_client
 
 pytestmark = pytest.mark.timeout(240)
 BUCKET = "campaign-runs"
@@ -51,15 +51,26 @@ def closed_port() -> int:
 
 def small_campaign(tmp_path: Path, **overrides) -> dict:
     values = {
-        "name": "ci", "tag": "flow", "dest": str(tmp_path / "art"), "seed": 3,
-        "script": "smoke", "think_scale": 0.05, "hold_minutes": 0.1, "window_seconds": 3,
+        "name": "ci",
+        "tag": "flow",
+        "dest": str(tmp_path / "art"),
+        "seed": 3,
+        "script": "smoke",
+        "think_scale": 0.05,
+        "hold_minutes": 0.1,
+        "window_seconds": 3,
         "thresholds": ["Step_*: failure_ratio < 0.5", "TimeToWake: p99 < 30s"],
         "abort": {"rules": [], "delay_seconds": 1, "sliding_seconds": 2},
-        "population": {"kind": "turnover", "sessions": 6, "awake": 2, "target_rps": 2,
-                       "registration_quiet_seconds": 0.5},
+        "population": {
+            "kind": "turnover",
+            "sessions": 6,
+            "awake": 2,
+            "target_rps": 2,
+            "registration_quiet_seconds": 0.5,
+        },
         "target": {"local_workers": 4, "request_timeout_seconds": 20},
         "upload": {"attempts": 2, "retry_delay_seconds": 0.2},
-    }  # fmt: skip
+    }
     for key, value in overrides.items():
         values[key] = {**values[key], **value} if isinstance(value, dict) else value
     return values
@@ -77,8 +88,11 @@ async def task_runs(state) -> dict[str, int]:
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     async with get_client() as client:
-        runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(
-            id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+        runs = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(
+                id=FlowRunFilterId(any_=[state.state_details.flow_run_id])
+            )
+        )
     return {run.name: run.run_count for run in runs}
 
 
@@ -97,9 +111,12 @@ async def test_flow_uploads_to_s3_under_the_upstream_layout(
 
     monkeypatch.setattr(tasks.hold, "PROGRESS_EVERY_S", 0.5)
     monkeypatch.setattr(tasks.hold, "aupdate_progress_artifact", spy)
-    values = small_campaign(tmp_path, dest=f"s3://{BUCKET}/nightly",
-                            local_dir=str(tmp_path / "local"),
-                            upload={"endpoint_url": s3_endpoint})
+    values = small_campaign(
+        tmp_path,
+        dest=f"s3://{BUCKET}/nightly",
+        local_dir=str(tmp_path / "local"),
+        upload={"endpoint_url": s3_endpoint},
+    )
     state = await run_flow(values)
     # Two 3 s windows: it moved inside the first one, and ends at 100 %.
     assert any(0 < p < 50 for p in published) and published[-1] == 100.0, published
@@ -117,18 +134,33 @@ async def test_flow_uploads_to_s3_under_the_upstream_layout(
     for entry in manifest["files"]:
         body = read_object(f"{result['location']}/{entry['path']}", endpoint_url=s3_endpoint)
         assert hashlib.sha256(body).hexdigest() == entry["sha256"], entry["path"]
-    assert read_object(f"{result['location']}/manifest.json", endpoint_url=s3_endpoint) == (
-        run_dir / "manifest.json").read_bytes()
+    assert (
+        read_object(f"{result['location']}/manifest.json", endpoint_url=s3_endpoint)
+        == (run_dir / "manifest.json").read_bytes()
+    )
 
-    for name in ("status.json", "campaign.json", "script.yaml", "stats.csv", "failures.csv",
-                 "stats_history.csv", "stats.jsonl", "windows.jsonl", "gate.json", "logs.txt"):
+    for name in (
+        "status.json",
+        "campaign.json",
+        "script.yaml",
+        "stats.csv",
+        "failures.csv",
+        "stats_history.csv",
+        "stats.jsonl",
+        "windows.jsonl",
+        "gate.json",
+        "logs.txt",
+    ):
         assert (run_dir / name).is_file(), name
     windows = (run_dir / "windows.jsonl").read_text().splitlines()
     assert [orjson.loads(w)["index"] for w in windows] == [0, 1]
     first, second = map(orjson.loads, windows)
     assert first["end_unix"] == second["start_unix"]  # windows tile the hold: no lost second
-    step_rows = [r for r in map(orjson.loads, (run_dir / "stats.jsonl").read_text().splitlines())
-                 if r["metric"] == "step_window"]
+    step_rows = [
+        r
+        for r in map(orjson.loads, (run_dir / "stats.jsonl").read_text().splitlines())
+        if r["metric"] == "step_window"
+    ]
     assert len(step_rows) == 2
     gate = orjson.loads((run_dir / "gate.json").read_bytes())
     assert gate["verdict"] == result["verdict"] and len(gate["windows"]) == 2
@@ -147,9 +179,13 @@ async def test_flow_uploads_to_s3_under_the_upstream_layout(
 
 async def test_s3_down_keeps_the_local_copy_retries_and_says_so(prefect_api, tmp_path):
     dead = f"http://127.0.0.1:{closed_port()}"
-    values = small_campaign(tmp_path, dest=f"s3://{BUCKET}/nightly",
-                            local_dir=str(tmp_path / "local"), hold_minutes=0.05,
-                            upload={"endpoint_url": dead, "attempts": 3})
+    values = small_campaign(
+        tmp_path,
+        dest=f"s3://{BUCKET}/nightly",
+        local_dir=str(tmp_path / "local"),
+        hold_minutes=0.05,
+        upload={"endpoint_url": dead, "attempts": 3},
+    )
     state = await run_flow(values)
     assert state.is_completed(), state  # the campaign reached its verdict
     result = await state.result()
@@ -178,10 +214,20 @@ async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tm
 
 def test_cli_runs_the_flow_and_prints_the_run_directory_last(prefect_api, tmp_path):
     env = {**os.environ, "PREFECT_API_URL": prefect_api}
-    sets = ["name=cli", "tag=t1", f"dest={tmp_path / 'art'}", "hold_minutes=0.05",
-            "window_seconds=3", "think_scale=0.05", "population.sessions=6",
-            "population.awake=2", "population.registration_quiet_seconds=0.5",
-            "target.local_workers=4", "levels=[1.0]", "abort.rules=[]"]
+    sets = [
+        "name=cli",
+        "tag=t1",
+        f"dest={tmp_path / 'art'}",
+        "hold_minutes=0.05",
+        "window_seconds=3",
+        "think_scale=0.05",
+        "population.sessions=6",
+        "population.awake=2",
+        "population.registration_quiet_seconds=0.5",
+        "target.local_workers=4",
+        "levels=[1.0]",
+        "abort.rules=[]",
+    ]
     args = [sys.executable, "-m", "agentsession_core", "campaign", "--preset", "demo"]
     for s in sets:
         args += ["--set", s]
@@ -196,15 +242,26 @@ def test_sigterm_mid_hold_cleans_up_writes_artifacts_and_exits_143(prefect_api, 
     """A scheduler or an operator stops the campaign process: the flow still deletes every
     actor it created and writes its artifacts, marked cancelled."""
     env = {**os.environ, "PREFECT_API_URL": prefect_api}
-    sets = ["name=term", "tag=t1", f"dest={tmp_path / 'art'}", "hold_minutes=2",
-            "window_seconds=30", "think_scale=0.05", "population.sessions=6",
-            "population.awake=2", "population.registration_quiet_seconds=0.5",
-            "target.local_workers=4", "levels=[1.0]", "abort.rules=[]"]  # fmt: skip
+    sets = [
+        "name=term",
+        "tag=t1",
+        f"dest={tmp_path / 'art'}",
+        "hold_minutes=2",
+        "window_seconds=30",
+        "think_scale=0.05",
+        "population.sessions=6",
+        "population.awake=2",
+        "population.registration_quiet_seconds=0.5",
+        "target.local_workers=4",
+        "levels=[1.0]",
+        "abort.rules=[]",
+    ]
     args = [sys.executable, "-m", "agentsession_core", "campaign", "--preset", "demo"]
     for s in sets:
         args += ["--set", s]
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stderr is not None
         for line in proc.stderr:  # the hold has begun once the fill is done

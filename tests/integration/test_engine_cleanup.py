@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agentsession_core import watchdog
-from agentsession_core.artifacts import verify_manifest
-from agentsession_core.params import RunParams
-from agentsession_core.runner import Run
+from agentsession_core.engine import watchdog
+from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.run import Run
+from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 
 
@@ -25,10 +25,19 @@ async def test_substrate_killed_mid_hold_fails_the_run_and_lists_the_leaks(
     await asyncio.to_thread(proc.start)
     try:
         params = RunParams(
-            substrate=proc.url, atespace="killed", script="smoke", population="closed",
-            sessions=3, think_scale=0.05, hold=60.0, seed=7, out=str(tmp_path / "out"),
-            request_timeout=5.0, cleanup_timeout=10.0, stop_grace=2.0,
-        )  # fmt: skip
+            substrate=proc.url,
+            atespace="killed",
+            script="smoke",
+            population="closed",
+            sessions=3,
+            think_scale=0.05,
+            hold=60.0,
+            seed=7,
+            out=str(tmp_path / "out"),
+            request_timeout=5.0,
+            cleanup_timeout=10.0,
+            stop_grace=2.0,
+        )
         run = Run(params)
         async with run:
             await run.preflight()

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentsession_core.artifacts import verify_manifest
+from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
@@ -25,8 +25,9 @@ def start(args: list[str], tmp_path: Path) -> tuple[subprocess.Popen[bytes], Pat
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     proc = subprocess.Popen(
         [*RUN, *args, "--out", str(tmp_path / "artifacts")],
-        stdout=out.open("wb"), stderr=err.open("wb"),
-    )  # fmt: skip
+        stdout=out.open("wb"),
+        stderr=err.open("wb"),
+    )
     return proc, out, err
 
 
@@ -49,19 +50,40 @@ def wait_for_phase(tmp_path: Path, phase: str, proc: subprocess.Popen[bytes]) ->
 
 
 def error_lines(err: Path) -> list[str]:
-    return [line for line in err.read_text().splitlines()
-            if " ERROR " in line or line.startswith("agentsession")]  # fmt: skip
+    return [
+        line
+        for line in err.read_text().splitlines()
+        if " ERROR " in line or line.startswith("agentsession")
+    ]
 
 
 async def test_sigint_mid_hold_cancels_cleans_up_and_writes_artifacts(
     substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
 ) -> None:
     atespace = "cli-sigint"
-    proc, out, err = start([
-        "--substrate", substrate.url, "--token", TOKEN, "--atespace", atespace,
-        "--script", "smoke", "--population", "closed", "--sessions", "3",
-        "--think-scale", "0.05", "--hold", "5m", "--seed", "7",
-    ], tmp_path)  # fmt: skip
+    proc, out, err = start(
+        [
+            "--substrate",
+            substrate.url,
+            "--token",
+            TOKEN,
+            "--atespace",
+            atespace,
+            "--script",
+            "smoke",
+            "--population",
+            "closed",
+            "--sessions",
+            "3",
+            "--think-scale",
+            "0.05",
+            "--hold",
+            "5m",
+            "--seed",
+            "7",
+        ],
+        tmp_path,
+    )
     try:
         await asyncio.to_thread(wait_for_phase, tmp_path, "hold", proc)
         await asyncio.sleep(1.0)
@@ -116,10 +138,23 @@ async def test_a_template_below_min_actor_memory_exits_1_and_creates_nothing(
     substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
 ) -> None:
     atespace = "cli-small-template"
-    proc, out, err = start([
-        "--substrate", substrate.url, "--token", TOKEN, "--atespace", atespace,
-        "--script", "smoke", "--template", "test/small", "--hold", "1s",
-    ], tmp_path)  # fmt: skip
+    proc, out, err = start(
+        [
+            "--substrate",
+            substrate.url,
+            "--token",
+            TOKEN,
+            "--atespace",
+            atespace,
+            "--script",
+            "smoke",
+            "--template",
+            "test/small",
+            "--hold",
+            "1s",
+        ],
+        tmp_path,
+    )
     assert await asyncio.to_thread(proc.wait, 60) == 1
     errors = error_lines(err)
     assert len(errors) == 1, errors

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentsession_core.engine import Engine
-from agentsession_core.params import RunParams
-from agentsession_core.recorder import Recorder
+from agentsession_core.engine.engine import Engine
+from agentsession_core.engine.params import RunParams
+from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
@@ -40,10 +40,18 @@ async def test_latency_from_intended_grows_while_service_time_does_not(
     script_path = tmp_path / "slow.yaml"
     script_path.write_text(SLOW_SCRIPT)
     params = RunParams(
-        substrate=substrate.url, token=TOKEN, script=str(script_path), population="turns",
-        sessions=1, turns_per_hour=4 * 3600, turn_mean=0.01, registration_quiet=0.0,
-        hold=8.0, seed=3, stop_grace=3.0,
-    )  # fmt: skip
+        substrate=substrate.url,
+        token=TOKEN,
+        script=str(script_path),
+        population="turns",
+        sessions=1,
+        turns_per_hour=4 * 3600,
+        turn_mean=0.01,
+        registration_quiet=0.0,
+        hold=8.0,
+        seed=3,
+        stop_grace=3.0,
+    )
     engine = Engine(params, client, load_script(params.script), Recorder(), atespace=atespace)
     try:
         await engine.preflight()

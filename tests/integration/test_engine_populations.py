@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from agentsession_core.engine import Engine
-from agentsession_core.params import RunParams
-from agentsession_core.recorder import Recorder
+from agentsession_core.engine.engine import Engine
+from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.session import now_ns
+from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
-from agentsession_core.session import now_ns
-from agentsession_core.substrate.client import RouterResponse
 from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.interface import RouterResponse
 from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 
@@ -47,9 +47,15 @@ async def watched(client: HttpSubstrate) -> AsyncIterator[Watched]:
 
 def make_engine(sub: Any, url: str, atespace: str, **values: Any) -> Engine:
     base: dict[str, Any] = {
-        "substrate": url, "token": TOKEN, "script": "smoke", "think_scale": 0.05,
-        "seed": 7, "registration_quiet": 0.0, "spawn_rate": 50.0, "stop_grace": 5.0,
-    }  # fmt: skip
+        "substrate": url,
+        "token": TOKEN,
+        "script": "smoke",
+        "think_scale": 0.05,
+        "seed": 7,
+        "registration_quiet": 0.0,
+        "spawn_rate": 50.0,
+        "stop_grace": 5.0,
+    }
     base.update(values)
     params = RunParams(**base)
     return Engine(params, sub, load_script(params.script), Recorder(), atespace=atespace)
@@ -97,8 +103,9 @@ async def test_same_seed_same_think_gaps_in_a_closed_run(
 ) -> None:
     runs = []
     for seed in (7, 7, 8):
-        engine = make_engine(client, substrate.url, atespace, population="closed",
-                             sessions=3, seed=seed)  # fmt: skip
+        engine = make_engine(
+            client, substrate.url, atespace, population="closed", sessions=3, seed=seed
+        )
         await drive(engine, 2.5, log=True)
         assert engine.ctx.intended_log is not None
         runs.append(per_session(engine.ctx.intended_log, "think"))
@@ -111,9 +118,16 @@ async def test_same_seed_same_turn_arrivals(
 ) -> None:
     runs = []
     for seed in (7, 7, 9):
-        engine = make_engine(client, substrate.url, atespace, population="turns",
-                             sessions=3, turns_per_hour=4 * 3600, turn_mean=0.01,
-                             seed=seed)  # fmt: skip
+        engine = make_engine(
+            client,
+            substrate.url,
+            atespace,
+            population="turns",
+            sessions=3,
+            turns_per_hour=4 * 3600,
+            turn_mean=0.01,
+            seed=seed,
+        )
         await drive(engine, 2.5, log=True)
         assert engine.ctx.intended_log is not None
         runs.append(per_session(engine.ctx.intended_log, "arrival"))
@@ -126,9 +140,16 @@ async def test_turn_arrivals_follow_the_poisson_rate_and_stop_means_stop(
     substrate: LocalSubstrateProcess, watched: Watched, atespace: str
 ) -> None:
     sessions, per_s, hold = 4, 4.0, 5.0  # lifecycle none: one worker per session
-    engine = make_engine(watched, substrate.url, atespace, population="turns",
-                         sessions=sessions, turns_per_hour=per_s * 3600, turn_mean=0.01,
-                         lifecycle_mode="none")  # fmt: skip
+    engine = make_engine(
+        watched,
+        substrate.url,
+        atespace,
+        population="turns",
+        sessions=sessions,
+        turns_per_hour=per_s * 3600,
+        turn_mean=0.01,
+        lifecycle_mode="none",
+    )
     await drive(engine, hold, log=True)
     population = engine.population
     assert engine.ctx.intended_log is not None
@@ -169,18 +190,24 @@ async def test_turn_arrivals_follow_the_poisson_rate_and_stop_means_stop(
     [("suspend-async", "SuspendActorAsync"), ("pause", "PauseActor"), ("none", None)],
 )
 async def test_closed_run_in_each_lifecycle_mode(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str,
-    mode: str, park_row: str | None,
-) -> None:  # fmt: skip
-    engine = make_engine(client, substrate.url, atespace, population="closed", sessions=2,
-                         lifecycle_mode=mode)  # fmt: skip
+    substrate: LocalSubstrateProcess,
+    client: HttpSubstrate,
+    atespace: str,
+    mode: str,
+    park_row: str | None,
+) -> None:
+    engine = make_engine(
+        client, substrate.url, atespace, population="closed", sessions=2, lifecycle_mode=mode
+    )
     await drive(engine, 2.5)
     steps = sum(row(engine, "http", f"Step_{s.name}").count for s in engine.script.steps)
     assert steps >= 4
     failures = sum(s.failures for s in engine.recorder.totals().rows.values())
     assert failures == 0
-    parks = {n: row(engine, "control", n).count
-             for n in ("SuspendActor", "SuspendActorAsync", "PauseActor")}  # fmt: skip
+    parks = {
+        n: row(engine, "control", n).count
+        for n in ("SuspendActor", "SuspendActorAsync", "PauseActor")
+    }
     if park_row is None:
         assert sum(parks.values()) == 0
         assert row(engine, "http", "WakeFirstTouch").count == 0
@@ -195,8 +222,9 @@ async def test_closed_run_in_each_lifecycle_mode(
 async def test_explicit_resume_books_resume_actor(
     substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
 ) -> None:
-    engine = make_engine(client, substrate.url, atespace, population="closed", sessions=2,
-                         resume_mode="explicit")  # fmt: skip
+    engine = make_engine(
+        client, substrate.url, atespace, population="closed", sessions=2, resume_mode="explicit"
+    )
     await drive(engine, 2.5)
     resumes = row(engine, "control", "ResumeActor")
     wakes = row(engine, "http", "WakeFirstTouch")
@@ -235,8 +263,9 @@ async def test_closed_level_change_adds_sessions_without_restarting_the_others(
 async def test_a_killed_worker_is_a_crash_and_the_session_is_replaced(
     substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
 ) -> None:
-    engine = make_engine(client, substrate.url, atespace, population="closed", sessions=2,
-                         lifecycle_mode="none")  # fmt: skip
+    engine = make_engine(
+        client, substrate.url, atespace, population="closed", sessions=2, lifecycle_mode="none"
+    )
     try:
         await engine.preflight()
         await engine.register()
@@ -258,4 +287,3 @@ async def test_a_killed_worker_is_a_crash_and_the_session_is_replaced(
     finally:
         assert await engine.cleanup() == []
     assert row(engine, "actor", "CrashCount").events == 1
-

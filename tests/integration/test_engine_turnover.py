@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentsession_core.artifacts import verify_manifest
-from agentsession_core.params import RunParams
-from agentsession_core.population.turnover import FILL_DONE_MARKER, TurnoverPopulation
-from agentsession_core.runner import Run
+from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.populations.turnover import FILL_DONE_MARKER, TurnoverPopulation
+from agentsession_core.engine.run import Run
+from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
@@ -31,11 +31,21 @@ async def test_turnover_smoke_run(
 ) -> None:
     atespace = "engine-turnover"
     params = RunParams(
-        substrate=substrate.url, token=TOKEN, atespace=atespace, script="smoke",
-        population="turnover", sessions=SESSIONS, awake=AWAKE, target_rps=RATE,
-        registration_quiet=2.0, hold=HOLD, think_scale=0.05, seed=7, out=str(tmp_path),
+        substrate=substrate.url,
+        token=TOKEN,
+        atespace=atespace,
+        script="smoke",
+        population="turnover",
+        sessions=SESSIONS,
+        awake=AWAKE,
+        target_rps=RATE,
+        registration_quiet=2.0,
+        hold=HOLD,
+        think_scale=0.05,
+        seed=7,
+        out=str(tmp_path),
         name="turnover-smoke",
-    )  # fmt: skip
+    )
     run = Run(params)
     async with run:
         await run.preflight()
@@ -49,10 +59,16 @@ async def test_turnover_smoke_run(
     run_dir = run.result.run_dir
 
     rows = read_jsonl(run_dir / "stats.jsonl")
-    wanted = {"turnover_TimeToWake", "control_SuspendActor_Register", "control_SuspendActor",
-              "http_WakeFirstTouch", "turnover_window"}  # fmt: skip
-    wanted |= {f"http_Step_{step}" for step in ("01_start", "02_upload", "03_work",
-                                                  "04_write_back")}  # fmt: skip
+    wanted = {
+        "turnover_TimeToWake",
+        "control_SuspendActor_Register",
+        "control_SuspendActor",
+        "http_WakeFirstTouch",
+        "turnover_window",
+    }
+    wanted |= {
+        f"http_Step_{step}" for step in ("01_start", "02_upload", "03_work", "04_write_back")
+    }
     assert wanted <= set(rows), sorted(wanted - set(rows))
     assert not [m for m in rows if m.startswith("http_Step_") and m not in wanted]
     for metric in wanted - {"turnover_window"}:

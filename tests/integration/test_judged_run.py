@@ -17,59 +17,85 @@ from pathlib import Path
 
 import pytest
 
-from agentsession_core.artifacts import verify_manifest
-from agentsession_core.gate import gate_document
-from agentsession_core.judge import (
+from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.run import Run
+from agentsession_core.judge.gate import gate_document
+from agentsession_core.judge.thresholds import parse_thresholds
+from agentsession_core.judge.windows import (
     AbortMonitor,
     WindowVerdict,
     judge_window,
     step_window_row,
     windows_jsonl,
 )
-from agentsession_core.params import RunParams
-from agentsession_core.report import write_report
-from agentsession_core.runner import Run
+from agentsession_core.output.report import write_report
+from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.local.launcher import LocalSubstrate
-from agentsession_core.thresholds import parse_thresholds
 
 pytestmark = pytest.mark.timeout(180)
 
 
 def params(url: str, out: Path, name: str) -> RunParams:
     return RunParams(
-        substrate=url, script="smoke", population="turnover", sessions=8, awake=3,
-        target_rps=2.0, registration_quiet=1.0, think_scale=0.05, seed=7, name=name,
-        tag="test", out=str(out), request_timeout=5.0, cleanup_timeout=20.0, stop_grace=2.0,
-    )  # fmt: skip
+        substrate=url,
+        script="smoke",
+        population="turnover",
+        sessions=8,
+        awake=3,
+        target_rps=2.0,
+        registration_quiet=1.0,
+        think_scale=0.05,
+        seed=7,
+        name=name,
+        tag="test",
+        out=str(out),
+        request_timeout=5.0,
+        cleanup_timeout=20.0,
+        stop_grace=2.0,
+    )
 
 
-def add_judged_artifacts(run: Run, verdicts: list[WindowVerdict], abort_reason: str | None,
-                         ) -> None:
+def add_judged_artifacts(
+    run: Run,
+    verdicts: list[WindowVerdict],
+    abort_reason: str | None,
+) -> None:
     """What a campaign adds: step_window rows now, windows/gate/report at the end."""
     p = run.params
     run.extra_rows.extend(step_window_row(v, tag=p.tag, test_name=p.name) for v in verdicts)
 
     def finalize(run: Run) -> None:
         run.run_dir.write_text("windows.jsonl", windows_jsonl(verdicts))
-        run.run_dir.write_json("gate.json", gate_document(
-            verdicts, abort_reason=abort_reason, run_status=run.status,
-            run={"name": p.name, "tag": p.tag},
-        ))  # fmt: skip
+        run.run_dir.write_json(
+            "gate.json",
+            gate_document(
+                verdicts,
+                abort_reason=abort_reason,
+                run_status=run.status,
+                run={"name": p.name, "tag": p.tag},
+            ),
+        )
         write_report(run.run_dir.path)
 
     run.finalizers.append(finalize)
 
 
 def gate_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agentsession_core", "gate", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "agentsession_core", "gate", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 async def test_an_unmeetable_threshold_breaks_and_the_gate_exits_1(tmp_path: Path) -> None:
-    thresholds = parse_thresholds([
-        "TimeToWake: p99 < 0.001ms",  # no wake is that fast
-        "Step_*: failure_ratio < 0.5",
-    ])  # fmt: skip
+    thresholds = parse_thresholds(
+        [
+            "TimeToWake: p99 < 0.001ms",  # no wake is that fast
+            "Step_*: failure_ratio < 0.5",
+        ]
+    )
     async with LocalSubstrate(workers=3, store=tmp_path / "store") as local:
         p = params(local.url, tmp_path / "out", "unmeetable")
         run = Run(p, handle_signals=False)
@@ -83,8 +109,15 @@ async def test_an_unmeetable_threshold_breaks_and_the_gate_exits_1(tmp_path: Pat
                 assert reason is None
                 # Generator health is not consulted here: on a shared 2-core box it may void
                 # a short window, and this test is about the substrate's miss.
-                verdicts.append(judge_window(run.recorder.window(start, end), thresholds,
-                                             index=index, level=1.0, target=p.target_rps))
+                verdicts.append(
+                    judge_window(
+                        run.recorder.window(start, end),
+                        thresholds,
+                        index=index,
+                        level=1.0,
+                        target=p.target_rps,
+                    )
+                )
             add_judged_artifacts(run, verdicts, None)
             run.finish()
     assert run.result is not None and run.result.status == "completed"
@@ -99,8 +132,11 @@ async def test_an_unmeetable_threshold_breaks_and_the_gate_exits_1(tmp_path: Pat
     assert [w["outcome"] for w in gate["windows"]] == ["break", "break"]
     lines = (run_dir / "windows.jsonl").read_text().splitlines()
     assert len(lines) == 2
-    step_rows = [json.loads(line) for line in (run_dir / "stats.jsonl").read_text().splitlines()
-                 if '"step_window"' in line]
+    step_rows = [
+        json.loads(line)
+        for line in (run_dir / "stats.jsonl").read_text().splitlines()
+        if '"step_window"' in line
+    ]
     assert [r["measurements"]["outcome"] for r in step_rows] == ["break", "break"]
     report = (run_dir / "report.html").read_text()
     assert "FAIL" in report and "<svg" in report and "<script" not in report
@@ -115,10 +151,14 @@ async def test_an_unmeetable_threshold_breaks_and_the_gate_exits_1(tmp_path: Pat
 async def test_an_abort_rule_trips_within_seconds_of_the_substrate_being_killed(
     tmp_path: Path,
 ) -> None:
-    rules = parse_thresholds([
-        "achieved_rps >= 0.5 * target",
-        "TimeToWake: failure_ratio < 0.5 (min 3)",
-    ], where="abort", abort=True)  # fmt: skip
+    rules = parse_thresholds(
+        [
+            "achieved_rps >= 0.5 * target",
+            "TimeToWake: failure_ratio < 0.5 (min 3)",
+        ],
+        where="abort",
+        abort=True,
+    )
     async with LocalSubstrate(workers=3, store=tmp_path / "store") as local:
         p = params(local.url, tmp_path / "out", "killed")
         run = Run(p, handle_signals=False)
@@ -127,8 +167,9 @@ async def test_an_abort_rule_trips_within_seconds_of_the_substrate_being_killed(
             await run.preflight()
             await run.register()
             await run.fill()
-            monitor = AbortMonitor(run.recorder, rules, sliding_s=3, delay_s=2,
-                                   target=lambda: p.target_rps)
+            monitor = AbortMonitor(
+                run.recorder, rules, sliding_s=3, delay_s=2, target=lambda: p.target_rps
+            )
             hold = asyncio.create_task(run.hold(120.0, should_stop=monitor.check))
             await asyncio.sleep(6.0)
             assert not hold.done(), monitor.reason  # healthy so far: no false trip
@@ -136,8 +177,16 @@ async def test_an_abort_rule_trips_within_seconds_of_the_substrate_being_killed(
             killed_at = time.monotonic()
             start, end, reason = await asyncio.wait_for(hold, 30.0)
             stopped_after = time.monotonic() - killed_at
-            verdicts.append(judge_window(run.recorder.window(start, end), [], index=0,
-                                         level=1.0, target=p.target_rps, abort_reason=reason))
+            verdicts.append(
+                judge_window(
+                    run.recorder.window(start, end),
+                    [],
+                    index=0,
+                    level=1.0,
+                    target=p.target_rps,
+                    abort_reason=reason,
+                )
+            )
             add_judged_artifacts(run, verdicts, reason)
             run.finish("aborted", reason)
     assert reason is not None and reason.startswith("abort rule"), reason
@@ -150,8 +199,14 @@ async def test_an_abort_rule_trips_within_seconds_of_the_substrate_being_killed(
     assert status["abort_reason"] == reason and status["stats_generated"] is True
     gate = json.loads((run_dir / "gate.json").read_text())
     assert gate["verdict"] == "fail" and gate["windows"][0]["outcome"] == "aborted"
-    for name in ("stats.csv", "stats_history.csv", "stats.jsonl", "windows.jsonl",
-                 "report.html", "manifest.json"):
+    for name in (
+        "stats.csv",
+        "stats_history.csv",
+        "stats.jsonl",
+        "windows.jsonl",
+        "report.html",
+        "manifest.json",
+    ):
         assert (run_dir / name).is_file(), name
     assert verify_manifest(run_dir / "manifest.json") == []
     assert gate_cli(str(run_dir)).returncode == 1

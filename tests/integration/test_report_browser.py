@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentsession_core.report import write_report
+from agentsession_core.output.report import write_report
 from tests.unit.test_report import build_run
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -20,10 +20,18 @@ pytestmark = [
 
 def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         f"--user-data-dir={profile}", *args],
-        capture_output=True, timeout=90,
-    )  # fmt: skip
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            *args,
+        ],
+        capture_output=True,
+        timeout=90,
+    )
 
 
 def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
@@ -38,8 +46,9 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert text.count("<svg") == 4 and "polyline" in text and "FAIL" in text
 
     shot = tmp_path / "report.png"
-    done = chromium(f"--screenshot={shot}", "--window-size=1000,1800", page.as_uri(),
-                    profile=tmp_path / "p2")
+    done = chromium(
+        f"--screenshot={shot}", "--window-size=1000,1800", page.as_uri(), profile=tmp_path / "p2"
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

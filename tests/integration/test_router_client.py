@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
-from agentsession_core.substrate.fastrouter import FastRouterClient
+from agentsession_core.substrate.router_client import FastRouterClient
 
 BIG = 4 * 1024 * 1024 + 17
 

@@ -9,8 +9,8 @@ import time
 import orjson
 import pytest
 
-from agentsession_core.artifacts import RunDir
-from agentsession_core.upload import (
+from agentsession_core.output.run_dir import RunDir
+from agentsession_core.output.upload import (
     UploadError,
     list_objects,
     read_object,
@@ -36,18 +36,21 @@ def run(tmp_path):
 
 
 def test_every_file_lands_with_its_manifest_sha256(endpoint, run, tmp_path):
-    result = upload_run(run.path, "s3://runs-bucket/team/a", local_root=tmp_path,
-                        endpoint_url=endpoint)
+    result = upload_run(
+        run.path, "s3://runs-bucket/team/a", local_root=tmp_path, endpoint_url=endpoint
+    )
     assert result.ok and result.files == 4
     assert result.location.startswith("s3://runs-bucket/team/a/runs/nightly/run_date=")
     manifest = orjson.loads((run.path / "manifest.json").read_bytes())
     assert list_objects(result.location, endpoint_url=endpoint) == sorted(
-        [e["path"] for e in manifest["files"]] + ["manifest.json"])
+        [e["path"] for e in manifest["files"]] + ["manifest.json"]
+    )
     for entry in manifest["files"]:
         body = read_object(f"{result.location}/{entry['path']}", endpoint_url=endpoint)
         assert (len(body), hashlib.sha256(body).hexdigest()) == (entry["size"], entry["sha256"])
     head = s3_client(endpoint).head_object(
-        Bucket="runs-bucket", Key=result.location.split("/", 3)[3] + "/gate.json")
+        Bucket="runs-bucket", Key=result.location.split("/", 3)[3] + "/gate.json"
+    )
     assert head["Metadata"]["sha256"] == manifest["files"][0]["sha256"]
 
 

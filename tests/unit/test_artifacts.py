@@ -6,28 +6,37 @@ import threading
 import orjson
 import pytest
 
-from agentsession_core.artifacts import RunDir, redact, verify_manifest
 from agentsession_core.errors import UsageError
+from agentsession_core.output.run_dir import RunDir, redact, verify_manifest
 
 STARTED = 1_717_243_200.7  # 2024-06-01T12:00:00.7Z
 
 
 def test_layout_is_upstream_compatible(tmp_path):
     run = RunDir.create(str(tmp_path), "coding-session", "nightly", STARTED)
-    expected = (tmp_path / "runs" / "coding-session" / "run_date=2024-06-01"
-                / "run_ts=1717243200" / "run_tag=nightly")
+    expected = (
+        tmp_path
+        / "runs"
+        / "coding-session"
+        / "run_date=2024-06-01"
+        / "run_ts=1717243200"
+        / "run_tag=nightly"
+    )
     assert run.path == expected and expected.is_dir()
     via_url = RunDir.create(f"file://{tmp_path}", "coding-session", "nightly", STARTED)
     assert via_url.path == expected
 
 
-@pytest.mark.parametrize(("dest", "name", "tag", "needle"), [
-    ("s3://bucket/prefix", "n", "t", "dest 's3://bucket/prefix'"),
-    ("http://x/y", "n", "t", "unsupported scheme"),
-    ("file://otherhost/x", "n", "t", "local path"),
-    ("{tmp}", "../escape", "t", "name '../escape'"),
-    ("{tmp}", "n", "a/b", "tag 'a/b'"),
-])
+@pytest.mark.parametrize(
+    ("dest", "name", "tag", "needle"),
+    [
+        ("s3://bucket/prefix", "n", "t", "dest 's3://bucket/prefix'"),
+        ("http://x/y", "n", "t", "unsupported scheme"),
+        ("file://otherhost/x", "n", "t", "local path"),
+        ("{tmp}", "../escape", "t", "name '../escape'"),
+        ("{tmp}", "n", "a/b", "tag 'a/b'"),
+    ],
+)
 def test_bad_destinations_name_the_parameter(tmp_path, dest, name, tag, needle):
     with pytest.raises(UsageError, match=needle.replace("(", r"\(")):
         RunDir.create(dest.format(tmp=tmp_path), name, tag, STARTED)
@@ -86,8 +95,11 @@ def test_manifest_lists_every_file_and_detects_tampering(tmp_path):
     run.write_text("plots/latency.svg", "<svg/>")
     run.write_manifest()
     manifest = orjson.loads((run.path / "manifest.json").read_bytes())
-    assert [e["path"] for e in manifest["files"]] == ["campaign.json", "plots/latency.svg",
-                                                      "stats.csv"]
+    assert [e["path"] for e in manifest["files"]] == [
+        "campaign.json",
+        "plots/latency.svg",
+        "stats.csv",
+    ]
     assert all(len(e["sha256"]) == 64 and e["size"] > 0 for e in manifest["files"])
     assert verify_manifest(run.path) == []
     assert verify_manifest(run.path / "manifest.json") == []

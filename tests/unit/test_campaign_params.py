@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentsession_core.campaign_params import (
+from agentsession_core.campaign.params import (
     CampaignParams,
     apply_settings,
     load_preset,
@@ -74,15 +74,28 @@ def test_bad_parameters_are_refused_naming_the_parameter(values, names):
 
 
 def test_run_params_carry_the_campaign(tmp_path):
-    params = parse_campaign({
-        "name": "nightly", "tag": "n1", "dest": str(tmp_path), "seed": 9, "script": "smoke",
-        "think_scale": 0.1, "hold_minutes": 0.5, "window_seconds": 10,
-        "population": {"kind": "turnover", "sessions": 12, "awake": 4, "target_rps": 2},
-        "target": {"local_workers": 2},
-    })  # fmt: skip
+    params = parse_campaign(
+        {
+            "name": "nightly",
+            "tag": "n1",
+            "dest": str(tmp_path),
+            "seed": 9,
+            "script": "smoke",
+            "think_scale": 0.1,
+            "hold_minutes": 0.5,
+            "window_seconds": 10,
+            "population": {"kind": "turnover", "sessions": 12, "awake": 4, "target_rps": 2},
+            "target": {"local_workers": 2},
+        }
+    )
     run = params.to_run_params()
     assert (run.name, run.tag, run.out, run.seed, run.script) == (
-        "nightly", "n1", str(tmp_path), 9, "smoke")
+        "nightly",
+        "n1",
+        str(tmp_path),
+        9,
+        "smoke",
+    )
     assert (run.population, run.sessions, run.awake, run.target_rps) == ("turnover", 12, 4, 2.0)
     assert (run.hold, run.local_workers, run.think_scale) == (30.0, 2, 0.1)
 
@@ -93,24 +106,38 @@ def test_s3_destination_writes_the_local_copy_to_local_dir(tmp_path):
 
 
 def test_abort_rules_include_thresholds_marked_abort():
-    params = parse_campaign({
-        "thresholds": ["TimeToWake: p99 < 2s", "Step_*: failure_ratio < 0.3 (abort)"],
-        "abort": {"rules": ["TimeToWake: p99 < 10s"]},
-    })  # fmt: skip
+    params = parse_campaign(
+        {
+            "thresholds": ["TimeToWake: p99 < 2s", "Step_*: failure_ratio < 0.3 (abort)"],
+            "abort": {"rules": ["TimeToWake: p99 < 10s"]},
+        }
+    )
     rules = params.parsed_abort_rules()
-    assert [r.text for r in rules] == ["TimeToWake: p99 < 10s",
-                                       "Step_*: failure_ratio < 0.3 (abort)"]
+    assert [r.text for r in rules] == [
+        "TimeToWake: p99 < 10s",
+        "Step_*: failure_ratio < 0.3 (abort)",
+    ]
     assert all(r.abort for r in rules)
 
 
 def test_settings_assign_field_paths_with_yaml_values():
-    values = apply_settings({"population": {"awake": 3}}, [
-        "hold_minutes=0.5", "population.sessions=20", "levels=[1, 1.5]", "name=x1",
-        "target.substrate=http://127.0.0.1:9/",
-    ])  # fmt: skip
-    assert values == {"hold_minutes": 0.5, "levels": [1, 1.5], "name": "x1",
-                      "population": {"awake": 3, "sessions": 20},
-                      "target": {"substrate": "http://127.0.0.1:9/"}}
+    values = apply_settings(
+        {"population": {"awake": 3}},
+        [
+            "hold_minutes=0.5",
+            "population.sessions=20",
+            "levels=[1, 1.5]",
+            "name=x1",
+            "target.substrate=http://127.0.0.1:9/",
+        ],
+    )
+    assert values == {
+        "hold_minutes": 0.5,
+        "levels": [1, 1.5],
+        "name": "x1",
+        "population": {"awake": 3, "sessions": 20},
+        "target": {"substrate": "http://127.0.0.1:9/"},
+    }
 
 
 @pytest.mark.parametrize("setting", ["hold_minutes", "=3", "name.inner=1"])
@@ -139,4 +166,7 @@ def test_parameter_schema_is_a_form():
     schema = CampaignParams.model_json_schema()
     assert schema["properties"]["hold_minutes"]["exclusiveMinimum"] == 0
     assert set(schema["$defs"]["PopulationParams"]["properties"]["kind"]["enum"]) == {
-        "closed", "turnover", "turns"}
+        "closed",
+        "turnover",
+        "turns",
+    }

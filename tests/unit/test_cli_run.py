@@ -13,9 +13,20 @@ from agentsession_core.cli import build_parser, main
 
 def test_durations_and_flags_reach_the_parameters() -> None:
     args = build_parser().parse_args(
-        ["run", "--hold", "10m", "--registration-quiet", "2s", "--turn-mean", "1.5s",
-         "--population", "turnover", "--lifecycle-mode", "pause"]
-    )  # fmt: skip
+        [
+            "run",
+            "--hold",
+            "10m",
+            "--registration-quiet",
+            "2s",
+            "--turn-mean",
+            "1.5s",
+            "--population",
+            "turnover",
+            "--lifecycle-mode",
+            "pause",
+        ]
+    )
     assert args.hold == 600.0 and args.registration_quiet == 2.0 and args.turn_mean == 1.5
     assert args.population == "turnover" and args.lifecycle_mode == "pause"
 
@@ -31,8 +42,9 @@ def test_a_bad_parameter_exits_2_naming_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     out = tmp_path / "artifacts"
-    code = main(["run", "--population", "turnover", "--sessions", "2", "--awake", "3",
-                 "--out", str(out)])  # fmt: skip
+    code = main(
+        ["run", "--population", "turnover", "--sessions", "2", "--awake", "3", "--out", str(out)]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert err == ["agentsession run: parameters: awake (3) exceeds sessions (2)"]

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from agentsession_core.campaign_params import CampaignParams, load_preset
+from agentsession_core.campaign.params import CampaignParams, load_preset
 from flows.serve import PREFECT_YAML, build_deployments, deployment_specs
 
 KEY = re.compile(r"^[a-z0-9-]*$")

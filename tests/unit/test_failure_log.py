@@ -2,7 +2,7 @@
 
 import logging
 
-from agentsession_core.failure_log import FailureLog
+from agentsession_core.engine.failure_log import FailureLog
 
 
 def test_a_storm_is_one_line_per_code_and_one_summary(caplog):

@@ -6,25 +6,34 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.cli import main
-from agentsession_core.gate import (
+from agentsession_core.judge.gate import (
     GateInputError,
     compare,
     gate_document,
     load_run,
     worst_headline,
 )
-from agentsession_core.judge import ThresholdResult, WindowVerdict, windows_jsonl
+from agentsession_core.judge.windows import ThresholdResult, WindowVerdict, windows_jsonl
 
 
-def verdict(index, outcome, *, level=1.0, wake_p99=100.0, failure_ratio=0.0, rps=2.0,
-            missed=False):
+def verdict(index, outcome, *, level=1.0, wake_p99=100.0, failure_ratio=0.0, rps=2.0, missed=False):
     results = [ThresholdResult("TimeToWake: p99 < 2s", wake_p99, 50, not missed, "x")]
     return WindowVerdict(
-        index=index, level=level, start_unix=100.0 + 10 * index, end_unix=110.0 + 10 * index,
-        outcome=outcome, results=results,
-        headline={"TimeToWake": {"p50": wake_p99 / 2, "p90": wake_p99 * 0.8, "p99": wake_p99,
-                                 "p99_9": wake_p99 * 1.1},
-                  "requests": {"failure_ratio": failure_ratio, "achieved_rps": rps}},
+        index=index,
+        level=level,
+        start_unix=100.0 + 10 * index,
+        end_unix=110.0 + 10 * index,
+        outcome=outcome,
+        results=results,
+        headline={
+            "TimeToWake": {
+                "p50": wake_p99 / 2,
+                "p90": wake_p99 * 0.8,
+                "p99": wake_p99,
+                "p99_9": wake_p99 * 1.1,
+            },
+            "requests": {"failure_ratio": failure_ratio, "achieved_rps": rps},
+        },
         void_reason="cpu 99% > 90%" if outcome == "void" else None,
         abort_reason="abort rule tripped" if outcome == "aborted" else None,
     )
@@ -56,11 +65,15 @@ def test_verdict(outcomes, status, abort, expected):
 
 
 def test_document_holds_ramp_drift_and_headline():
-    vs = [verdict(0, "pass", wake_p99=100), verdict(1, "pass", wake_p99=120),
-          verdict(2, "pass", level=1.5, wake_p99=300),
-          verdict(3, "break", level=2.0, wake_p99=3000, missed=True)]
-    doc = gate_document(vs, abort_reason=None, run_status="completed",
-                        run={"name": "n", "tag": "t"})
+    vs = [
+        verdict(0, "pass", wake_p99=100),
+        verdict(1, "pass", wake_p99=120),
+        verdict(2, "pass", level=1.5, wake_p99=300),
+        verdict(3, "break", level=2.0, wake_p99=3000, missed=True),
+    ]
+    doc = gate_document(
+        vs, abort_reason=None, run_status="completed", run={"name": "n", "tag": "t"}
+    )
     assert doc["ramp"] == {"last_held_level": 1.5, "first_broken_level": 2.0}
     assert doc["drift"]["TimeToWake.p99"] == pytest.approx(20.0)
     assert doc["headline"]["TimeToWake"]["p99"] == 120  # worst of the first level
@@ -69,25 +82,35 @@ def test_document_holds_ramp_drift_and_headline():
 
 
 def test_worst_headline_takes_the_worse_direction():
-    h = worst_headline([verdict(0, "pass", rps=2.0, failure_ratio=0.01),
-                        verdict(1, "pass", rps=1.5, failure_ratio=0.0),
-                        verdict(2, "void", rps=0.0, failure_ratio=0.9)])
+    h = worst_headline(
+        [
+            verdict(0, "pass", rps=2.0, failure_ratio=0.01),
+            verdict(1, "pass", rps=1.5, failure_ratio=0.0),
+            verdict(2, "void", rps=0.0, failure_ratio=0.9),
+        ]
+    )
     assert h["requests"] == {"failure_ratio": 0.01, "achieved_rps": 1.5}
 
 
 def test_a_twice_slower_wake_is_a_regression():
-    base = {"TimeToWake": {"p50": 50.0, "p90": 80.0, "p99": 100.0, "p99_9": 110.0},
-            "requests": {"failure_ratio": 0.0, "achieved_rps": 2.0}}
-    slow = {"TimeToWake": {k: 2 * v for k, v in base["TimeToWake"].items()},
-            "requests": {"failure_ratio": 0.0, "achieved_rps": 2.0}}
+    base = {
+        "TimeToWake": {"p50": 50.0, "p90": 80.0, "p99": 100.0, "p99_9": 110.0},
+        "requests": {"failure_ratio": 0.0, "achieved_rps": 2.0},
+    }
+    slow = {
+        "TimeToWake": {k: 2 * v for k, v in base["TimeToWake"].items()},
+        "requests": {"failure_ratio": 0.0, "achieved_rps": 2.0},
+    }
     rows = {r["metric"]: r for r in compare(slow, base, 0.2)}
     assert rows["TimeToWake.p99"]["change"] == pytest.approx(1.0)
     assert rows["TimeToWake.p99"]["regression"] is True
     assert rows["requests.achieved_rps"]["regression"] is False
     assert not any(r["regression"] for r in compare(base, base, 0.2))
     # 10 % slower is within a 20 % budget; fewer swaps per second is worse
-    near = {"TimeToWake": {k: 1.1 * v for k, v in base["TimeToWake"].items()},
-            "requests": {"failure_ratio": 0.0, "achieved_rps": 1.0}}
+    near = {
+        "TimeToWake": {k: 1.1 * v for k, v in base["TimeToWake"].items()},
+        "requests": {"failure_ratio": 0.0, "achieved_rps": 1.0},
+    }
     rows = {r["metric"]: r for r in compare(near, base, 0.2)}
     assert rows["TimeToWake.p99"]["regression"] is False
     assert rows["requests.achieved_rps"]["regression"] is True
@@ -120,8 +143,10 @@ def test_load_run_reads_gate_and_windows_or_rebuilds_the_gate(tmp_path):
         (lambda p: p.mkdir(), "neither gate.json nor windows.jsonl"),
         (lambda p: (p.mkdir(), (p / "gate.json").write_text("{nope")), "gate.json: not valid JSON"),
         (lambda p: (p.mkdir(), (p / "gate.json").write_text("[]")), "expected a JSON object"),
-        (lambda p: (p.mkdir(), (p / "windows.jsonl").write_text('{"index": 0}\n')),
-         "windows.jsonl line 1"),
+        (
+            lambda p: (p.mkdir(), (p / "windows.jsonl").write_text('{"index": 0}\n')),
+            "windows.jsonl line 1",
+        ),
     ],
 )
 def test_unusable_runs_are_named(tmp_path, setup, fragment):
@@ -134,7 +159,7 @@ def test_unusable_runs_are_named(tmp_path, setup, fragment):
 
 
 def test_s3_prefixes_read_through_the_upload_module(tmp_path, monkeypatch):
-    upload = pytest.importorskip("agentsession_core.upload")
+    upload = pytest.importorskip("agentsession_core.output.upload")
     run = write_run(tmp_path / "run", [verdict(0, "break", missed=True)], gate=False)
     asked = []
 

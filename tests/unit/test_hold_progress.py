@@ -1,6 +1,6 @@
 """The hold's progress, as the Prefect progress artifact shows it inside windows."""
 
-from agentsession_core.campaign_params import parse_campaign
+from agentsession_core.campaign.params import parse_campaign
 from tasks.hold import held_percent
 
 
@@ -11,8 +11,13 @@ class Plan:
 
 def test_held_percent_counts_whole_windows_then_time_into_the_current_one():
     params = parse_campaign(
-        {"script": "smoke", "hold_minutes": 20, "window_seconds": 600, "levels": [1, 2],
-         "ramp_minutes": 10},
+        {
+            "script": "smoke",
+            "hold_minutes": 20,
+            "window_seconds": 600,
+            "levels": [1, 2],
+            "ramp_minutes": 10,
+        },
         source="test",
     )  # 2 windows at 1x, 1 at 2x: 1800 s
     campaign = Plan(params)

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from agentsession_core.judge import (
+from agentsession_core.judge.thresholds import parse_threshold, parse_thresholds
+from agentsession_core.judge.windows import (
     AbortMonitor,
     WindowVerdict,
     drift,
@@ -15,8 +16,7 @@ from agentsession_core.judge import (
     step_window_row,
     windows_jsonl,
 )
-from agentsession_core.recorder import NS_PER_S, Recorder
-from agentsession_core.thresholds import parse_threshold, parse_thresholds
+from agentsession_core.measure.recorder import NS_PER_S, Recorder
 
 WALL0 = 1_700_000_000.0
 MONO0 = 5 * NS_PER_S
@@ -58,12 +58,35 @@ def turnover_window(wake_ms=100.0, wakes_per_s=4, seconds=10, step_fail_every=0)
     rec, clock = recorder()
     for s in range(seconds):
         book(rec, "turnover", "TimeToWake", second=s, n=wakes_per_s, latency_ms=wake_ms, seed=s)
-        book(rec, "http", "WakeFirstTouch", second=s, n=wakes_per_s, latency_ms=wake_ms / 2,
-             seed=100 + s)
-        book(rec, "http", "Step_01_read", second=s, n=3, latency_ms=20, seed=200 + s,
-             fail_every=step_fail_every)
-        book(rec, "http", "Step_02_edit", second=s, n=3, latency_ms=40, seed=300 + s,
-             fail_every=step_fail_every)
+        book(
+            rec,
+            "http",
+            "WakeFirstTouch",
+            second=s,
+            n=wakes_per_s,
+            latency_ms=wake_ms / 2,
+            seed=100 + s,
+        )
+        book(
+            rec,
+            "http",
+            "Step_01_read",
+            second=s,
+            n=3,
+            latency_ms=20,
+            seed=200 + s,
+            fail_every=step_fail_every,
+        )
+        book(
+            rec,
+            "http",
+            "Step_02_edit",
+            second=s,
+            n=3,
+            latency_ms=40,
+            seed=300 + s,
+            fail_every=step_fail_every,
+        )
         book(rec, "generator", "LoopLag", second=s, n=50, latency_ms=5000, seed=400 + s)
     return window(rec, clock, 0, seconds)
 
@@ -71,15 +94,17 @@ def turnover_window(wake_ms=100.0, wakes_per_s=4, seconds=10, step_fail_every=0)
 def test_a_threshold_met_passes_and_one_missed_breaks():
     w = turnover_window(wake_ms=100)
     rate = "achieved_rps >= 0.95 * target"
-    ok = judge_window(w, parse_thresholds(["TimeToWake: p99 < 2s", rate]),
-                      index=0, level=4.0, target=4.0)
+    ok = judge_window(
+        w, parse_thresholds(["TimeToWake: p99 < 2s", rate]), index=0, level=4.0, target=4.0
+    )
     assert ok.outcome == "pass"
     assert [r.passed for r in ok.results] == [True, True]
     assert ok.results[1].observed == pytest.approx(4.0)
     assert ok.results[0].samples == 40
 
-    bad = judge_window(w, parse_thresholds(["TimeToWake: p99 < 50ms", rate]),
-                       index=0, level=5.0, target=5.0)
+    bad = judge_window(
+        w, parse_thresholds(["TimeToWake: p99 < 50ms", rate]), index=0, level=5.0, target=5.0
+    )
     assert bad.outcome == "break"
     assert [r.passed for r in bad.results] == [False, False]
     assert "missed" in bad.results[0].detail and "TimeToWake p99" in bad.results[0].detail
@@ -95,8 +120,9 @@ def test_generator_rows_never_count_as_requests():
 
 def test_step_pattern_merges_rows_across_kinds_and_counts_failures():
     w = turnover_window(step_fail_every=3)  # 1 of every 3 step requests fails
-    v = judge_window(w, [parse_threshold("Step_*: failure_ratio < 0.01 (min 50)")],
-                     index=0, level=1, target=1)
+    v = judge_window(
+        w, [parse_threshold("Step_*: failure_ratio < 0.01 (min 50)")], index=0, level=1, target=1
+    )
     result = v.results[0]
     assert result.samples == 60
     assert result.observed == pytest.approx(20 / 60)
@@ -105,9 +131,16 @@ def test_step_pattern_merges_rows_across_kinds_and_counts_failures():
 
 def test_too_few_samples_are_reported_not_judged():
     w = turnover_window(seconds=2)
-    v = judge_window(w, [parse_threshold("TimeToWake: p99 < 1ms (min 50)"),
-                         parse_threshold("ResumeActor: p99 < 1ms")],
-                     index=0, level=1, target=1)
+    v = judge_window(
+        w,
+        [
+            parse_threshold("TimeToWake: p99 < 1ms (min 50)"),
+            parse_threshold("ResumeActor: p99 < 1ms"),
+        ],
+        index=0,
+        level=1,
+        target=1,
+    )
     assert [r.passed for r in v.results] == [None, None]
     assert v.results[0].samples == 8 and "min 50" in v.results[0].detail
     assert v.outcome == "pass"
@@ -119,8 +152,9 @@ def test_void_and_aborted_override_thresholds():
     void = judge_window(w, rules, index=0, level=1, target=1, void_reason="loop lag")
     assert void.outcome == "void" and void.void_reason == "loop lag"
     assert void.results[0].passed is False  # still reported
-    aborted = judge_window(w, rules, index=0, level=1, target=1, void_reason="x",
-                           abort_reason="abort rule tripped")
+    aborted = judge_window(
+        w, rules, index=0, level=1, target=1, void_reason="x", abort_reason="abort rule tripped"
+    )
     assert aborted.outcome == "aborted"
 
 
@@ -130,8 +164,9 @@ def test_achieved_rps_without_turnover_uses_http_steps_and_needs_a_target():
         book(rec, "http", "Step_a", second=s, n=6, latency_ms=10, seed=s)
         book(rec, "control", "ResumeActor", second=s, n=6, latency_ms=10, seed=9 + s)
     w = window(rec, clock, 0, 5)
-    v = judge_window(w, [parse_threshold("achieved_rps >= 0.5 * target")], index=0, level=1,
-                     target=None)
+    v = judge_window(
+        w, [parse_threshold("achieved_rps >= 0.5 * target")], index=0, level=1, target=None
+    )
     assert v.results[0].passed is None and "target" in v.results[0].detail
     assert v.headline["requests"]["achieved_rps"] == pytest.approx(6.0)
     assert "TimeToWake" not in v.headline
@@ -141,8 +176,9 @@ def test_a_dead_turnover_window_misses_achieved_rps():
     rec, clock = recorder()
     rec.gauge("turnover_sessions", {"state": "awake"}, 4)
     w = window(rec, clock, 0, 5)
-    v = judge_window(w, [parse_threshold("achieved_rps >= 0.95 * target")], index=0, level=2,
-                     target=2)
+    v = judge_window(
+        w, [parse_threshold("achieved_rps >= 0.95 * target")], index=0, level=2, target=2
+    )
     assert v.results[0].observed == 0.0
     assert v.outcome == "break"
 
@@ -157,14 +193,24 @@ def test_headline_sections():
 
 
 def verdict(index, level, outcome, p99=100.0):
-    return WindowVerdict(index=index, level=level, start_unix=index * 10.0,
-                         end_unix=index * 10.0 + 10, outcome=outcome,
-                         headline={"TimeToWake": {"p50": p99 / 2, "p90": p99 * 0.8, "p99": p99}})
+    return WindowVerdict(
+        index=index,
+        level=level,
+        start_unix=index * 10.0,
+        end_unix=index * 10.0 + 10,
+        outcome=outcome,
+        headline={"TimeToWake": {"p50": p99 / 2, "p90": p99 * 0.8, "p99": p99}},
+    )
 
 
 def test_drift_is_the_least_squares_slope_at_the_first_level():
-    vs = [verdict(0, 1, "pass", 100), verdict(1, 1, "break", 110), verdict(2, 1, "void", 999),
-          verdict(3, 1, "pass", 130), verdict(4, 2, "pass", 900)]
+    vs = [
+        verdict(0, 1, "pass", 100),
+        verdict(1, 1, "break", 110),
+        verdict(2, 1, "void", 999),
+        verdict(3, 1, "pass", 130),
+        verdict(4, 2, "pass", 900),
+    ]
     d = drift(vs)
     assert d["TimeToWake.p99"] == pytest.approx(10.0)
     assert d["TimeToWake.p50"] == pytest.approx(5.0)
@@ -209,8 +255,7 @@ def test_windows_jsonl_round_trips_and_step_window_row_is_flat():
 def test_abort_monitor_waits_for_warmup_then_trips_on_the_sliding_window():
     rec, clock = recorder()
     rules = parse_thresholds(["TimeToWake: failure_ratio < 0.5 (min 5)"], abort=True)
-    monitor = AbortMonitor(rec, rules, sliding_s=3, delay_s=5, target=lambda: 4.0,
-                           start_ns=MONO0)
+    monitor = AbortMonitor(rec, rules, sliding_s=3, delay_s=5, target=lambda: 4.0, start_ns=MONO0)
     for s in range(4):  # healthy
         book(rec, "turnover", "TimeToWake", second=s, n=4, latency_ms=50, seed=s)
     for s in range(4, 12):  # every wake fails from second 4 on
@@ -230,10 +275,10 @@ def test_abort_monitor_waits_for_warmup_then_trips_on_the_sliding_window():
 
 def test_abort_monitor_stays_quiet_while_rules_hold_or_lack_samples():
     rec, clock = recorder()
-    rules = parse_thresholds(["TimeToWake: p99 < 1s (min 10)", "achieved_rps >= 0.5 * target"],
-                             abort=True)
-    monitor = AbortMonitor(rec, rules, sliding_s=5, delay_s=0, target=lambda: 4.0,
-                           start_ns=MONO0)
+    rules = parse_thresholds(
+        ["TimeToWake: p99 < 1s (min 10)", "achieved_rps >= 0.5 * target"], abort=True
+    )
+    monitor = AbortMonitor(rec, rules, sliding_s=5, delay_s=0, target=lambda: 4.0, start_ns=MONO0)
     for s in range(20):
         book(rec, "turnover", "TimeToWake", second=s, n=3, latency_ms=100, seed=s)
     for tenth in range(0, 200, 3):
@@ -245,8 +290,7 @@ def test_abort_monitor_stays_quiet_while_rules_hold_or_lack_samples():
 def test_abort_monitor_trips_on_collapsed_throughput():
     rec, clock = recorder()
     rules = parse_thresholds(["achieved_rps >= 0.5 * target"], abort=True)
-    monitor = AbortMonitor(rec, rules, sliding_s=2, delay_s=2, target=lambda: 4.0,
-                           start_ns=MONO0)
+    monitor = AbortMonitor(rec, rules, sliding_s=2, delay_s=2, target=lambda: 4.0, start_ns=MONO0)
     for s in range(5):
         book(rec, "turnover", "TimeToWake", second=s, n=4, latency_ms=100, seed=s)
     reasons = {}
@@ -264,7 +308,8 @@ def test_failed_wakes_do_not_count_as_achieved():
     for s in range(5):  # 4 wakes a second, every second one fails
         book(rec, "turnover", "TimeToWake", second=s, n=4, latency_ms=50, fail_every=2, seed=s)
     w = window(rec, clock, 0, 5)
-    v = judge_window(w, [parse_threshold("achieved_rps >= 0.95 * target")], index=0, level=1,
-                     target=4)
+    v = judge_window(
+        w, [parse_threshold("achieved_rps >= 0.95 * target")], index=0, level=1, target=4
+    )
     assert v.results[0].observed == pytest.approx(2.0)
     assert v.outcome == "break"

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from agentsession_core.pacing import (
+from agentsession_core.engine.pacing import (
     derive_seed,
     poisson_gap_ns,
     ramp_time_ns,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentsession_core.engine.params import RunParams, parse_params
 from agentsession_core.errors import UsageError
-from agentsession_core.params import RunParams, parse_params
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from agentsession_core import ops, payload
-from agentsession_core.pacing import stream
-from agentsession_core.script import Op
-from agentsession_core.substrate.client import RouterResponse
+from agentsession_core.engine import ops
+from agentsession_core.engine.pacing import stream
+from agentsession_core.script import Op, payload
+from agentsession_core.substrate.interface import RouterResponse
 
 MiB = 1 << 20
 
@@ -54,8 +54,9 @@ class _Recording:
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
 
-    async def request(self, atespace, actor, route, *, body=None, json=None, params=None,
-                      timeout=None) -> RouterResponse:  # fmt: skip
+    async def request(
+        self, atespace, actor, route, *, body=None, json=None, params=None, timeout=None
+    ) -> RouterResponse:
         assert route == "ingest" and json is None and params == {"key": "blob"}
         self.bodies.append(body)
         return RouterResponse(status=200, body=b"{}", content_type="application/json")

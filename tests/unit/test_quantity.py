@@ -2,7 +2,7 @@
 
 import pytest
 
-from agentsession_core.quantity import (
+from agentsession_core.script.quantity import (
     QuantityError,
     format_duration,
     format_quantity,

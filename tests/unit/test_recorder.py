@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from agentsession_core.recorder import NS_PER_S, Recorder
+from agentsession_core.measure.recorder import NS_PER_S, Recorder
 
 WALL0 = 1_700_000_000.0  # a whole unix second, so second boundaries are easy to reason about
 MONO0 = 5 * NS_PER_S
@@ -167,7 +167,9 @@ def test_events_cancellations_and_gauges():
     assert w.row("http", "Step_a").cancelled == 1
     assert w.row("http", "Step_a").failures == 0
     assert w.gauge_series("turnover_sessions") == [
-        (WALL0, {"state": "awake"}, 4.0), (WALL0 + 1, {"state": "awake"}, 6.0)]
+        (WALL0, {"state": "awake"}, 4.0),
+        (WALL0 + 1, {"state": "awake"}, 6.0),
+    ]
 
 
 def test_latency_views_are_from_intended_and_from_sent():

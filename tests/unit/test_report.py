@@ -5,12 +5,12 @@ import re
 
 import numpy as np
 
-from agentsession_core.gate import gate_document
-from agentsession_core.judge import judge_window, windows_jsonl
-from agentsession_core.recorder import NS_PER_S, Recorder
-from agentsession_core.report import latency_series, render_report, write_report
-from agentsession_core.thresholds import parse_thresholds
-from agentsession_core.writers import HistoryWriter, render_jsonl
+from agentsession_core.judge.gate import gate_document
+from agentsession_core.judge.thresholds import parse_thresholds
+from agentsession_core.judge.windows import judge_window, windows_jsonl
+from agentsession_core.measure.recorder import NS_PER_S, Recorder
+from agentsession_core.output.report import latency_series, render_report, write_report
+from agentsession_core.output.stats_files import HistoryWriter, render_jsonl
 
 WALL0 = 1_700_000_000.0
 MONO0 = 5 * NS_PER_S
@@ -30,8 +30,14 @@ def build_run(run_dir, seconds=20):
             wake.ok(done - lat, done - lat, done)
             touch.ok(done - lat // 2, done - lat // 2, done)
         for state, n in (("awake", 4), ("parked", 8 - s % 3), ("waking", s % 3)):
-            gauges.append({"t": WALL0 + s, "name": "turnover_sessions",
-                           "labels": {"state": state}, "value": n})
+            gauges.append(
+                {
+                    "t": WALL0 + s,
+                    "name": "turnover_sessions",
+                    "labels": {"state": state},
+                    "value": n,
+                }
+            )
     clock[0] = MONO0 + (seconds + 1) * NS_PER_S
     rec.flush()
     history = HistoryWriter(run_dir / "stats_history.csv")
@@ -39,8 +45,13 @@ def build_run(run_dir, seconds=20):
     rules = parse_thresholds(["TimeToWake: p99 < 2s", "TimeToWake: p50 < 300ms"])
     half = seconds // 2
     verdicts = [
-        judge_window(rec.window(MONO0 + a * NS_PER_S, MONO0 + b * NS_PER_S), rules,
-                     index=i, level=1.0, target=2.0)
+        judge_window(
+            rec.window(MONO0 + a * NS_PER_S, MONO0 + b * NS_PER_S),
+            rules,
+            index=i,
+            level=1.0,
+            target=2.0,
+        )
         for i, (a, b) in enumerate(((0, half), (half, seconds)))
     ]
     (run_dir / "windows.jsonl").write_text(windows_jsonl(verdicts))
@@ -48,9 +59,15 @@ def build_run(run_dir, seconds=20):
     doc = gate_document(verdicts, abort_reason=None, run_status="completed")
     (run_dir / "gate.json").write_text(json.dumps(doc))
     (run_dir / "status.json").write_text(json.dumps({"status": "completed", "phase": "hold"}))
-    (run_dir / "campaign.json").write_text(json.dumps(
-        {"params": {"name": "demo<x>", "tag": "t", "population": "turnover"},
-         "script": "smoke", "started_unix": WALL0}))
+    (run_dir / "campaign.json").write_text(
+        json.dumps(
+            {
+                "params": {"name": "demo<x>", "tag": "t", "population": "turnover"},
+                "script": "smoke",
+                "started_unix": WALL0,
+            }
+        )
+    )
     return verdicts, doc
 
 
@@ -76,14 +93,17 @@ def test_report_has_every_section_and_no_external_assets(tmp_path):
 
 
 def test_latency_series_skips_empty_seconds():
-    text = ("Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,"
-            "99%,99.9%,99.99%,100%\n"
-            "10,1,turnover,TimeToWake,1,0,5,5,5,5,6,6,6,7,7,7,7\n"
-            "11,1,turnover,TimeToWake,0,0,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A\n"
-            "11,1,http,Step_x,1,0,1,1,1,1,1,1,1,1,1,1,1\n")
+    text = (
+        "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,"
+        "99%,99.9%,99.99%,100%\n"
+        "10,1,turnover,TimeToWake,1,0,5,5,5,5,6,6,6,7,7,7,7\n"
+        "11,1,turnover,TimeToWake,0,0,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A\n"
+        "11,1,http,Step_x,1,0,1,1,1,1,1,1,1,1,1,1,1\n"
+    )
     series = latency_series(text)
-    assert series == {"TimeToWake": {"p50": [(10.0, 5.0)], "p90": [(10.0, 6.0)],
-                                     "p99": [(10.0, 7.0)]}}
+    assert series == {
+        "TimeToWake": {"p50": [(10.0, 5.0)], "p90": [(10.0, 6.0)], "p99": [(10.0, 7.0)]}
+    }
 
 
 def test_missing_and_torn_files_leave_a_readable_page(tmp_path):

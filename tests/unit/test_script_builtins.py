@@ -1,11 +1,10 @@
-"""The built-in scripts: SPEC §1.5's figures, the coding-session table, round trips."""
+"""The built-in scripts: docs/SPEC.md §1.5's figures, the coding-session table, round trips."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-from agentsession_core.quantity import format_duration, format_quantity, parse_duration
 from agentsession_core.script import (
     OP_ARGS,
     budget,
@@ -15,8 +14,9 @@ from agentsession_core.script import (
     encode,
     load_script,
 )
+from agentsession_core.script.quantity import format_duration, format_quantity, parse_duration
 
-# SPEC §1.5's table, copied verbatim: the built-in must match it exactly.
+# docs/SPEC.md §1.5's table, copied verbatim: the built-in must match it exactly.
 CODING_SESSION_TABLE = """
 | 1 | 01_read_task | 2s | fill_ram agent_context 32Mi; ping |
 | 2 | 02_clone_repo | 3s | ingest repo_tarball 16Mi; burn_cpu 500ms ×1 |

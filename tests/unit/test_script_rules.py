@@ -1,4 +1,4 @@
-"""SPEC §1.3's validation rules, one test each, plus strict decoding and bad files.
+"""docs/SPEC.md §1.3's validation rules, one test each, plus strict decoding and bad files.
 
 Each test asserts the whole message a user sees, so a change in wording or place is a
 deliberate change here too."""
@@ -356,8 +356,7 @@ def test_strict_top_level(text, message):
         ),
         (
             "- name: a\n  agent: x\n  think: 2\n  ops: [ping: {}]\n",
-            'step 1 ("a"): think: expected a duration string like 2s or 500ms, '
-            "got int 2 (line 6)",
+            'step 1 ("a"): think: expected a duration string like 2s or 500ms, got int 2 (line 6)',
         ),
         (
             "- name: a\n  agent: x\n  think: 2 days\n  ops: [ping: {}]\n",

@@ -1,4 +1,4 @@
-"""Session behaviour against an in-memory substrate: SPEC §3.4's failure table, hibernate
+"""Session behaviour against an in-memory substrate: docs/SPEC.md §3.4's failure table, hibernate
 re-drive, resume and lifecycle modes, the stop guard and the seeded think schedule.
 
 The fake substrate keeps real actor state (created, deleted, parked) and fails the calls a
@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from agentsession_core.ledger import ActorLedger
-from agentsession_core.params import RunParams
-from agentsession_core.recorder import Recorder
+from agentsession_core.engine.ledger import ActorLedger
+from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.session import REPLACE_AFTER, RunContext, Session, StepFailed, Stopped
+from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
-from agentsession_core.session import REPLACE_AFTER, RunContext, Session, StepFailed, Stopped
-from agentsession_core.substrate.client import ActorInfo, RouterResponse, Template
 from agentsession_core.substrate.errors import SubstrateError
+from agentsession_core.substrate.interface import ActorInfo, RouterResponse, Template
 
 ATESPACE = "unit"
 
@@ -441,7 +441,7 @@ async def test_an_unanswered_create_is_still_cleaned_up() -> None:
 
 
 async def test_a_refused_create_is_retried_until_the_session_starts() -> None:
-    from agentsession_core.population.base import Population
+    from agentsession_core.engine.populations.base import Population
 
     sub = MemorySubstrate()
     busy = SubstrateError("RESOURCE_EXHAUSTED", "no room", status=429)

@@ -8,15 +8,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentsession_core.stats import (
+from agentsession_core.measure.histogram import (
     PERCENTILES,
     LogHistogram,
     SparseHistogram,
     merge_sparse,
 )
 
-QUANTILES = [0.0, 0.001, 0.01, 0.1, 0.25, 0.5, 0.66, 0.75, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995,
-             0.999, 0.9999, 1.0]
+QUANTILES = [
+    0.0,
+    0.001,
+    0.01,
+    0.1,
+    0.25,
+    0.5,
+    0.66,
+    0.75,
+    0.8,
+    0.9,
+    0.95,
+    0.98,
+    0.99,
+    0.995,
+    0.999,
+    0.9999,
+    1.0,
+]
 
 
 def exact_quantile(sorted_values: np.ndarray, q: float) -> float:
@@ -32,8 +49,9 @@ def distributions(seed: int) -> dict[str, np.ndarray]:
         "lognormal": rng.lognormal(3.0, 1.0, 50_000),
         "exponential": rng.exponential(2.0, 50_000),
         "uniform_wide": rng.uniform(0.01, 60_000.0, 50_000),
-        "bimodal": np.concatenate([rng.normal(5.0, 0.5, 40_000).clip(0.01),
-                                   rng.normal(2_000.0, 100.0, 10_000)]),
+        "bimodal": np.concatenate(
+            [rng.normal(5.0, 0.5, 40_000).clip(0.01), rng.normal(2_000.0, 100.0, 10_000)]
+        ),
         "pareto_tail": (rng.pareto(1.5, 50_000) + 1.0) * 3.0,
     }
 
@@ -143,9 +161,10 @@ def test_subtract_recovers_the_other_part():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(min_value=0.002, max_value=1e7, allow_nan=False), min_size=1,
-                max_size=300),
-       st.sampled_from(QUANTILES))
+@given(
+    st.lists(st.floats(min_value=0.002, max_value=1e7, allow_nan=False), min_size=1, max_size=300),
+    st.sampled_from(QUANTILES),
+)
 def test_any_sample_any_quantile(values, q):
     hist = LogHistogram()
     hist.add_many(values)

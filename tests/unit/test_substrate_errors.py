@@ -1,4 +1,4 @@
-"""SPEC §3.4's failure table, the client's decoding of error answers, sizes, and the
+"""docs/SPEC.md §3.4's failure table, the client's decoding of error answers, sizes, and the
 snapshot store's round trip."""
 
 from __future__ import annotations
@@ -8,12 +8,14 @@ import pytest
 from agentsession_core.substrate.errors import FailureClass, SubstrateError, classify
 from agentsession_core.substrate.http import error_from_answer
 from agentsession_core.substrate.local import store
-from agentsession_core.substrate.local.wire import parse_quantity
+from agentsession_core.substrate.local.protocol import parse_quantity
 
 RETRY, REPLACE, LOUD, COUNT = (
-    FailureClass.RETRY_LATER, FailureClass.REPLACE, FailureClass.MISCONFIGURED,
+    FailureClass.RETRY_LATER,
+    FailureClass.REPLACE,
+    FailureClass.MISCONFIGURED,
     FailureClass.COUNT,
-)  # fmt: skip
+)
 
 
 @pytest.mark.parametrize(
@@ -59,9 +61,15 @@ def test_error_body_decoding() -> None:
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("1Gi", 1 << 30), ("512Mi", 512 << 20), ("1e6", 10**6), ("1000", 1000), ("1.5Ki", 1536),
-     ("2k", 2000)],
-)  # fmt: skip
+    [
+        ("1Gi", 1 << 30),
+        ("512Mi", 512 << 20),
+        ("1e6", 10**6),
+        ("1000", 1000),
+        ("1.5Ki", 1536),
+        ("2k", 2000),
+    ],
+)
 def test_parse_quantity(text: str, size: int) -> None:
     assert parse_quantity(text, "--template") == size
 

@@ -6,14 +6,22 @@ import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from agentsession_core.substrate.errors import SubstrateError
-from agentsession_core.substrate.wire import router_answer, server_elapsed_us
+from agentsession_core.substrate.router_wire import router_answer, server_elapsed_us
 
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(None, None), ("0", 0), ("1234", 1234), ("", None), ("-5", None), ("12ms", None),
-     ("\u00b2", None), ("1_000", None)],
-)  # fmt: skip
+    [
+        (None, None),
+        ("0", 0),
+        ("1234", 1234),
+        ("", None),
+        ("-5", None),
+        ("12ms", None),
+        ("\u00b2", None),
+        ("1_000", None),
+    ],
+)
 def test_server_elapsed_us_takes_plain_decimal_counts_only(value, expected):
     assert server_elapsed_us(value) == expected
 

@@ -5,14 +5,14 @@ import time
 
 import httpx
 
-from agentsession_core.recorder import NS_PER_S, Recorder
-from agentsession_core.telemetry import (
+from agentsession_core.measure.health import (
     CPU_GAUGE,
     DISPATCH_LAG_ROW,
     LOOP_LAG_ROW,
     GeneratorHealth,
     MetricsServer,
 )
+from agentsession_core.measure.recorder import NS_PER_S, Recorder
 
 WALL0 = 1_700_000_000.0
 MONO0 = 10 * NS_PER_S
@@ -117,8 +117,10 @@ async def test_metrics_endpoint_serves_rows_and_gauges():
     text = resp.text
     label = 'name="Step_01_read_task",outcome="ok",type="http"'
     assert f"agentsession_requests_total{{{label}}} 10.0" in text
-    assert ('agentsession_requests_total{name="Step_01_read_task",outcome="fail",type="http"} 1.0'
-            in text)
+    assert (
+        'agentsession_requests_total{name="Step_01_read_task",outcome="fail",type="http"} 1.0'
+        in text
+    )
     assert 'outcome="cancelled"' in text
     assert f'agentsession_request_duration_seconds_bucket{{le="0.025",{label}}} 10.0' in text
     assert f'agentsession_request_duration_seconds_bucket{{le="0.01",{label}}} 0.0' in text

@@ -3,7 +3,7 @@
 import pytest
 
 from agentsession_core.errors import UsageError
-from agentsession_core.thresholds import parse_threshold, parse_thresholds
+from agentsession_core.judge.thresholds import parse_threshold, parse_thresholds
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,13 @@ def test_lines_parse(text, rows, stat, op, value):
 def test_target_factor_and_options():
     t = parse_threshold("achieved_rps >= 0.95 * target (min 10, abort)")
     assert (t.rows, t.stat, t.op, t.target_factor, t.min_samples, t.abort) == (
-        None, "achieved_rps", ">=", 0.95, 10, True)
+        None,
+        "achieved_rps",
+        ">=",
+        0.95,
+        10,
+        True,
+    )
     assert t.bound(4.0) == pytest.approx(3.8)
     assert t.bound(None) is None
     assert t.holds(3.8, 4.0) is True
@@ -42,8 +48,9 @@ def test_default_minimums_and_abort_list():
     assert parse_threshold("TimeToWake: p99 < 2s").min_samples == 1
     assert parse_threshold("Step_*: failure_ratio < 0.01 (min 50)").min_samples == 50
     assert parse_threshold("achieved_rps >= 1").min_samples == 0
-    rules = parse_thresholds(["TimeToWake: p99 < 10s", "achieved_rps > 0"], where="abort",
-                             abort=True)
+    rules = parse_thresholds(
+        ["TimeToWake: p99 < 10s", "achieved_rps > 0"], where="abort", abort=True
+    )
     assert all(r.abort for r in rules)
 
 

@@ -7,8 +7,8 @@ import hashlib
 import orjson
 import pytest
 
-from agentsession_core.artifacts import RunDir, verify_manifest
-from agentsession_core.upload import (
+from agentsession_core.output.run_dir import RunDir, verify_manifest
+from agentsession_core.output.upload import (
     UploadError,
     read_object,
     record_failed_upload,
@@ -31,8 +31,7 @@ def run(tmp_path):
 
 def test_s3_location_keeps_the_upstream_layout(run, tmp_path):
     url = run_location("s3://bench/nightly/", run.path, tmp_path / "art")
-    assert url == ("s3://bench/nightly/runs/demo/run_date=2026-09-21/"
-                   "run_ts=1790000000/run_tag=t1")
+    assert url == ("s3://bench/nightly/runs/demo/run_date=2026-09-21/run_ts=1790000000/run_tag=t1")
     assert run_location("s3://bench", run.path, tmp_path / "art").startswith("s3://bench/runs/")
 
 
@@ -51,8 +50,9 @@ def test_local_destination_only_verifies(run, tmp_path):
 def test_a_tampered_local_copy_is_not_uploaded(run, tmp_path):
     (run.path / "logs.txt").write_text("changed\n")
     with pytest.raises(UploadError, match=r"logs\.txt"):
-        upload_run(run.path, "s3://bench/x", local_root=tmp_path / "art",
-                   endpoint_url="http://127.0.0.1:9")
+        upload_run(
+            run.path, "s3://bench/x", local_root=tmp_path / "art", endpoint_url="http://127.0.0.1:9"
+        )
 
 
 def test_a_run_without_manifest_is_refused(tmp_path):

@@ -33,13 +33,13 @@ def test_wheel_ships_and_finds_the_built_in_scripts(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         for name in BUILT_INS:
-            packaged = f"agentsession_core/builtin_scripts/{name}.yaml"
+            packaged = f"agentsession_core/script/builtin/{name}.yaml"
             assert packaged in names
             assert archive.read(packaged) == (REPO / "scripts" / f"{name}.yaml").read_bytes()
         # Presets and prefect.yaml travel too, so `--preset demo` and `serve` work from a wheel.
         for preset in ("demo", "nightly"):
-            assert f"agentsession_core/presets/{preset}.yaml" in names
-        assert "agentsession_core/deployments/prefect.yaml" in names
+            assert f"agentsession_core/campaign/presets/{preset}.yaml" in names
+        assert "flows/prefect.yaml" in names
         archive.extractall(tmp_path / "site")
 
     # Import the unpacked wheel ahead of the editable checkout, from a directory that has no
@@ -48,7 +48,7 @@ def test_wheel_ships_and_finds_the_built_in_scripts(tmp_path):
         "import json; from agentsession_core import script as s; "
         "print(json.dumps([s.__file__, str(s.builtin_dir()), s.builtin_names(), "
         "len(s.load_script('coding-session').steps)]));"
-        "from agentsession_core import campaign_params as c; print(c.PRESET_DIR, c.preset_names())"
+        "from agentsession_core.campaign import params as c; print(c.PRESET_DIR, c.preset_names())"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
     result = subprocess.run(
@@ -61,10 +61,10 @@ def test_wheel_ships_and_finds_the_built_in_scripts(tmp_path):
         check=True,
     )
     first, presets = result.stdout.splitlines()
-    assert presets.startswith(str(tmp_path / "site" / "agentsession_core" / "presets"))
+    assert presets.startswith(str(tmp_path / "site" / "agentsession_core" / "campaign" / "presets"))
     assert "'demo'" in presets and "'nightly'" in presets
     module, directory, names, steps = json.loads(first)
     assert module.startswith(str(tmp_path / "site"))
-    assert directory == str(tmp_path / "site" / "agentsession_core" / "builtin_scripts")
+    assert directory == str(tmp_path / "site" / "agentsession_core" / "script" / "builtin")
     assert names == BUILT_INS
     assert steps == 20

@@ -6,8 +6,8 @@ import io
 import orjson
 import pytest
 
-from agentsession_core.recorder import NS_PER_S, Recorder
-from agentsession_core.writers import (
+from agentsession_core.measure.recorder import NS_PER_S, Recorder
+from agentsession_core.output.stats_files import (
     FAILURES_CSV_COLUMNS,
     HISTORY_CSV_COLUMNS,
     STATS_CSV_COLUMNS,
@@ -24,13 +24,17 @@ MONO0 = NS_PER_S
 MS = 1_000_000
 
 # Locust 2.x's own headers (locust/stats.py, StatsCSV and StatsCSVFileWriter).
-LOCUST_STATS = ("Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,"
-                "Min Response Time,Max Response Time,Average Content Size,Requests/s,Failures/s,"
-                "50%,66%,75%,80%,90%,95%,98%,99%,99.9%,99.99%,100%")
-LOCUST_HISTORY = ("Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,"
-                  "98%,99%,99.9%,99.99%,100%,Total Request Count,Total Failure Count,"
-                  "Total Median Response Time,Total Average Response Time,"
-                  "Total Min Response Time,Total Max Response Time,Total Average Content Size")
+LOCUST_STATS = (
+    "Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,"
+    "Min Response Time,Max Response Time,Average Content Size,Requests/s,Failures/s,"
+    "50%,66%,75%,80%,90%,95%,98%,99%,99.9%,99.99%,100%"
+)
+LOCUST_HISTORY = (
+    "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,"
+    "98%,99%,99.9%,99.99%,100%,Total Request Count,Total Failure Count,"
+    "Total Median Response Time,Total Average Response Time,"
+    "Total Min Response Time,Total Max Response Time,Total Average Content Size"
+)
 
 
 @pytest.fixture
@@ -70,8 +74,12 @@ def test_stats_csv_rows_and_aggregated(recorded):
     window = rec.window(MONO0, MONO0 + 4 * NS_PER_S)
     rows = list(csv.DictReader(io.StringIO(render_stats_csv(window))))
     names = [(r["Type"], r["Name"]) for r in rows]
-    assert names == [("actor", "CrashCount"), ("http", "Step_01_read_task"),
-                     ("turnover", "TimeToWake"), ("", "Aggregated")]  # no generator rows
+    assert names == [
+        ("actor", "CrashCount"),
+        ("http", "Step_01_read_task"),
+        ("turnover", "TimeToWake"),
+        ("", "Aggregated"),
+    ]  # no generator rows
     step = rows[1]
     assert step["Request Count"] == "42" and step["Failure Count"] == "2"
     assert float(step["Requests/s"]) == pytest.approx(42 / 4)
@@ -91,8 +99,10 @@ def test_failures_csv(recorded):
     rec, _ = recorded
     rows = parse(render_failures_csv(rec.window(MONO0, MONO0 + 4 * NS_PER_S)))
     assert rows[0] == FAILURES_CSV_COLUMNS
-    assert rows[1:] == [["http", "Step_01_read_task", "op 1 fill_ram: UNAVAILABLE", "2"],
-                        ["turnover", "TimeToWake", 'ACTOR_NOT_FOUND "a,b"', "1"]]
+    assert rows[1:] == [
+        ["http", "Step_01_read_task", "op 1 fill_ram: UNAVAILABLE", "2"],
+        ["turnover", "TimeToWake", 'ACTOR_NOT_FOUND "a,b"', "1"],
+    ]
 
 
 def test_history_appends_one_line_per_second_per_row(recorded, tmp_path):
@@ -133,13 +143,21 @@ def test_stats_jsonl_rows_and_extra_rows(recorded, tmp_path):
         assert key in m
     assert m["request_count"] == 42 and m["failure_count"] == 2
     assert all(k == k.lower() and " " not in k for k in m)
-    extra = jsonl_row("turnover_window", {"request_count": 5, "requests_per_s": 1.25},
-                      tag="nightly", test_name="coding-session", timestamp=WALL0)
+    extra = jsonl_row(
+        "turnover_window",
+        {"request_count": 5, "requests_per_s": 1.25},
+        tag="nightly",
+        test_name="coding-session",
+        timestamp=WALL0,
+    )
     path = tmp_path / "stats.jsonl"
-    write_stats_jsonl(path, window, tag="nightly", test_name="coding-session",
-                      extra_rows=[extra])
+    write_stats_jsonl(path, window, tag="nightly", test_name="coding-session", extra_rows=[extra])
     lines = [orjson.loads(line) for line in path.read_text().splitlines()]
     assert len(lines) == len(rows) + 1
-    assert lines[-1] == {"timestamp": WALL0, "tag": "nightly", "test_name": "coding-session",
-                         "metric": "turnover_window",
-                         "measurements": {"request_count": 5, "requests_per_s": 1.25}}
+    assert lines[-1] == {
+        "timestamp": WALL0,
+        "tag": "nightly",
+        "test_name": "coding-session",
+        "metric": "turnover_window",
+        "measurements": {"request_count": 5, "requests_per_s": 1.25},
+    }

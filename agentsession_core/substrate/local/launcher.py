@@ -46,8 +46,17 @@ class LocalSubstrateProcess:
         start_timeout: float = 60.0,
         stop_timeout: float = 15.0,
     ) -> None:
-        self.args = [sys.executable, "-m", "agentsession_core", "substrate", "serve",
-                     "--port", "0", "--workers", str(workers)]  # fmt: skip
+        self.args = [
+            sys.executable,
+            "-m",
+            "agentsession_core",
+            "substrate",
+            "serve",
+            "--port",
+            "0",
+            "--workers",
+            str(workers),
+        ]
         if store is not None:
             self.args += ["--store", str(store)]
         for ref, size in (templates or {}).items():

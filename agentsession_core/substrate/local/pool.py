@@ -88,13 +88,18 @@ class Pool:
         scratch = self.scratch_root / f"w{slot}-{generation}"
         await asyncio.to_thread(scratch.mkdir, parents=True, exist_ok=True)
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agentsession_core.substrate.local.worker",
-            "--scratch", str(scratch), "--seed", str(self.seed * 1_000_003 + slot * 1009
-                                                     + generation),
+            sys.executable,
+            "-m",
+            "agentsession_core.substrate.local.worker",
+            "--scratch",
+            str(scratch),
+            "--seed",
+            str(self.seed * 1_000_003 + slot * 1009 + generation),
             *self.worker_args,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
             env={**os.environ, SECRET_ENV: self.secret},
-        )  # fmt: skip
+        )
         assert process.stdout is not None
         try:
             line = await asyncio.wait_for(process.stdout.readline(), SPAWN_TIMEOUT)

@@ -1,5 +1,5 @@
 """The local substrate's server: the control API under `/v1/` and the router on every other
-path, on one loopback port (SPEC §2.1, §2.2, §2.4).
+path, on one loopback port (docs/SPEC.md §2.1, §2.2, §2.4).
 
 Actor lifecycle. Every actor has an asyncio.Lock; every lifecycle change (resume, suspend,
 pause, delete, and the implicit resume of a parked router request) runs under it, so
@@ -50,7 +50,7 @@ from aiohttp import web
 from agentsession_core.substrate.local import store
 from agentsession_core.substrate.local.openapi import openapi_document
 from agentsession_core.substrate.local.pool import Pool, WorkerProc
-from agentsession_core.substrate.local.wire import (
+from agentsession_core.substrate.local.protocol import (
     TARGET_HEADER,
     WireError,
     elapsed_and_errors,
@@ -146,11 +146,19 @@ class LocalSubstrateServer:
             auto_decompress=False,
         )
         self.pool = Pool(
-            cfg.workers, self._scratch,
-            ["--max-op-bytes", str(cfg.max_op_bytes), "--max-burn-millis",
-             str(cfg.max_burn_millis), "--max-parallel", str(cfg.max_parallel)],
-            self._on_crash, seed=cfg.seed,
-        )  # fmt: skip
+            cfg.workers,
+            self._scratch,
+            [
+                "--max-op-bytes",
+                str(cfg.max_op_bytes),
+                "--max-burn-millis",
+                str(cfg.max_burn_millis),
+                "--max-parallel",
+                str(cfg.max_parallel),
+            ],
+            self._on_crash,
+            seed=cfg.seed,
+        )
         await self.pool.start()
         self.runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
         await self.runner.setup()
@@ -198,9 +206,10 @@ class LocalSubstrateServer:
         if token and request.path not in ("/openapi.json", "/v1/healthz"):
             if request.headers.get("Authorization", "") != f"Bearer {token}":
                 raise WireError(
-                    "UNAUTHENTICATED", "missing or wrong bearer token",
+                    "UNAUTHENTICATED",
+                    "missing or wrong bearer token",
                     router=not _is_control(request.path),
-                )  # fmt: skip
+                )
         return await handler(request)
 
     # ---- control API --------------------------------------------------------------------
@@ -216,11 +225,15 @@ class LocalSubstrateServer:
         assert self.pool is not None
         workers = [
             {
-                "name": w.name, "pid": w.pid, "port": w.port, "alive": w.alive,
-                "actor": w.hosting, "paused": sorted(w.paused),
+                "name": w.name,
+                "pid": w.pid,
+                "port": w.port,
+                "alive": w.alive,
+                "actor": w.hosting,
+                "paused": sorted(w.paused),
             }
             for w in sorted(self.pool.workers.values(), key=lambda w: w.slot)
-        ]  # fmt: skip
+        ]
         return json_response(
             {"workers": workers, "free": self.pool.free_count(), "crashes": self.pool.crashes}
         )
@@ -275,10 +288,12 @@ class LocalSubstrateServer:
         names = sorted(n for (a, n) in self.actors if a == atespace and n > token)
         page = names[:size]
         next_token = page[-1] if len(names) > size else ""
-        return json_response({
-            "actors": [self.actors[(atespace, n)].describe() for n in page],
-            "next_page_token": next_token,
-        })  # fmt: skip
+        return json_response(
+            {
+                "actors": [self.actors[(atespace, n)].describe() for n in page],
+                "next_page_token": next_token,
+            }
+        )
 
     def _actor(self, atespace: str, name: str, *, router: bool = False) -> Actor:
         actor = self.actors.get((atespace, name))
@@ -326,13 +341,15 @@ class LocalSubstrateServer:
         if actor.deleted:
             raise WireError(
                 "ACTOR_NOT_FOUND" if router else "NOT_FOUND",
-                f"actor {actor.key} was deleted", router=router,
-            )  # fmt: skip
+                f"actor {actor.key} was deleted",
+                router=router,
+            )
         if actor.status == "CRASHED":
             raise WireError(
-                "ABORTED", f"actor {actor.key} crashed (its worker died); delete it",
+                "ABORTED",
+                f"actor {actor.key} crashed (its worker died); delete it",
                 router=router,
-            )  # fmt: skip
+            )
 
     def snapshot_dir(self, actor: Actor) -> Path:
         return store.actor_dir(self.store_root, actor.atespace, actor.name)
@@ -341,9 +358,10 @@ class LocalSubstrateServer:
         assert self.session is not None
         try:
             async with self.session.post(
-                f"{worker.url}/_admin/{op}", json=body,
+                f"{worker.url}/_admin/{op}",
+                json=body,
                 headers={SECRET_HEADER: self.pool.secret if self.pool else ""},
-            ) as resp:  # fmt: skip
+            ) as resp:
                 payload = await resp.json(content_type=None)
                 if resp.status != 200:
                     raise WorkerFailed(f"worker {worker.name} {op}: {payload}")
@@ -359,8 +377,9 @@ class LocalSubstrateServer:
             raise WireError(
                 "DEADLINE_EXCEEDED",
                 f"actor {actor.key} stayed busy in another lifecycle call for "
-                f"{self.config.park_timeout}s", router=router,
-            ) from None  # fmt: skip
+                f"{self.config.park_timeout}s",
+                router=router,
+            ) from None
         try:
             self._usable(actor, router=router)
             if actor.status != "RUNNING":
@@ -382,8 +401,9 @@ class LocalSubstrateServer:
                 "RESOURCE_EXHAUSTED",
                 f"no worker freed up for actor {actor.key} within the park timeout of "
                 f"{self.config.park_timeout}s ({self.config.workers} workers, all busy)",
-                status=503 if router else 429, router=router,
-            ) from None  # fmt: skip
+                status=503 if router else 429,
+                router=router,
+            ) from None
         try:
             if actor.paused_on is worker:
                 await self.admin(worker, "unpause", actor=actor.key)
@@ -394,9 +414,12 @@ class LocalSubstrateServer:
                 directory = self.snapshot_dir(actor)
                 has_snapshot = await asyncio.to_thread(store.latest, directory)
                 await self.admin(
-                    worker, "load", actor=actor.key, limit=actor.limit,
+                    worker,
+                    "load",
+                    actor=actor.key,
+                    limit=actor.limit,
                     snapshot=str(directory) if has_snapshot else None,
-                )  # fmt: skip
+                )
         except WorkerFailed as exc:
             self.pool.release(worker)
             if actor.status != "CRASHED":
@@ -413,9 +436,12 @@ class LocalSubstrateServer:
         holder = actor.paused_on
         assert holder is not None
         await self.admin(
-            holder, "spill", actor=actor.key, snapshot=str(self.snapshot_dir(actor)),
+            holder,
+            "spill",
+            actor=actor.key,
+            snapshot=str(self.snapshot_dir(actor)),
             version=actor.version + 1,
-        )  # fmt: skip
+        )
         holder.paused.pop(actor.key, None)
         actor.paused_on = None
         actor.version += 1
@@ -444,9 +470,12 @@ class LocalSubstrateServer:
         await self._drain(actor)
         try:
             await self.admin(
-                worker, "save", actor=actor.key, snapshot=str(self.snapshot_dir(actor)),
+                worker,
+                "save",
+                actor=actor.key,
+                snapshot=str(self.snapshot_dir(actor)),
                 version=actor.version + 1,
-            )  # fmt: skip
+            )
         except WorkerFailed as exc:
             self._usable(actor, router=False)
             actor.status = "RUNNING"
@@ -536,8 +565,9 @@ class LocalSubstrateServer:
         worker.paused.clear()
         print(
             f"agentsession substrate: worker {worker.name} (pid {worker.pid}) died "
-            f"with code {worker.process.returncode}; replacing it", file=sys.stderr,
-        )  # fmt: skip
+            f"with code {worker.process.returncode}; replacing it",
+            file=sys.stderr,
+        )
 
     # ---- router -------------------------------------------------------------------------
 
@@ -550,7 +580,7 @@ class LocalSubstrateServer:
                 "INVALID_ARGUMENT",
                 f"router: header {TARGET_HEADER}: <atespace>/<actor> is required",
                 router=True,
-            )  # fmt: skip
+            )
         atespace, _, name = target.partition("/")
         actor = self._actor(atespace, name, router=True)
         if actor.status == "RUNNING" and not actor.lock.locked() and actor.worker is not None:
@@ -575,26 +605,34 @@ class LocalSubstrateServer:
             headers["Content-Type"] = request.content_type
         try:
             async with self.session.request(
-                request.method, worker.url + request.path, params=request.query,
-                data=body, headers=headers,
-            ) as resp:  # fmt: skip
+                request.method,
+                worker.url + request.path,
+                params=request.query,
+                data=body,
+                headers=headers,
+            ) as resp:
                 payload = await resp.read()
                 return web.Response(
-                    status=resp.status, body=payload,
-                    headers={"Content-Type": resp.headers.get("Content-Type",
-                                                              "application/octet-stream")},
-                )  # fmt: skip
+                    status=resp.status,
+                    body=payload,
+                    headers={
+                        "Content-Type": resp.headers.get("Content-Type", "application/octet-stream")
+                    },
+                )
         except aiohttp.ClientError as exc:
             await asyncio.sleep(0)  # let the crash watcher mark the actor first
             if actor.status == "CRASHED" or not worker.alive:
                 raise WireError(
-                    "ABORTED", f"actor {actor.key} crashed (its worker died mid-request)",
+                    "ABORTED",
+                    f"actor {actor.key} crashed (its worker died mid-request)",
                     router=True,
-                ) from None  # fmt: skip
+                ) from None
             raise WireError(
-                "UNAVAILABLE", f"router: worker {worker.name} for {actor.key}: {exc!r}",
-                status=502, router=True,
-            ) from None  # fmt: skip
+                "UNAVAILABLE",
+                f"router: worker {worker.name} for {actor.key}: {exc!r}",
+                status=502,
+                router=True,
+            ) from None
 
 
 def _is_control(path: str) -> bool:
@@ -621,8 +659,9 @@ async def serve_forever(config: ServerConfig) -> None:
         url = await server.start()
         print(
             f"agentsession: local substrate serving on {url} "
-            f"({config.workers} workers, store {server.store_root})", flush=True,
-        )  # fmt: skip
+            f"({config.workers} workers, store {server.store_root})",
+            flush=True,
+        )
         await stop.wait()
     finally:
         await server.stop()

@@ -32,7 +32,7 @@ import shutil
 from pathlib import Path
 
 # Atespace and actor names become path segments, so they are held to a DNS-label-like
-# pattern; glutton keys (SPEC §1.2) become file names.
+# pattern; glutton keys (docs/SPEC.md §1.2) become file names.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 

@@ -1,5 +1,5 @@
 """One worker of the local substrate: an OS process that hosts at most one running actor
-and serves the glutton routes of SPEC §2.3 with real effects.
+and serves the glutton routes of docs/SPEC.md §2.3 with real effects.
 
 Run as `python -m agentsession_core.substrate.local.worker --scratch DIR ...`; it binds
 127.0.0.1 on a free port and prints `LISTENING <port>` on stdout (the pool's handshake).
@@ -43,9 +43,9 @@ from typing import Any
 
 from aiohttp import web
 
-from agentsession_core.payload import random_chunks
+from agentsession_core.script.payload import random_chunks
 from agentsession_core.substrate.local import store
-from agentsession_core.substrate.local.wire import (
+from agentsession_core.substrate.local.protocol import (
     WireError,
     elapsed_and_errors,
     field_choice,
@@ -148,8 +148,15 @@ def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> N
 
 
 class Worker:
-    def __init__(self, scratch: Path, secret: str, seed: int, max_op_bytes: int,
-                 max_burn_millis: int, max_parallel: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        scratch: Path,
+        secret: str,
+        seed: int,
+        max_op_bytes: int,
+        max_burn_millis: int,
+        max_parallel: int,
+    ) -> None:
         self.scratch = scratch
         self.secret = secret
         self.rng = random.Random(seed)
@@ -371,18 +378,17 @@ class Worker:
         if op == "state":
             return json_response(self.describe())
         if op == "load":
-            return json_response(await self.load(body["actor"], body.get("limit"),
-                                                 body.get("snapshot")))  # fmt: skip
+            return json_response(
+                await self.load(body["actor"], body.get("limit"), body.get("snapshot"))
+            )
         if op == "save":
-            return json_response(await self.save(body["actor"], body["snapshot"],
-                                                 body["version"]))  # fmt: skip
+            return json_response(await self.save(body["actor"], body["snapshot"], body["version"]))
         if op == "pause":
             return json_response(await self.pause(body["actor"]))
         if op == "unpause":
             return json_response(await self.unpause(body["actor"]))
         if op == "spill":
-            return json_response(await self.spill(body["actor"], body["snapshot"],
-                                                  body["version"]))  # fmt: skip
+            return json_response(await self.spill(body["actor"], body["snapshot"], body["version"]))
         if op == "drop":
             return json_response(await self.drop(body["actor"]))
         raise WireError("NOT_FOUND", f"no admin op {op!r}")
@@ -419,9 +425,13 @@ class Worker:
     async def save(self, actor: str, snapshot: str, version: int) -> dict[str, Any]:
         state = self.require_current(actor)
         written = await asyncio.to_thread(
-            store.write_snapshot, Path(snapshot), version, state.arrays, state.cursors,
+            store.write_snapshot,
+            Path(snapshot),
+            version,
+            state.arrays,
+            state.cursors,
             state.files_dir,
-        )  # fmt: skip
+        )
         self.current = None
         await asyncio.to_thread(_empty_dir, state.files_dir)
         return {"bytes": written}
@@ -463,9 +473,13 @@ class Worker:
         if state is None:
             raise WireError("NOT_FOUND", f"no paused state for {actor}")
         written = await asyncio.to_thread(
-            store.write_snapshot, Path(snapshot), version, state.arrays, state.cursors,
+            store.write_snapshot,
+            Path(snapshot),
+            version,
+            state.arrays,
+            state.cursors,
             state.files_dir,
-        )  # fmt: skip
+        )
         self.paused.pop(actor, None)
         await asyncio.to_thread(shutil.rmtree, state.files_dir, True)
         return {"bytes": written}
@@ -515,9 +529,13 @@ def _file_sizes(path: Path) -> dict[str, int]:
 
 async def serve(args: argparse.Namespace) -> None:
     worker = Worker(
-        Path(args.scratch), os.environ.get(SECRET_ENV, ""), args.seed, args.max_op_bytes,
-        args.max_burn_millis, args.max_parallel,
-    )  # fmt: skip
+        Path(args.scratch),
+        os.environ.get(SECRET_ENV, ""),
+        args.seed,
+        args.max_op_bytes,
+        args.max_burn_millis,
+        args.max_parallel,
+    )
     runner = web.AppRunner(worker.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -1,0 +1,199 @@
+"""The campaign on the engine's side: judged hold windows on one long-lived `Run`.
+
+No Prefect here: the flow (flows/campaign.py) calls `hold_window` once per window and the
+same code runs under any orchestrator. The load never pauses between windows: each window is
+one `Run.hold` on the same engine, cut out of the recorder afterwards and judged alone.
+During every window the abort rules are checked once a second on a sliding window (after a
+warm-up delay); a trip — or a dead substrate, or a signal — ends the window at once and no
+further window starts.
+
+Files the campaign adds to the run directory are written by a `Run.finalizer`, so they exist
+before the manifest is sealed, also when the campaign failed or was cancelled half-way:
+windows.jsonl (one judged row per window), gate.json (docs/SPEC.md §6) and report.html; one
+`step_window` row per window goes to stats.jsonl through `Run.extra_rows`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentsession_core.campaign.params import CampaignParams, WindowPlan
+from agentsession_core.engine.run import Run
+from agentsession_core.errors import AgentsessionError
+from agentsession_core.judge.gate import gate_document, load_run
+from agentsession_core.judge.windows import (
+    AbortMonitor,
+    WindowVerdict,
+    headline,
+    judge_window,
+    step_window_row,
+    windows_jsonl,
+)
+from agentsession_core.output.report import write_report
+from agentsession_core.output.upload import run_location
+
+log = logging.getLogger("agentsession")
+
+
+class CampaignError(AgentsessionError):
+    """The campaign did not reach a verdict (refused, failed, cancelled)."""
+
+    def __init__(self, message: str, run_dir: Path | None = None) -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
+
+
+@dataclass
+class Span:
+    start_ns: int
+    end_ns: int
+
+
+def load_baseline(params: CampaignParams) -> dict[str, Any] | None:
+    """The baseline run, read before any actor exists so a bad one is refused early."""
+    if not params.baseline:
+        return None
+    try:
+        return load_run(params.baseline)
+    except AgentsessionError as exc:
+        raise CampaignError(f"parameter baseline: {exc}") from None
+
+
+class Campaign:
+    """Windows, verdicts and the campaign's files for one Run (enter the Run first)."""
+
+    def __init__(
+        self, params: CampaignParams, run: Run, *, baseline: dict[str, Any] | None = None
+    ) -> None:
+        self.params = params
+        self.run = run
+        self.plan: list[WindowPlan] = params.windows()
+        self.thresholds = params.parsed_thresholds()
+        self.abort_rules = params.parsed_abort_rules()
+        self.baseline = baseline
+        self.verdicts: list[WindowVerdict] = []
+        self.spans: list[Span] = []
+        self.level = self.plan[0].level if self.plan else 1.0
+        self.stop_reason: str | None = None
+        self.monitor: AbortMonitor | None = None
+        self.gate: dict[str, Any] | None = None
+        run.finalizers.append(self.write_files)
+
+    # ------------------------------------------------------------ the hold
+    def target(self) -> float:
+        """The population's load level right now (target_rps for turnover), for `* target`."""
+        return self.run.params.level * self.level
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop_reason is not None
+
+    async def hold_window(self, index: int) -> WindowVerdict | None:
+        """Hold and judge window `index`; None when the campaign already stopped."""
+        if self.stopped:
+            return None
+        plan = self.plan[index]
+        if self.monitor is None:  # the warm-up delay counts from the start of the hold
+            self.monitor = AbortMonitor(
+                self.run.recorder,
+                self.abort_rules,
+                sliding_s=self.params.abort.sliding_seconds,
+                delay_s=self.params.abort.delay_seconds,
+                target=self.target,
+            )
+        self.level = plan.level
+        start, end, reason = await self.run.hold(
+            plan.seconds,
+            level=plan.level,
+            should_stop=self.monitor.check,
+            start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
+        )
+        window = self.run.recorder.window(start, end)
+        if reason is not None and self.run.signal is not None:
+            # Cut short by SIGINT/SIGTERM: not judgeable, and not the substrate's fault.
+            void, aborted = f"cut short: {reason}", None
+        else:
+            void = self.run.health.void_reason(window) if reason is None else None
+            aborted = reason
+        verdict = judge_window(
+            window,
+            self.thresholds,
+            index=plan.index,
+            level=plan.level,
+            target=self.target(),
+            void_reason=void,
+            abort_reason=aborted,
+        )
+        self.verdicts.append(verdict)
+        self.spans.append(Span(start, end))
+        self.run.extra_rows.append(
+            step_window_row(verdict, tag=self.params.tag, test_name=self.params.name)
+        )
+        if reason is not None:
+            self.stop_reason = reason
+            log.error("window %d ended early: %s", plan.index, reason)
+        else:
+            log.info("window %d at %.2gx: %s", plan.index, plan.level, verdict.outcome)
+        return verdict
+
+    def finish(self) -> None:
+        """The body reached its end: completed, or aborted by a rule or a stop."""
+        if self.stop_reason is None:
+            self.run.finish("completed")
+        else:
+            self.run.finish("aborted", self.stop_reason)
+
+    # ------------------------------------------------------------ after the run
+    @property
+    def location(self) -> str:
+        return run_location(self.params.dest, self.run.run_dir.path, self.params.local_root)
+
+    def hold_headline(self) -> dict[str, Any] | None:
+        """The whole first-level hold's headline (a baseline compares against this)."""
+        first = [
+            s
+            for s, v in zip(self.spans, self.verdicts, strict=True)
+            if v.level == self.plan[0].level and v.outcome in ("pass", "break")
+        ]
+        if not first:
+            return None
+        return headline(self.run.recorder.window(first[0].start_ns, first[-1].end_ns))
+
+    def write_files(self, run: Run) -> None:
+        """Run.finalizer: windows.jsonl, gate.json, report.html (in a thread)."""
+        run_dir = run.run_dir
+        run_dir.write_text("windows.jsonl", windows_jsonl(self.verdicts))
+        described: dict[str, Any] = {
+            "name": self.params.name,
+            "tag": self.params.tag,
+            "location": self.location,
+            "local_dir": str(run_dir.path),
+            "windows_planned": len(self.plan),
+        }
+        hold = self.hold_headline()
+        if hold is not None:
+            described["headline"] = hold
+        self.gate = gate_document(
+            self.verdicts,
+            abort_reason=self.stop_reason or run.reason,
+            run_status=run.status,
+            baseline=self.baseline,
+            max_regression=self.params.max_regression,
+            run=described,
+        )
+        run_dir.write_json("gate.json", self.gate)
+        write_report(run_dir.path)
+
+    @property
+    def reached_verdict(self) -> bool:
+        """Judged to its end or stopped by an abort rule; not refused, crashed or cancelled."""
+        result = self.run.result
+        if result is None or self.gate is None:
+            return False
+        if result.status in ("completed", "aborted"):
+            return True
+        # A substrate that died mid-hold is a verdict (fail), not a broken campaign.
+        return result.status == "failed" and self.stop_reason is not None and bool(self.verdicts)

@@ -1,0 +1,184 @@
+"""The long-lived engine: one object that owns the sessions, the population and the
+recorder for a whole run, driven phase by phase (preflight → register → fill → hold … →
+stop → cleanup) so that load stays continuous while a caller (the CLI, a Prefect flow)
+cuts the hold into windows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import Callable
+
+from agentsession_core.engine.ledger import ActorLedger
+from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.populations.base import Population
+from agentsession_core.engine.populations.closed import ClosedPopulation
+from agentsession_core.engine.populations.turnover import TurnoverPopulation
+from agentsession_core.engine.populations.turns import TurnsPopulation
+from agentsession_core.engine.session import RunContext, now_ns
+from agentsession_core.errors import AgentsessionError
+from agentsession_core.measure.recorder import Recorder
+from agentsession_core.script import Script
+from agentsession_core.script.quantity import format_quantity
+from agentsession_core.substrate.errors import SubstrateError
+from agentsession_core.substrate.interface import Substrate, Template
+
+log = logging.getLogger("agentsession")
+
+POPULATIONS: dict[str, type[Population]] = {
+    "closed": ClosedPopulation,
+    "turnover": TurnoverPopulation,
+    "turns": TurnsPopulation,
+}
+
+
+class PreflightError(AgentsessionError):
+    """The run cannot start against this substrate; no actor was created."""
+
+
+class Engine:
+    def __init__(
+        self,
+        params: RunParams,
+        substrate: Substrate,
+        script: Script,
+        recorder: Recorder,
+        *,
+        atespace: str,
+    ) -> None:
+        self.params = params
+        self.substrate = substrate
+        self.script = script
+        self.recorder = recorder
+        self.ledger = ActorLedger(atespace)
+        self.ctx = RunContext(substrate, recorder, script, params, atespace, self.ledger)
+        self.population = POPULATIONS[params.population](self.ctx)
+        self.phase = "created"
+        self.template: Template | None = None
+        self.leaks: list[dict[str, str]] = []
+
+    # ------------------------------------------------------------------ phases
+    async def preflight(self) -> Template:
+        """docs/SPEC.md §3.1: the template must hold the script. Also creates the atespace."""
+        self.phase = "preflight"
+        namespace, name = self.params.template_ref
+        where = f"substrate {self.params.substrate or 'local'}"
+        try:
+            template = await self.substrate.get_template(namespace, name)
+        except SubstrateError as exc:
+            raise PreflightError(f"{where}: GetTemplate {namespace}/{name}: {exc}") from None
+        need = self.script.min_actor_memory
+        limit = template.memory_limit_bytes
+        if limit is None:
+            log.warning(
+                "template %s/%s has no memory limit; script %s needs %s",
+                namespace,
+                name,
+                self.script.name,
+                format_quantity(need),
+            )
+        elif limit < need:
+            raise PreflightError(
+                f"template {namespace}/{name} memory limit {format_quantity(limit)} is below "
+                f"script {self.script.name}'s min_actor_memory {format_quantity(need)}; "
+                f"use a template with at least {format_quantity(need)} (--template) "
+                "or a script that needs less"
+            )
+        try:
+            await self.substrate.ensure_atespace(self.ledger.atespace)
+        except SubstrateError as exc:
+            raise PreflightError(f"{where}: EnsureAtespace {self.ledger.atespace}: {exc}") from None
+        params = self.params
+        if (
+            params.substrate is None
+            and params.population == "turnover"
+            and params.lifecycle_mode != "none"
+            and params.local_workers <= params.awake
+        ):
+            # A local worker hosts one running actor: residents plus the session being woken
+            # need a worker each, or wakes park until the park timeout.
+            log.warning(
+                "awake (%d) needs at least %d local workers (local_workers=%d): wakes will "
+                "wait for a worker and may fail with RESOURCE_EXHAUSTED",
+                params.awake,
+                params.awake + 1,
+                params.local_workers,
+            )
+        self.template = template
+        return template
+
+    async def register(self) -> None:
+        self.phase = "register"
+        await self.population.register()
+
+    async def fill(self) -> None:
+        self.phase = "fill"
+        await self.population.fill()
+        # Sessions, actors and rows made so far live for the whole run: move them out of the
+        # collector's reach, or a full collection over 100k sessions stalls the loop for
+        # hundreds of ms in the middle of a judged window (bench/RESULTS.md, accuracy).
+        gc.freeze()
+        self.phase = "hold"
+
+    @property
+    def steady_start_ns(self) -> int | None:
+        return self.population.steady_start_ns
+
+    async def hold(
+        self,
+        seconds: float,
+        *,
+        level: float | None = None,
+        should_stop: Callable[[], str | None] | None = None,
+        start_ns: int | None = None,
+    ) -> tuple[int, int, str | None]:
+        """Keep the load running for `seconds` (at `level` × the base level when given)
+        from `start_ns` (default now: a window that starts where the last one ended tiles
+        the hold, whatever the caller spent between them). `should_stop` is polled every
+        100 ms; a reason it returns ends the hold early. Returns (start_ns, end_ns, reason)."""
+        self.phase = "hold"
+        if level is not None and level != self.population.level_multiplier:
+            log.info("level %.2fx", level)
+            self.population.set_level(level)
+        start = now_ns() if start_ns is None else start_ns
+        deadline = start + int(seconds * 1e9)
+        reason = None
+        while (left := deadline - now_ns()) > 0:
+            if self.ctx.stopping.is_set():
+                reason = "stopped"
+                break
+            if should_stop is not None and (reason := should_stop()):
+                break
+            await asyncio.sleep(min(0.1, left / 1e9))
+        return start, now_ns(), reason
+
+    def sample(self) -> None:
+        """Once a second: the gauges (sessions by state, the turnover gauge)."""
+        rec = self.recorder
+        for state, n in self.population.states().items():
+            rec.gauge("sessions", {"state": state}, n)
+        if isinstance(self.population, TurnoverPopulation):
+            for state, n in self.population.gauge().items():
+                rec.gauge("turnover_sessions", {"state": state}, n)
+
+    async def stop(self) -> None:
+        if self.phase in ("stopping", "stopped"):
+            return
+        self.phase = "stopping"
+        await self.population.stop(self.params.stop_grace)
+        self.phase = "stopped"
+
+    async def cleanup(self) -> list[dict[str, str]]:
+        """Suspend and delete every actor the run created; returns what was left."""
+        await self.stop()
+        self.ctx.failure_log.summarise(force=True)
+        self.phase = "cleanup"
+        self.leaks = await self.ledger.cleanup(
+            self.substrate,
+            concurrency=self.params.cleanup_concurrency,
+            timeout=self.params.cleanup_timeout,
+        )
+        self.phase = "done"
+        return self.leaks

@@ -1,0 +1,116 @@
+"""The ledger of actors a run created, and the cleanup that empties it (docs/SPEC.md §3.5).
+
+Every CreateActor that succeeds is written here before anything else can fail, so a run
+that stops, is cancelled or crashes can still suspend and delete each of its actors; what
+could not be deleted is reported, never silently leaked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from agentsession_core.substrate.errors import SubstrateError
+from agentsession_core.substrate.interface import Substrate
+
+log = logging.getLogger("agentsession")
+
+
+class ActorLedger:
+    def __init__(self, atespace: str) -> None:
+        self.atespace = atespace
+        self._live: set[str] = set()
+        self._unconfirmed: set[str] = set()  # CreateActor sent, no answer yet (or none came)
+        self.created = 0
+        self.deleted = 0
+
+    def creating(self, name: str) -> bool:
+        """Written before CreateActor is sent: a call that times out or is cancelled may
+        still have created the actor, and cleanup must find it (NOT_FOUND counts as gone).
+        True when an earlier attempt for this name is still unconfirmed."""
+        earlier = name in self._unconfirmed
+        self._live.add(name)
+        self._unconfirmed.add(name)
+        return earlier
+
+    def created_actor(self, name: str) -> None:
+        self._live.add(name)
+        self._unconfirmed.discard(name)
+        self.created += 1
+
+    def not_created(self, name: str) -> None:
+        """The substrate answered CreateActor with a definite refusal."""
+        self._live.discard(name)
+        self._unconfirmed.discard(name)
+
+    def deleted_actor(self, name: str) -> None:
+        if name in self._live:
+            self._live.discard(name)
+            if name in self._unconfirmed:
+                self._unconfirmed.discard(name)  # never confirmed: not counted either way
+            else:
+                self.deleted += 1
+
+    async def remove(self, substrate: Substrate, name: str) -> None:
+        """SuspendActor then DeleteActor (docs/SPEC.md §3.4 replacement, §3.5 cleanup); an
+        actor that is already gone counts as deleted. Raises SubstrateError when it could not be."""
+        try:
+            await substrate.suspend_actor(self.atespace, name)
+        except SubstrateError:
+            pass  # a crashed or already-parked actor can still be deleted
+        try:
+            await substrate.delete_actor(self.atespace, name)
+        except SubstrateError as exc:
+            if exc.code not in ("NOT_FOUND", "ACTOR_NOT_FOUND"):
+                raise
+        self.deleted_actor(name)
+
+    @property
+    def live(self) -> list[str]:
+        return sorted(self._live)
+
+    async def cleanup(
+        self, substrate: Substrate, *, concurrency: int, timeout: float
+    ) -> list[dict[str, str]]:
+        """Suspend then delete every live actor, `concurrency` at a time, within `timeout`
+        seconds overall. Returns the actors left behind, each with the reason."""
+        leaks: dict[str, str] = {}
+        gate = asyncio.Semaphore(concurrency)
+
+        async def remove(name: str) -> None:
+            async with gate:
+                try:
+                    await self.remove(substrate, name)
+                except SubstrateError as exc:
+                    leaks[name] = str(exc)
+
+        names = self.live
+        started = time.monotonic()
+        tasks = [asyncio.ensure_future(remove(n)) for n in names]
+        if tasks:
+            done, pending = await asyncio.wait(tasks, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            for task in done:
+                if task.exception() is not None:
+                    log.error("cleanup: %s", task.exception())
+        for name in self.live:
+            leaks.setdefault(name, "not deleted within the cleanup deadline")
+        log.info(
+            "cleanup: %d actors deleted, %d left, %.1fs",
+            len(names) - len(leaks),
+            len(leaks),
+            time.monotonic() - started,
+        )
+        # An actor whose CreateActor never got an answer may not exist at all: say so.
+        return [
+            {
+                "atespace": self.atespace,
+                "actor": n,
+                "reason": r,
+                "created": "unconfirmed" if n in self._unconfirmed else "yes",
+            }
+            for n, r in leaks.items()
+        ]

@@ -1,0 +1,140 @@
+"""turnover (docs/SPEC.md §4.2): keep `awake` sessions resident and swap R per second with parked
+ones.
+
+Ticks run on intended times (t0 + k seconds) and never wait for the previous tick: each
+swap is its own task. A swap parks the longest-idle resident that is not inside a step and
+wakes the longest-parked session, which runs its next scripted step while busy. TimeToWake
+is measured from the tick's intended time to the woken actor's first answer. When fewer
+idle residents or parked sessions exist than the tick asks for, the shortfall is booked as
+turnover/Backlog events, never silently absorbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+
+from agentsession_core.engine.populations.base import Population
+from agentsession_core.engine.session import Session, StepFailed, Stopped, now_ns
+
+log = logging.getLogger("agentsession")
+
+FILL_DONE_MARKER = "agentsession: turnover fill done"
+TICK_NS = 1_000_000_000
+
+
+class TurnoverPopulation(Population):
+    kind = "turnover"
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self.idle: deque[Session] = deque()  # awake, not in a step; oldest first
+        self.parked: deque[Session] = deque()  # hibernated; longest parked first
+        self.turnover_start_ns: int | None = None
+        self.swaps_started = 0
+        # Residents above `awake`: a park that failed while its paired wake went ahead.
+        # Later ticks park these without a paired wake, so the resident set comes back.
+        self.excess = 0
+        self._ticker: asyncio.Task[None] | None = None
+        ctx.registers = True
+
+    # ------------------------------------------------------------ registration and fill
+    async def register(self) -> None:
+        params = self.ctx.params
+        prime = params.awake > 0 or params.lifecycle_mode == "none"
+        await self.register_all(prime=prime)
+        for session in self.sessions:
+            if session.created:
+                self.parked.append(session)
+
+    async def fill(self) -> None:
+        """Wake `awake` sessions, fill_concurrency at a time, then start ticking."""
+        params = self.ctx.params
+        gate = asyncio.Semaphore(params.fill_concurrency)
+        chosen = [self.parked.popleft() for _ in range(min(params.awake, len(self.parked)))]
+
+        async def wake(session: Session) -> None:
+            async with gate:
+                if self.ctx.stopping.is_set():
+                    self.parked.append(session)
+                    return
+                try:
+                    await session.wake(now_ns(), time_to_wake=True)
+                except StepFailed as failed:
+                    await session.handle(failed)
+                except Stopped:
+                    return
+                (self.idle if session.awake else self.parked).append(session)
+
+        if params.lifecycle_mode != "none":
+            await asyncio.gather(*(wake(s) for s in chosen))
+        else:
+            self.idle.extend(chosen)
+        log.info(FILL_DONE_MARKER)
+        self.steady_start_ns = self.turnover_start_ns = now_ns()
+        if params.lifecycle_mode != "none":
+            self._ticker = self.spawn(self._tick_forever(self.turnover_start_ns), "turnover-ticks")
+
+    # ------------------------------------------------------------ ticks
+    async def _tick_forever(self, t0_ns: int) -> None:
+        owed = 0.0
+        tick = 0
+        backlog = self.ctx.recorder.row("turnover", "Backlog")
+        while not self.ctx.stopping.is_set():
+            tick += 1
+            intended = t0_ns + tick * TICK_NS
+            if not await self.ctx.wait_until(intended):
+                return
+            while self.excess and self.idle:
+                self.excess -= 1
+                out = self.idle.popleft()
+                self.spawn(self._park(out, intended), f"park-{out.id}")
+            owed += self.level
+            wanted = int(owed)
+            owed -= wanted
+            for _ in range(wanted):
+                if not self.idle or not self.parked:
+                    backlog.event(intended)
+                    continue
+                out, into = self.idle.popleft(), self.parked.popleft()
+                self.swaps_started += 1
+                self.spawn(self._park(out, intended), f"park-{out.id}")
+                self.spawn(self._wake(into, intended), f"wake-{into.id}")
+
+    async def _park(self, session: Session, intended_ns: int) -> None:
+        # A tick that fired just before stop spawns its swaps after it: the stop guard
+        # applies to parks as to wakes, so a swap is either whole or not started.
+        if self.ctx.stopping.is_set():
+            return
+        try:
+            await session.hibernate(intended_ns=intended_ns)
+        except Stopped:
+            return
+        if session.awake:
+            self.excess += 1
+            self.idle.append(session)
+        else:
+            self.parked.append(session)
+
+    async def _wake(self, session: Session, intended_ns: int) -> None:
+        try:
+            await session.turn(intended_ns, first_touch=False, time_to_wake=True)
+        except Stopped:
+            return
+        (self.idle if session.awake else self.parked).append(session)
+
+    # ------------------------------------------------------------ gauge
+    def gauge(self) -> dict[str, int]:
+        """agentsession_turnover_sessions{state=awake|parked|waking|parking}."""
+        counts = {"awake": 0, "parked": 0, "waking": 0, "parking": 0}
+        for session in self.sessions:
+            if session.state == "waking":
+                counts["waking"] += 1
+            elif session.state == "hibernating":
+                counts["parking"] += 1
+            elif session.awake:
+                counts["awake"] += 1
+            elif session.created:
+                counts["parked"] += 1
+        return counts

@@ -1,0 +1,63 @@
+"""What a person watching a run sees: one status line a second on a terminal, a plain log
+line every few seconds otherwise (CI logs, cron mail)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+from agentsession_core.engine.session import now_ns
+from agentsession_core.measure.recorder import Recorder
+
+log = logging.getLogger("agentsession")
+
+HEADLINE_ROWS = (("turnover", "TimeToWake"), ("http", "WakeFirstTouch"))
+PLAIN_EVERY_S = 10.0
+
+
+class Progress:
+    def __init__(self, engine, recorder: Recorder, *, live: bool) -> None:  # type: ignore[no-untyped-def]
+        self.engine = engine
+        self.recorder = recorder
+        self.live = live
+        self.started = time.monotonic()
+        self._last_plain = 0.0
+
+    def line(self) -> str:
+        engine = self.engine
+        rec = self.recorder
+        now = now_ns()
+        recent = rec.window(now - 10_000_000_000, now)
+        states = engine.population.states()
+        parts = [
+            f"{engine.phase:<8}",
+            f"{time.monotonic() - self.started:6.0f}s",
+            "sessions " + " ".join(f"{k}={v}" for k, v in sorted(states.items())),
+        ]
+        if engine.params.population == "turnover":
+            woke = recent.row("turnover", "TimeToWake")
+            rate = woke.count / recent.duration_s if recent.duration_s else 0.0
+            parts.append(f"swaps {rate:.1f}/{engine.population.level:.1f}/s")
+        for kind, name in HEADLINE_ROWS:
+            stats = recent.row(kind, name)
+            if stats.count:
+                p50, p99 = stats.response.quantile(0.5), stats.response.quantile(0.99)
+                parts.append(f"{name} p50 {p50:.0f}ms p99 {p99:.0f}ms")
+        totals = rec.totals()
+        failures = sum(s.failures for (k, _), s in totals.rows.items() if k != "generator")
+        parts.append(f"errors {failures}")
+        return "  ".join(parts)
+
+    def tick(self) -> None:
+        if self.live:
+            sys.stderr.write("\r\x1b[2K" + self.line()[:200])
+            sys.stderr.flush()
+        elif time.monotonic() - self._last_plain >= PLAIN_EVERY_S:
+            self._last_plain = time.monotonic()
+            log.info("progress: %s", self.line())
+
+    def close(self) -> None:
+        if self.live:
+            sys.stderr.write("\n")
+            sys.stderr.flush()

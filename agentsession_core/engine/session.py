@@ -1,0 +1,492 @@
+"""One session's life (docs/SPEC.md §3): start, think, wake, step, hibernate, classify, replace.
+
+A Session owns one actor and a cursor into the script. Populations decide *when* a session
+thinks, wakes or parks; the session decides *how*, books every request under its row with
+intended / sent / done times, and maps every failure to an action through FailureClass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from agentsession_core.engine import ops
+from agentsession_core.engine.failure_log import FailureLog
+from agentsession_core.engine.ledger import ActorLedger
+from agentsession_core.engine.pacing import stream, think_jitter
+from agentsession_core.engine.params import RunParams
+from agentsession_core.measure.health import DISPATCH_LAG_ROW
+from agentsession_core.substrate.errors import FailureClass, SubstrateError
+from agentsession_core.substrate.interface import Substrate
+
+if TYPE_CHECKING:
+    from agentsession_core.measure.recorder import Recorder, Row
+    from agentsession_core.script import Script, Step
+
+log = logging.getLogger("agentsession")
+T = TypeVar("T")
+
+REPLACE_AFTER = 3  # consecutive counted failures before an actor is replaced
+FIRST_TOUCH_DEADLINE = 120.0  # seconds a new actor gets to start serving
+RETRY_BACKOFF_NS = 100_000_000  # a failed turn waits this long on top of its think
+
+HIBERNATE_ROW = {
+    "suspend": "SuspendActor",
+    "suspend-async": "SuspendActorAsync",
+    "pause": "PauseActor",
+}
+
+
+def now_ns() -> int:
+    return time.monotonic_ns()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class StopSignal(asyncio.Event):
+    """The run's stop flag: an Event that, when set, also wakes every RunContext.wait_until
+    sleeper directly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sleepers: set[asyncio.Future[None]] = set()
+
+    def set(self) -> None:
+        super().set()
+        for wake in list(self.sleepers):
+            _resolve(wake)
+
+
+@dataclass
+class RunContext:
+    """What every session of one run shares."""
+
+    substrate: Substrate
+    recorder: Recorder
+    script: Script
+    params: RunParams
+    atespace: str
+    ledger: ActorLedger
+    stopping: StopSignal = field(default_factory=lambda: StopSignal())
+    misconfigured: dict[str, str] = field(default_factory=dict)  # code -> first message
+    # Opt-in record of the schedule drawn from the seeded streams, as (what, session id,
+    # nanoseconds): think gaps and turn arrivals (offset from the steady start). None in
+    # normal runs, so the hot path pays one `is None` test.
+    intended_log: list[tuple[str, int, int]] | None = None
+    # Turnover and turns register their sessions: first parks are booked *_Register, so
+    # SuspendActor / SuspendActorAsync hold only the population's own parks (docs/SPEC.md §4.2).
+    registers: bool = False
+    failure_log: FailureLog = field(default_factory=FailureLog)
+    dispatch_lag: Row = field(init=False)
+
+    def __post_init__(self) -> None:
+        # How late the loop wakes a sleeper past its intended time: the generator-health
+        # signal that judges a window void (telemetry.GeneratorHealth).
+        self.dispatch_lag = self.recorder.row(*DISPATCH_LAG_ROW)
+
+    async def wait_until(self, deadline_ns: int) -> bool:
+        """Sleep until `deadline_ns` unless the run stops first; True when the deadline was
+        reached. A think or an arrival gap can be minutes long, and stop must not wait it out."""
+        delay = (deadline_ns - time.monotonic_ns()) / 1e9
+        if self.stopping.is_set():
+            return False
+        if delay <= 0:
+            return True
+        stopping = self.stopping
+        # One timer per sleeper; StopSignal.set wakes them all. (wait_for(Event.wait()) costs
+        # a task per sleep and an O(waiters) removal from the Event on every timeout: with
+        # 20k sleeping sessions that alone stalled the loop for seconds at 2k turns/s.)
+        loop = asyncio.get_running_loop()
+        wake = loop.create_future()
+        timer = loop.call_later(delay, _resolve, wake)
+        stopping.sleepers.add(wake)
+        try:
+            await wake
+        finally:
+            timer.cancel()
+            stopping.sleepers.discard(wake)
+        if stopping.is_set():
+            return False
+        woke = time.monotonic_ns()
+        self.dispatch_lag.ok(deadline_ns, woke, woke)
+        return True
+
+    def surface(self, exc: SubstrateError, where: str) -> None:
+        """INVALID_ARGUMENT / UNAUTHENTICATED mean the run itself is wrong: say so loudly,
+        once per code, and keep it for status.json."""
+        if exc.code not in self.misconfigured:
+            self.misconfigured[exc.code] = f"{where}: {exc}"
+            log.error("MISCONFIGURED run: %s: %s", where, exc)
+
+
+class Stopped(Exception):
+    """The run is stopping: the session starts no new request."""
+
+
+class StepFailed(Exception):
+    """A request of a turn failed; carries the substrate error and where it happened."""
+
+    def __init__(self, error: SubstrateError, where: str) -> None:
+        super().__init__(f"{where}: {error}")
+        self.error = error
+        self.where = where
+
+
+class Session:
+    # Slots and lazily made random streams: a parked session is a few hundred bytes, so one
+    # generator process can hold 100k of them (bench/RESULTS.md, density).
+    __slots__ = (
+        "_payload_rng",
+        "_think_rng",
+        "actor",
+        "awake",
+        "created",
+        "ctx",
+        "cursor",
+        "failures_in_a_row",
+        "generation",
+        "id",
+        "needs_hibernate",
+        "ready_ns",
+        "state",
+    )
+
+    def __init__(self, ctx: RunContext, sid: int) -> None:
+        self.ctx = ctx
+        self.id = sid
+        self.generation = 0
+        self.actor = f"agent-{sid}"
+        self.cursor = 0
+        self.failures_in_a_row = 0
+        self.awake = False
+        self.created = False
+        self.needs_hibernate = False
+        self.ready_ns = now_ns()  # when the current think started
+        self.state = "new"  # for the sessions-by-state gauge
+        self._think_rng: random.Random | None = None
+        self._payload_rng: random.Random | None = None
+
+    @property
+    def think_rng(self) -> random.Random:
+        # Made on first use: the stream depends only on (seed, session id), not on when.
+        if self._think_rng is None:
+            self._think_rng = stream(self.ctx.params.seed, "session", self.id, "think")
+        return self._think_rng
+
+    @property
+    def payload_rng(self) -> random.Random:
+        if self._payload_rng is None:
+            self._payload_rng = stream(self.ctx.params.seed, "session", self.id, "payload")
+        return self._payload_rng
+
+    # ---------------------------------------------------------------- booking
+    def row(self, kind: str, name: str) -> Row:
+        return self.ctx.recorder.row(kind, name)  # cached by the recorder
+
+    async def _booked(
+        self, kind: str, name: str, intended_ns: int, call: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run one request and book it under (kind, name) from its intended time."""
+        row = self.row(kind, name)
+        sent = now_ns()
+        try:
+            result = await call()
+        except SubstrateError as exc:
+            row.fail(intended_ns, sent, now_ns(), exc.code)
+            raise
+        except asyncio.CancelledError:
+            row.cancelled(intended_ns, now_ns())
+            raise
+        nbytes = result if isinstance(result, int) else 0
+        row.ok(intended_ns, sent, now_ns(), nbytes)
+        return result
+
+    # ---------------------------------------------------------------- the think gap
+    def next_step(self) -> Step:
+        return self.ctx.script.steps[self.cursor]
+
+    def think_ns(self, step: Step) -> int:
+        seconds = step.think_seconds * self.ctx.params.think_scale * think_jitter(self.think_rng)
+        gap = int(seconds * 1e9)
+        if self.ctx.intended_log is not None:
+            self.ctx.intended_log.append(("think", self.id, gap))
+        return gap
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self, intended_ns: int, *, prime: bool = False) -> None:
+        """CreateActor, first touch until it serves, then (prime) step 1, then hibernate, so
+        every later step starts from a hibernated actor. Populations that register
+        (ctx.registers) book that first park as *_Register."""
+        ctx = self.ctx
+        namespace, template = ctx.params.template_ref
+        self.state = "starting"
+        retrying = ctx.ledger.creating(self.actor)
+        try:
+            await self._booked(
+                "control",
+                "CreateActor",
+                intended_ns,
+                lambda: ctx.substrate.create_actor(ctx.atespace, self.actor, namespace, template),
+            )
+        except SubstrateError as exc:
+            if not (retrying and exc.code == "ALREADY_EXISTS"):  # else: our earlier attempt
+                if exc.status:  # a definite refusal: nothing to clean up
+                    ctx.ledger.not_created(self.actor)
+                raise StepFailed(exc, f"{self.actor}: CreateActor") from None
+        ctx.ledger.created_actor(self.actor)
+        self.created = True
+        await self._first_touch()
+        self.awake = True
+        if prime:
+            await self.run_step(now_ns())
+        await self.hibernate(register=ctx.registers, may_replace=False)
+
+    async def _first_touch(self) -> None:
+        deadline = time.monotonic() + FIRST_TOUCH_DEADLINE
+        intended = now_ns()
+        while True:
+            try:
+                await self._booked("http", "FirstTouch", intended, self._ping)
+                return
+            except SubstrateError as exc:
+                if exc.failure_class is not FailureClass.RETRY_LATER or time.monotonic() > deadline:
+                    raise StepFailed(exc, f"{self.actor}: first touch") from None
+            await asyncio.sleep(0.2)
+
+    async def _ping(self) -> int:
+        ctx = self.ctx
+        response = await ctx.substrate.request(
+            ctx.atespace,
+            self.actor,
+            "ping",
+            json={"message": "wake"},
+            timeout=ctx.params.request_timeout,
+        )
+        return len(response.body)
+
+    async def hibernate(
+        self, *, register: bool = False, intended_ns: int | None = None, may_replace: bool = True
+    ) -> bool:
+        """Park the actor per lifecycle mode; a failure leaves needs_hibernate set so the next
+        turn re-drives it before anything else, and an actor the substrate says is gone or
+        crashed is replaced (not while it is being started: replace() starts the new one).
+        Returns True when the actor is parked."""
+        ctx = self.ctx
+        mode = ctx.params.lifecycle_mode
+        if mode == "none":
+            self.ready_ns = now_ns()
+            return False
+        name = HIBERNATE_ROW[mode] + ("_Register" if register else "")
+        substrate, a, n = ctx.substrate, ctx.atespace, self.actor
+        self.state = "hibernating"
+
+        async def call() -> None:
+            if mode == "pause":
+                await substrate.pause_actor(a, n)
+            else:
+                await substrate.suspend_actor(a, n, wait=mode == "suspend")
+
+        try:
+            await self._booked("control", name, intended_ns or now_ns(), call)
+        except SubstrateError as exc:
+            self.needs_hibernate = True
+            self.state = "idle"
+            action = self._note_failure(exc, f"{n}: {name}")
+            if action is FailureClass.REPLACE and may_replace:
+                await self.replace()
+                return not self.awake
+            self.ready_ns = now_ns()
+            return False
+        self.needs_hibernate = False
+        self.awake = False
+        self.state = "parked"
+        self.ready_ns = now_ns()
+        return True
+
+    async def resume(self, intended_ns: int) -> None:
+        ctx = self.ctx
+        try:
+            await self._booked(
+                "control",
+                "ResumeActor",
+                intended_ns,
+                lambda: ctx.substrate.resume_actor(ctx.atespace, self.actor),
+            )
+        except SubstrateError as exc:
+            if exc.crashed:
+                self.row("actor", "CrashCount").event(now_ns())
+            raise StepFailed(exc, f"{self.actor}: ResumeActor") from None
+
+    async def wake(
+        self, intended_ns: int, *, first_touch: bool = True, time_to_wake: bool = False
+    ) -> None:
+        """Wake the actor: ResumeActor first in explicit mode, then the probe request.
+        WakeFirstTouch runs from the probe's intended time (the end of the think, or the end
+        of ResumeActor); TimeToWake runs from `intended_ns` (a turnover tick) to the answer."""
+        if self.ctx.stopping.is_set():
+            raise Stopped
+        self.state = "waking"
+        rows = []
+        if time_to_wake:
+            rows.append((self.row("turnover", "TimeToWake"), intended_ns))
+        if self.ctx.params.resume_mode == "explicit" and self.ctx.params.lifecycle_mode != "none":
+            sent = now_ns()
+            try:
+                await self.resume(intended_ns)
+            except StepFailed as failed:
+                # The wake failed before its probe: book it as a failed wake all the same.
+                for row, intended in rows:
+                    row.fail(intended, sent, now_ns(), failed.error.code)
+                if first_touch:
+                    self.row("http", "WakeFirstTouch").fail(
+                        intended_ns, sent, now_ns(), failed.error.code
+                    )
+                self.state = "parked"
+                raise
+            self.awake = True  # RUNNING now, holding a worker, whatever the probe says
+            probe_intended = now_ns()
+        else:
+            probe_intended = intended_ns
+        if first_touch:
+            rows.append((self.row("http", "WakeFirstTouch"), probe_intended))
+        sent = now_ns()
+        try:
+            nbytes = await self._ping()
+        except SubstrateError as exc:
+            for row, intended in rows:
+                row.fail(intended, sent, now_ns(), exc.code)
+            if exc.crashed:
+                self.row("actor", "CrashCount").event(now_ns())
+            self.state = "idle" if self.awake else "parked"
+            raise StepFailed(exc, f"{self.actor}: wake probe") from None
+        except asyncio.CancelledError:
+            for row, intended in rows:
+                row.cancelled(intended, now_ns())
+            raise
+        done = now_ns()
+        for row, intended in rows:
+            row.ok(intended, sent, done, nbytes)
+        self.awake = True
+        self.state = "idle"
+
+    async def run_step(self, intended_ns: int) -> None:
+        """The ops of the step under the cursor, booked together as Step_<name>; the first
+        failing op ends the step. The cursor advances only when the step succeeds."""
+        ctx = self.ctx
+        step = self.next_step()
+        row = self.row("http", f"Step_{step.name}")
+        sent = now_ns()
+        nbytes = 0
+        self.state = "stepping"
+        for index, op in enumerate(step.ops, start=1):
+            if ctx.stopping.is_set():
+                # Stop guard: after stop no new request starts.
+                row.cancelled(intended_ns, now_ns())
+                raise Stopped
+            try:
+                nbytes += await ops.perform(
+                    ctx.substrate,
+                    ctx.atespace,
+                    self.actor,
+                    op,
+                    self.payload_rng,
+                    ctx.params.request_timeout,
+                )
+            except SubstrateError as exc:
+                row.fail(intended_ns, sent, now_ns(), f"op {index} {op.kind}: {exc.code}")
+                if exc.crashed:  # in lifecycle none a crash shows here, not on a wake
+                    self.row("actor", "CrashCount").event(now_ns())
+                where = f"{self.actor}: step {step.name}: op {index} {op.kind}"
+                raise StepFailed(exc, where) from None
+            except asyncio.CancelledError:
+                row.cancelled(intended_ns, now_ns())
+                raise
+        row.ok(intended_ns, sent, now_ns(), nbytes)
+        self.state = "idle"
+        self.cursor = (self.cursor + 1) % len(ctx.script.steps)
+        self.failures_in_a_row = 0
+
+    # ---------------------------------------------------------------- turns
+    async def turn(
+        self, intended_ns: int, *, first_touch: bool = True, time_to_wake: bool = False
+    ) -> bool:
+        """One scripted step at `intended_ns`: re-drive a failed hibernate, wake (booked
+        from the intended time), run the next step. Lifecycle none has no wake, so the step
+        itself is booked from the intended time. A failure is handled (docs/SPEC.md §3.4) and
+        returns False; the caller decides when the actor parks."""
+        try:
+            if self.needs_hibernate:
+                await self.hibernate()
+            if self.ctx.params.lifecycle_mode == "none":
+                await self.run_step(intended_ns)
+            else:
+                await self.wake(intended_ns, first_touch=first_touch, time_to_wake=time_to_wake)
+                await self.run_step(now_ns())
+        except StepFailed as failed:
+            await self.handle(failed)
+            return False
+        return True
+
+    async def think_and_step(self) -> None:
+        """The closed loop: think (the actor parked), then a turn, then park again."""
+        if self.needs_hibernate:  # park before thinking, not after
+            await self.hibernate()
+        intended = self.ready_ns + self.think_ns(self.next_step())
+        self.state = "thinking"
+        if await self.ctx.wait_until(intended) and await self.turn(intended):
+            await self.hibernate()
+
+    async def handle(self, failed: StepFailed, *, registering: bool = False) -> None:
+        """docs/SPEC.md §3.4: what a failure makes the session do next."""
+        action = self._note_failure(failed.error, failed.where)
+        if action is FailureClass.REPLACE or self.failures_in_a_row >= REPLACE_AFTER:
+            await self.replace()
+        elif self.awake or self.ctx.params.lifecycle_mode == "none":
+            await self.hibernate(register=registering and self.ctx.registers)
+        else:
+            self.ready_ns = now_ns() + RETRY_BACKOFF_NS
+
+    def note_failure(self, failed: StepFailed) -> FailureClass:
+        return self._note_failure(failed.error, failed.where)
+
+    def _note_failure(self, exc: SubstrateError, where: str) -> FailureClass:
+        action = exc.failure_class
+        if action is FailureClass.MISCONFIGURED:
+            self.ctx.surface(exc, where)
+        elif action is FailureClass.COUNT:
+            self.failures_in_a_row += 1
+        if action is not FailureClass.RETRY_LATER:
+            self.ctx.failure_log.failure(exc.code, f"{where} ({exc})")
+        return action
+
+    async def replace(self) -> None:
+        """SuspendActor + DeleteActor the old actor (booked as DeleteActor), then a fresh
+        session at step 1 on a new actor."""
+        ctx = self.ctx
+        old = self.actor
+        try:
+            await self._booked(
+                "control", "DeleteActor", now_ns(), lambda: ctx.ledger.remove(ctx.substrate, old)
+            )
+        except SubstrateError as exc:
+            log.warning("%s: delete on replace failed (%s); cleanup retries it", old, exc)
+        self.generation += 1
+        self.actor = f"agent-{self.id}-r{self.generation}"
+        self.cursor = 0
+        self.failures_in_a_row = 0
+        self.awake = False
+        self.needs_hibernate = False
+        log.info("%s replaced by %s", old, self.actor)
+        try:
+            await self.start(now_ns(), prime=ctx.registers)
+        except StepFailed as failed:
+            self._note_failure(failed.error, failed.where)
+            self.ready_ns = now_ns() + RETRY_BACKOFF_NS

@@ -1,0 +1,211 @@
+"""The threshold language: one readable line per pass/fail rule, k6 style.
+
+Grammar (whitespace is free)::
+
+    threshold := [ROWS ":"] STAT OP VALUE ["*" "target"] ["(" OPTION {"," OPTION} ")"]
+    ROWS      := a row name or fnmatch pattern, matched on the NAME only, across kinds
+                 ("TimeToWake", "WakeFirstTouch", "Step_*", "ResumeActor")
+    STAT      := p50 | p66 | p75 | p80 | p90 | p95 | p98 | p99 | p99_9 | p(99) | p(99.9)
+                 | max | mean | avg | failure_ratio | failures | count | rps | achieved_rps
+    OP        := "<" | "<=" | ">" | ">="
+    VALUE     := a number; latency stats also take a duration ("2s", "500ms", "1.5m") and a
+                 bare number there means milliseconds; failure_ratio also takes "1%"
+    OPTION    := "min" N   (minimum samples before the rule is judged)
+               | "abort"   (also evaluated every second on a sliding window; see judge)
+
+Examples::
+
+    TimeToWake: p99 < 2s
+    Step_*: failure_ratio < 0.01 (min 50)
+    achieved_rps >= 0.95 * target
+    TimeToWake: failure_ratio < 0.5 (min 20, abort)
+
+Several rows matching ROWS are merged (their histograms added) before the stat is taken.
+Without ROWS a row stat covers every request row of the window; ``achieved_rps`` is
+run-level and takes no ROWS. ``VALUE * target`` multiplies by the population's level at
+judging time (target_rps for turnover). Latencies are measured from the intended time.
+
+Minimum samples: a rule with fewer samples than its minimum is not judged (passed=None).
+The default minimum is 1 for latency and ratio stats and 0 for counts and rates, whose
+value *is* the number of samples (zero wakes against a target is a real miss).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentsession_core.errors import UsageError
+from agentsession_core.script.quantity import QuantityError, parse_duration
+
+LATENCY_STATS = ("p50", "p66", "p75", "p80", "p90", "p95", "p98", "p99", "p99_9", "max", "mean")
+RATIO_STATS = ("failure_ratio",)
+COUNT_STATS = ("failures", "count", "rps")
+RUN_STATS = ("achieved_rps",)
+STATS = LATENCY_STATS + RATIO_STATS + COUNT_STATS + RUN_STATS
+OPS = ("<=", ">=", "<", ">")
+_ALIASES = {"avg": "mean", "p100": "max"}
+_PERCENTILE_CALL = re.compile(r"^p\(\s*([0-9]+(?:\.[0-9]+)?)\s*\)$")
+
+_LINE = re.compile(
+    r"""^\s*
+    (?:(?P<rows>[A-Za-z0-9_*?\[\]!.\-]+)\s*:\s*)?
+    (?P<stat>[A-Za-z_][A-Za-z0-9_]*(?:\(\s*[0-9.]+\s*\))?)\s*
+    (?P<op><=|>=|<|>|==|!=|=)\s*
+    (?P<value>[^\s*()]+)\s*
+    (?P<factor>\*\s*(?P<target>[A-Za-z_]+)\s*)?
+    (?:\((?P<options>[^)]*)\)\s*)?
+    $""",
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One parsed rule; `value` is in ms for latency stats."""
+
+    text: str
+    rows: str | None
+    stat: str
+    op: str
+    value: float
+    target_factor: float | None = None
+    min_samples: int = 1
+    abort: bool = False
+
+    @property
+    def is_latency(self) -> bool:
+        return self.stat in LATENCY_STATS
+
+    def bound(self, target: float | None) -> float | None:
+        """The number to compare against; None when it needs a target and has none."""
+        if self.target_factor is None:
+            return self.value
+        return None if target is None else self.target_factor * target
+
+    def holds(self, observed: float, target: float | None) -> bool | None:
+        bound = self.bound(target)
+        if bound is None:
+            return None
+        return {
+            "<": observed < bound,
+            "<=": observed <= bound,
+            ">": observed > bound,
+            ">=": observed >= bound,
+        }[self.op]
+
+
+def _fail(where: str, text: str, why: str) -> UsageError:
+    return UsageError(f"{where}: {why} in threshold {text!r}")
+
+
+def _stat(raw: str, where: str, text: str) -> str:
+    call = _PERCENTILE_CALL.match(raw)
+    if call:  # k6 spelling: p(99) -> p99, p(99.9) -> p99_9
+        number = call.group(1)
+        if "." in number:
+            number = number.rstrip("0").rstrip(".")
+        raw = "p" + number.replace(".", "_")
+    stat = _ALIASES.get(raw, raw)
+    if stat not in STATS:
+        raise _fail(where, text, f"unknown statistic {raw!r} (one of {', '.join(STATS)})")
+    return stat
+
+
+def _number(raw: str, where: str, text: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _fail(where, text, f"{raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise _fail(where, text, f"{raw!r} is not a finite number")
+    return value
+
+
+def _value(raw: str, stat: str, where: str, text: str) -> float:
+    if stat in LATENCY_STATS and re.search(r"[a-zµ]", raw):
+        try:
+            return parse_duration(raw) / 1e6
+        except QuantityError as exc:
+            raise _fail(where, text, str(exc)) from None
+    if stat in RATIO_STATS and raw.endswith("%"):
+        return _number(raw[:-1], where, text) / 100.0
+    return _number(raw, where, text)
+
+
+def _options(raw: str | None, where: str, text: str) -> tuple[int | None, bool]:
+    min_samples: int | None = None
+    abort = False
+    if raw is None:
+        return None, False
+    for part in (p.strip() for p in raw.split(",")):
+        words = part.split()
+        if words == ["abort"]:
+            abort = True
+        elif len(words) == 2 and words[0] == "min" and words[1].isdigit():
+            min_samples = int(words[1])
+        else:
+            raise _fail(where, text, f"unknown option {part!r} (use 'min N' or 'abort')")
+    return min_samples, abort
+
+
+def parse_threshold(text: str, *, where: str = "thresholds", abort: bool = False) -> Threshold:
+    """Parse one rule; `abort=True` marks it as an abort rule whatever its options say."""
+    if not isinstance(text, str) or not text.strip():
+        raise UsageError(f"{where}: empty threshold")
+    m = _LINE.match(text)
+    if m is None:
+        raise _fail(where, text, "expected '[ROWS:] STAT OP VALUE [* target] [(min N)]'")
+    stat = _stat(m["stat"], where, text)
+    op = m["op"]
+    if op not in OPS:
+        raise _fail(where, text, f"operator {op!r} is not one of {' '.join(OPS)}")
+    rows = m["rows"]
+    if stat in RUN_STATS and rows is not None:
+        raise _fail(where, text, f"{stat} is run-level and takes no row pattern")
+    factor: float | None = None
+    if m["factor"]:
+        if m["target"] != "target":
+            raise _fail(where, text, f"only '* target' may scale a value, not {m['target']!r}")
+        if stat in LATENCY_STATS:
+            raise _fail(where, text, "a latency cannot be scaled by the target")
+        factor = _number(m["value"], where, text)
+        value = factor
+    else:
+        value = _value(m["value"], stat, where, text)
+    if value < 0 or (factor is not None and factor < 0):
+        raise _fail(where, text, "a threshold value cannot be negative")
+    min_samples, abort_option = _options(m["options"], where, text)
+    if min_samples is None:
+        min_samples = 0 if stat in COUNT_STATS + RUN_STATS else 1
+    return Threshold(
+        text=text.strip(),
+        rows=rows if stat not in RUN_STATS else None,
+        stat=stat,
+        op=op,
+        value=value,
+        target_factor=factor,
+        min_samples=min_samples,
+        abort=abort or abort_option,
+    )
+
+
+def parse_thresholds(
+    texts: Sequence[str], *, where: str = "thresholds", abort: bool = False
+) -> list[Threshold]:
+    """Parse a list; errors name the entry, e.g. ``thresholds[2]``."""
+    if isinstance(texts, str):
+        texts = [texts]
+    return [parse_threshold(t, where=f"{where}[{i}]", abort=abort) for i, t in enumerate(texts)]
+
+
+__all__ = [
+    "LATENCY_STATS",
+    "RATIO_STATS",
+    "STATS",
+    "Threshold",
+    "parse_threshold",
+    "parse_thresholds",
+]

@@ -1,0 +1,405 @@
+"""The judge: step-window outcomes, live abort rules, drift and the ramp result.
+
+A step window is judged from its exact recorder Window against the thresholds of
+``agentsession_core.judge.thresholds``. Its outcome is, in this order of precedence:
+
+* ``aborted`` — an abort rule tripped during it (the caller passes ``abort_reason``); the
+  window and the campaign end at once. A dead substrate is a failure whatever else happened.
+* ``void`` — the generator itself was saturated (the caller passes ``void_reason`` from
+  ``GeneratorHealth.is_void``); no threshold can be trusted, so none decides.
+* ``break`` — a judged threshold was missed.
+* ``pass`` — every threshold with enough samples held (rules with too few samples are
+  reported but do not decide).
+
+Rows match across kinds by name, so ``Step_*`` merges every http Step_ row. achieved_rps is
+the TimeToWake count per second for a turnover window (one with turnover rows or the
+turnover gauge) and the http Step_* count per second otherwise.
+
+The headline of a window: TimeToWake, WakeFirstTouch and the Step_* rows merged (latency
+percentiles in ms, from the intended time), plus the request totals and failure ratio.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+from agentsession_core.judge.thresholds import LATENCY_STATS, RATIO_STATS, Threshold
+from agentsession_core.measure.recorder import NS_PER_S, Recorder, RowStats, Window
+from agentsession_core.output.stats_files import HEALTH_KIND, jsonl_row, render_jsonl
+
+Outcome = Literal["pass", "break", "void", "aborted"]
+OUTCOMES: tuple[str, ...] = ("pass", "break", "void", "aborted")
+TURNOVER_GAUGE = "turnover_sessions"
+# Headline sections: name -> row-name pattern.
+HEADLINE_ROWS = {"TimeToWake": "TimeToWake", "WakeFirstTouch": "WakeFirstTouch", "Step_*": "Step_*"}
+HEADLINE_LATENCIES = ("p50", "p90", "p95", "p99", "p99_9", "max", "mean")
+DRIFT_PERCENTILES = ("p50", "p90", "p99")
+_QUANTILE = {
+    "p50": 0.5,
+    "p66": 0.66,
+    "p75": 0.75,
+    "p80": 0.8,
+    "p90": 0.9,
+    "p95": 0.95,
+    "p98": 0.98,
+    "p99": 0.99,
+    "p99_9": 0.999,
+}
+_SNAKE = {
+    "TimeToWake": "time_to_wake",
+    "WakeFirstTouch": "wake_first_touch",
+    "Step_*": "steps",
+    "requests": "requests",
+}
+
+
+@dataclass
+class ThresholdResult:
+    threshold: str
+    observed: float | None
+    samples: int
+    passed: bool | None  # None: not judged (too few samples, no target)
+    detail: str
+
+
+@dataclass
+class WindowVerdict:
+    index: int
+    level: float
+    start_unix: float
+    end_unix: float
+    outcome: Outcome
+    results: list[ThresholdResult] = field(default_factory=list)
+    headline: dict[str, dict[str, float]] = field(default_factory=dict)
+    void_reason: str | None = None
+    abort_reason: str | None = None
+
+    @property
+    def broken(self) -> list[ThresholdResult]:
+        return [r for r in self.results if r.passed is False]
+
+    def to_dict(self) -> dict[str, Any]:
+        """One windows.jsonl object."""
+        return {
+            "index": self.index,
+            "level": self.level,
+            "start_unix": self.start_unix,
+            "end_unix": self.end_unix,
+            "duration_s": max(0.0, self.end_unix - self.start_unix),
+            "outcome": self.outcome,
+            "void_reason": self.void_reason,
+            "abort_reason": self.abort_reason,
+            "thresholds": [asdict(r) for r in self.results],
+            "headline": self.headline,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WindowVerdict:
+        outcome = d["outcome"]
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
+        return cls(
+            index=int(d["index"]),
+            level=float(d["level"]),
+            start_unix=float(d["start_unix"]),
+            end_unix=float(d["end_unix"]),
+            outcome=outcome,
+            results=[ThresholdResult(**r) for r in d.get("thresholds", [])],
+            headline=d.get("headline") or {},
+            void_reason=d.get("void_reason"),
+            abort_reason=d.get("abort_reason"),
+        )
+
+
+# --------------------------------------------------------------------------- measuring
+def select(window: Window, pattern: str | None) -> RowStats:
+    """Request rows whose name matches `pattern` (all request rows for None), merged."""
+    return window.aggregate(
+        lambda key: key[0] != HEALTH_KIND and (pattern is None or fnmatchcase(key[1], pattern))
+    )
+
+
+def is_turnover(window: Window) -> bool:
+    return any(kind == "turnover" for kind, _ in window.rows) or any(
+        name == TURNOVER_GAUGE for _, _, name, _ in window.gauges
+    )
+
+
+def achieved(window: Window) -> tuple[float, int]:
+    """(achieved requests per second, the count behind it): successful ones only, so a
+    substrate that fails every wake achieves nothing."""
+    if is_turnover(window):
+        done = window.row("turnover", "TimeToWake")
+    else:
+        done = window.aggregate(lambda key: key[0] == "http" and key[1].startswith("Step_"))
+    count = done.count - done.failures
+    duration = window.duration_s
+    return (count / duration if duration > 0 else 0.0), count
+
+
+def row_stat(stats: RowStats, stat: str, duration_s: float) -> float:
+    if stat in _QUANTILE:
+        return stats.response.quantile(_QUANTILE[stat])
+    if stat == "max":
+        return stats.response.max if stats.response.count else 0.0
+    if stat == "mean":
+        return stats.response.mean()
+    if stat == "failure_ratio":
+        return stats.failure_ratio()
+    if stat == "failures":
+        return float(stats.failures)
+    if stat == "count":
+        return float(stats.count)
+    if stat == "rps":
+        return stats.rps(duration_s)
+    raise ValueError(f"not a row statistic: {stat!r}")
+
+
+def _fmt(value: float, latency: bool) -> str:
+    return f"{value:.1f} ms" if latency else f"{value:.4g}"
+
+
+def evaluate(threshold: Threshold, window: Window, target: float | None) -> ThresholdResult:
+    if threshold.stat == "achieved_rps":
+        observed, samples = achieved(window)
+        subject = "achieved_rps"
+    else:
+        stats = select(window, threshold.rows)
+        samples = stats.count
+        subject = f"{threshold.rows or 'all requests'} {threshold.stat}"
+        observed = row_stat(stats, threshold.stat, window.duration_s)
+    latency = threshold.stat in LATENCY_STATS
+    bound = threshold.bound(target)
+    # A latency or a ratio of nothing is not a measurement, whatever the rule's minimum.
+    needed = max(threshold.min_samples, 1 if latency or threshold.stat in RATIO_STATS else 0)
+    if samples < needed:
+        return ThresholdResult(
+            threshold.text, None, samples, None, f"not judged: {samples} samples < min {needed}"
+        )
+    if bound is None:
+        return ThresholdResult(
+            threshold.text,
+            observed,
+            samples,
+            None,
+            "not judged: the rule needs a target and the window has none",
+        )
+    passed = threshold.holds(observed, target)
+    verb = "held" if passed else "missed"
+    detail = (
+        f"{verb}: {subject} = {_fmt(observed, latency)}, needs {threshold.op} "
+        f"{_fmt(bound, latency)} ({samples} samples)"
+    )
+    return ThresholdResult(threshold.text, observed, samples, passed, detail)
+
+
+def _latencies(stats: RowStats) -> dict[str, float]:
+    out = {key: row_stat(stats, key, 0.0) for key in HEADLINE_LATENCIES}
+    out.update(
+        count=float(stats.count),
+        failures=float(stats.failures),
+        failure_ratio=stats.failure_ratio(),
+    )
+    return out
+
+
+def headline(window: Window) -> dict[str, dict[str, float]]:
+    """The window's headline metrics (sections present only when their rows saw requests)."""
+    out: dict[str, dict[str, float]] = {}
+    for section, pattern in HEADLINE_ROWS.items():
+        stats = select(window, pattern)
+        if stats.count:
+            out[section] = _latencies(stats)
+    everything = select(window, None)
+    rate, _ = achieved(window)
+    out["requests"] = {
+        "count": float(everything.count),
+        "failures": float(everything.failures),
+        "failure_ratio": everything.failure_ratio(),
+        "rps": everything.rps(window.duration_s),
+        "achieved_rps": rate,
+    }
+    return out
+
+
+# --------------------------------------------------------------------------- judging
+def judge_window(
+    window: Window,
+    thresholds: list[Threshold],
+    *,
+    index: int,
+    level: float,
+    target: float | None,
+    void_reason: str | None = None,
+    abort_reason: str | None = None,
+) -> WindowVerdict:
+    results = [evaluate(t, window, target) for t in thresholds]
+    outcome: Outcome
+    if abort_reason:
+        outcome = "aborted"
+    elif void_reason:
+        outcome = "void"
+    elif any(r.passed is False for r in results):
+        outcome = "break"
+    else:
+        outcome = "pass"
+    return WindowVerdict(
+        index=index,
+        level=level,
+        start_unix=window.start_s,
+        end_unix=window.end_s,
+        outcome=outcome,
+        results=results,
+        headline=headline(window),
+        void_reason=void_reason,
+        abort_reason=abort_reason,
+    )
+
+
+class AbortMonitor:
+    """Abort rules on a sliding window of whole, closed seconds, once the warm-up is over.
+
+    ``check`` is meant for a hold's ``should_stop`` (called ~10× a second): it does real
+    work once per new second only. Once tripped it keeps returning the same reason.
+    """
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        rules: list[Threshold],
+        *,
+        sliding_s: float = 30.0,
+        delay_s: float = 60.0,
+        target: Callable[[], float | None],
+        start_ns: int | None = None,
+    ) -> None:
+        if sliding_s < 1:
+            raise ValueError("sliding_s must be at least one second")
+        self.recorder = recorder
+        self.rules = list(rules)
+        self.sliding_s = sliding_s
+        self.delay_s = delay_s
+        self.target = target
+        self.start_ns = recorder.now_ns() if start_ns is None else start_ns
+        self.reason: str | None = None
+        self.last_results: list[ThresholdResult] = []
+        self._judged_second: int | None = None
+
+    def check(self, now_ns: int | None = None) -> str | None:
+        if self.reason is not None or not self.rules:
+            return self.reason
+        rec = self.recorder
+        now_ns = rec.now_ns() if now_ns is None else now_ns
+        if now_ns - self.start_ns < self.delay_s * NS_PER_S:
+            return None
+        second = rec.second_of(now_ns)
+        if second == self._judged_second:
+            return None
+        self._judged_second = second
+        rec.flush(now_ns)
+        # Only whole seconds after the monitor started, so the fill never leaks in.
+        first = max(rec.second_of(self.start_ns) + 1, second - math.ceil(self.sliding_s))
+        if first >= second:
+            return None
+        window = rec.window_seconds(first, second)
+        target = self.target()
+        self.last_results = [evaluate(rule, window, target) for rule in self.rules]
+        for rule, result in zip(self.rules, self.last_results, strict=True):
+            if result.passed is False:
+                self.reason = (
+                    f"abort rule {rule.text!r} tripped over the last "
+                    f"{second - first}s: {result.detail}"
+                )
+                return self.reason
+        return None
+
+
+# --------------------------------------------------------------------------- across windows
+def _slope(points: list[tuple[float, float]]) -> float:
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if sxx == 0:
+        return 0.0
+    return sum((x - mx) * (y - my) for x, y in points) / sxx
+
+
+def drift(verdicts: list[WindowVerdict]) -> dict[str, float]:
+    """Least-squares slope (ms per window) of each headline percentile, over the judged
+    (pass/break) windows at the first level; a metric needs two windows to have a slope."""
+    if not verdicts:
+        return {}
+    first_level = verdicts[0].level
+    judged = [v for v in verdicts if v.level == first_level and v.outcome in ("pass", "break")]
+    series: dict[str, list[tuple[float, float]]] = {}
+    for v in judged:
+        for section in HEADLINE_ROWS:
+            values = v.headline.get(section)
+            if not values:
+                continue
+            for key in DRIFT_PERCENTILES:
+                if key in values:
+                    series.setdefault(f"{section}.{key}", []).append((v.index, values[key]))
+    return {metric: _slope(points) for metric, points in sorted(series.items()) if len(points) >= 2}
+
+
+def ramp_result(verdicts: Iterable[WindowVerdict]) -> dict[str, float | None]:
+    """Levels in the order they ran: a level breaks when any of its windows broke or was
+    aborted, and holds when at least one passed and none broke; void-only levels say
+    nothing. The ramp stops counting at the first broken level."""
+    by_level: dict[float, list[str]] = {}
+    for v in verdicts:
+        by_level.setdefault(v.level, []).append(v.outcome)
+    last_held: float | None = None
+    first_broken: float | None = None
+    for level, outcomes in by_level.items():
+        if "break" in outcomes or "aborted" in outcomes:
+            first_broken = level
+            break
+        if "pass" in outcomes:
+            last_held = level
+    return {"last_held_level": last_held, "first_broken_level": first_broken}
+
+
+# --------------------------------------------------------------------------- artifacts
+def step_window_row(verdict: WindowVerdict, *, tag: str, test_name: str) -> dict[str, Any]:
+    """The stats.jsonl `step_window` row: flat snake_case measurements."""
+    m: dict[str, Any] = {
+        "index": verdict.index,
+        "level": verdict.level,
+        "outcome": verdict.outcome,
+        "start_unix": verdict.start_unix,
+        "end_unix": verdict.end_unix,
+        "duration_s": max(0.0, verdict.end_unix - verdict.start_unix),
+        "thresholds_judged": sum(1 for r in verdict.results if r.passed is not None),
+        "thresholds_missed": len(verdict.broken),
+        "void_reason": verdict.void_reason,
+        "abort_reason": verdict.abort_reason,
+    }
+    for section, values in verdict.headline.items():
+        prefix = _SNAKE.get(section, section.lower())
+        for key, value in values.items():
+            m[f"{prefix}_{key}"] = value
+    return jsonl_row("step_window", m, tag=tag, test_name=test_name, timestamp=verdict.end_unix)
+
+
+def windows_jsonl(verdicts: Iterable[WindowVerdict]) -> str:
+    return render_jsonl(v.to_dict() for v in verdicts)
+
+
+__all__ = [
+    "AbortMonitor",
+    "ThresholdResult",
+    "WindowVerdict",
+    "drift",
+    "headline",
+    "judge_window",
+    "ramp_result",
+    "step_window_row",
+    "windows_jsonl",
+]

@@ -1,0 +1,482 @@
+"""The recorder: cheap hot-path booking, per-second intervals, exact windows, shard merge.
+
+Hot path: a Row appends raw monotonic timestamps to an ``array('q')`` (no allocation per
+request beyond the array's amortised growth, no logging). Once a second ``flush`` buckets every
+sample of the seconds that have ended into one ``Interval`` per (second, row) with numpy.
+Every window (a step window, the steady window, the turnover window) is then the exact sum of
+the intervals of its whole seconds, so percentiles are never averaged.
+
+Seconds are unix seconds, found from one (monotonic, wall) anchor taken at construction, so
+recorders of different shards/processes line up second by second and merge by plain sums.
+A sample belongs to the second of its done time (cancellations: the cancel time; events: their
+own time).
+
+The recorder is single-threaded: use it from the event loop thread only.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agentsession_core.measure.histogram import (
+    EMPTY_SPARSE,
+    PERCENTILES,
+    LogHistogram,
+    SparseHistogram,
+    merge_sparse,
+)
+
+NS_PER_S = 1_000_000_000
+_NS_PER_MS = 1e6
+RowKey = tuple[str, str]
+GaugeKey = tuple[str, tuple[tuple[str, str], ...]]
+
+# Fields of one request sample in Row._samples.
+_INTENDED, _SENT, _DONE, _NBYTES, _FAILED = range(5)
+_FIELDS = 5
+
+# The percentile keys of stats.jsonl (docs/SPEC.md §7: p50 … p99_9).
+JSONL_PERCENTILES = {k: q for k, q in PERCENTILES.items() if k not in ("p99_99", "p100")}
+_SIDE_PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999}
+
+
+def _labels_key(labels: dict[str, str] | tuple) -> tuple[tuple[str, str], ...]:
+    if isinstance(labels, dict):
+        return tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+    return tuple(sorted((str(k), str(v)) for k, v in labels))
+
+
+class Row:
+    """One (kind, name) stats row; the engine keeps it and books into it on the hot path."""
+
+    __slots__ = ("_cancels", "_errors", "_events", "_samples", "kind", "name")
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        self._samples = array("q")
+        self._errors: list[tuple[int, str]] = []
+        self._events = array("q")
+        self._cancels = array("q")
+
+    def ok(self, intended_ns: int, sent_ns: int, done_ns: int, nbytes: int = 0) -> None:
+        self._samples.extend((intended_ns, sent_ns, done_ns, nbytes, 0))
+
+    def fail(self, intended_ns: int, sent_ns: int, done_ns: int, error: str) -> None:
+        self._samples.extend((intended_ns, sent_ns, done_ns, 0, 1))
+        self._errors.append((done_ns, error))
+
+    def event(self, at_ns: int, n: int = 1) -> None:
+        self._events.extend((at_ns, n))
+
+    def cancelled(self, intended_ns: int, at_ns: int) -> None:
+        self._cancels.extend((intended_ns, at_ns))
+
+    def __repr__(self) -> str:
+        return f"Row({self.kind!r}, {self.name!r})"
+
+
+@dataclass(slots=True)
+class Interval:
+    """One second of one row, in compact form."""
+
+    count: int = 0
+    failures: int = 0
+    cancelled: int = 0
+    events: int = 0
+    bytes: int = 0
+    errors: Counter[str] | None = None
+    response: SparseHistogram = EMPTY_SPARSE
+    service: SparseHistogram = EMPTY_SPARSE
+    start_lag: SparseHistogram = EMPTY_SPARSE
+    failed_response: SparseHistogram = EMPTY_SPARSE
+
+    def add(self, other: Interval) -> None:
+        self.count += other.count
+        self.failures += other.failures
+        self.cancelled += other.cancelled
+        self.events += other.events
+        self.bytes += other.bytes
+        if other.errors:
+            self.errors = (self.errors or Counter()) + other.errors
+        self.response = self.response.merged(other.response)
+        self.service = self.service.merged(other.service)
+        self.start_lag = self.start_lag.merged(other.start_lag)
+        self.failed_response = self.failed_response.merged(other.failed_response)
+
+    def stats(self) -> RowStats:
+        return _row_stats((self,))
+
+
+@dataclass
+class RowStats:
+    """A row over a window: counts and the three latency views (ms)."""
+
+    count: int = 0
+    failures: int = 0
+    cancelled: int = 0
+    events: int = 0
+    bytes: int = 0
+    response: LogHistogram = field(default_factory=LogHistogram)  # done - intended
+    service: LogHistogram = field(default_factory=LogHistogram)  # done - sent
+    start_lag: LogHistogram = field(default_factory=LogHistogram)  # sent - intended
+    failed_response: LogHistogram = field(default_factory=LogHistogram)  # failures only
+    errors: Counter[str] = field(default_factory=Counter)
+
+    def merge(self, other: RowStats) -> None:
+        self.count += other.count
+        self.failures += other.failures
+        self.cancelled += other.cancelled
+        self.events += other.events
+        self.bytes += other.bytes
+        self.response.merge(other.response)
+        self.service.merge(other.service)
+        self.start_lag.merge(other.start_lag)
+        self.failed_response.merge(other.failed_response)
+        self.errors.update(other.errors)
+
+    def add_interval(self, interval: Interval) -> None:
+        self.count += interval.count
+        self.failures += interval.failures
+        self.cancelled += interval.cancelled
+        self.events += interval.events
+        self.bytes += interval.bytes
+        for hist, part in (
+            (self.response, interval.response),
+            (self.service, interval.service),
+            (self.start_lag, interval.start_lag),
+            (self.failed_response, interval.failed_response),
+        ):
+            hist.add_sparse(*part)
+        if interval.errors:
+            self.errors.update(interval.errors)
+
+    def copy(self) -> RowStats:
+        return RowStats(
+            self.count,
+            self.failures,
+            self.cancelled,
+            self.events,
+            self.bytes,
+            self.response.copy(),
+            self.service.copy(),
+            self.start_lag.copy(),
+            self.failed_response.copy(),
+            Counter(self.errors),
+        )
+
+    def rps(self, duration_s: float) -> float:
+        return self.count / duration_s if duration_s > 0 else 0.0
+
+    def failure_ratio(self) -> float:
+        return self.failures / self.count if self.count else 0.0
+
+    def measurements(self, duration_s: float) -> dict[str, Any]:
+        """The stats.jsonl measurements: snake_case keys, latencies in ms."""
+        out: dict[str, Any] = {
+            "request_count": self.count,
+            "failure_count": self.failures,
+            "cancelled_count": self.cancelled,
+            "event_count": self.events,
+            "duration_s": duration_s,
+            "requests_per_s": self.rps(duration_s),
+            "failures_per_s": self.failures / duration_s if duration_s > 0 else 0.0,
+            "events_per_s": self.events / duration_s if duration_s > 0 else 0.0,
+            "failure_ratio": self.failure_ratio(),
+            "avg_response_time": self.response.mean(),
+            "min_response_time": self.response.min if self.response.count else 0.0,
+            "max_response_time": self.response.max if self.response.count else 0.0,
+            "avg_content_size": self.bytes / self.count if self.count else 0.0,
+        }
+        out.update(self.response.quantiles(JSONL_PERCENTILES))
+        for prefix, hist in (("service", self.service), ("start_lag", self.start_lag)):
+            for key, q in _SIDE_PERCENTILES.items():
+                out[f"{prefix}_{key}"] = hist.quantile(q)
+            out[f"{prefix}_max"] = hist.max if hist.count else 0.0
+        if self.errors:
+            out["errors"] = dict(self.errors)
+        return out
+
+
+def _row_stats(intervals: Iterable[Interval]) -> RowStats:
+    items = list(intervals)
+    errors: Counter[str] = Counter()
+    for it in items:
+        if it.errors:
+            errors.update(it.errors)
+    return RowStats(
+        count=sum(it.count for it in items),
+        failures=sum(it.failures for it in items),
+        cancelled=sum(it.cancelled for it in items),
+        events=sum(it.events for it in items),
+        bytes=sum(it.bytes for it in items),
+        response=merge_sparse(it.response for it in items),
+        service=merge_sparse(it.service for it in items),
+        start_lag=merge_sparse(it.start_lag for it in items),
+        failed_response=merge_sparse(it.failed_response for it in items),
+        errors=errors,
+    )
+
+
+@dataclass
+class Window:
+    """Stats over whole seconds [start_s, end_s) (unix seconds)."""
+
+    start_s: float
+    end_s: float
+    rows: dict[RowKey, RowStats]
+    gauges: list[tuple[float, dict[str, str], str, float]] = field(default_factory=list)
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.end_s - self.start_s)
+
+    def row(self, kind: str, name: str) -> RowStats:
+        return self.rows.get((kind, name)) or RowStats()
+
+    def gauge_series(self, name: str) -> list[tuple[float, dict[str, str], float]]:
+        return [(t, labels, v) for t, labels, n, v in self.gauges if n == name]
+
+    def aggregate(self, include: Callable[[RowKey], bool] = lambda key: True) -> RowStats:
+        """All selected rows merged (Locust's "Aggregated" row)."""
+        total = RowStats()
+        for key in sorted(self.rows):
+            if include(key):
+                total.merge(self.rows[key])
+        return total
+
+
+class Recorder:
+    """Per-second, per-row interval store fed by Rows; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._clock_ns = clock_ns
+        mono = clock_ns()
+        self._offset_ns = round(wall_clock() * NS_PER_S) - mono
+        self._rows: dict[RowKey, Row] = {}
+        self.intervals: dict[int, dict[RowKey, Interval]] = {}
+        self.gauges: dict[int, dict[GaugeKey, float]] = {}
+        self._gauge_now: dict[GaugeKey, float] = {}
+        self._cumulative: dict[RowKey, RowStats] = {}
+        self.first_second = self.second_of(mono)
+        # Every second before closed_until has been flushed into intervals.
+        self.closed_until = self.first_second
+
+    # -- clocks ---------------------------------------------------------------------------
+    def unix_s(self, mono_ns: int) -> float:
+        return (mono_ns + self._offset_ns) / NS_PER_S
+
+    def second_of(self, mono_ns: int) -> int:
+        return (mono_ns + self._offset_ns) // NS_PER_S
+
+    def mono_ns_of_second(self, unix_second: int) -> int:
+        return unix_second * NS_PER_S - self._offset_ns
+
+    def now_ns(self) -> int:
+        return self._clock_ns()
+
+    # -- hot path handles -------------------------------------------------------------------
+    def row(self, kind: str, name: str) -> Row:
+        key = (kind, name)
+        found = self._rows.get(key)
+        if found is None:
+            found = self._rows[key] = Row(kind, name)
+        return found
+
+    def gauge(self, name: str, labels: dict[str, str] | tuple, value: float) -> None:
+        self._gauge_now[(name, _labels_key(labels))] = float(value)
+
+    def current_gauges(self) -> dict[GaugeKey, float]:
+        return dict(self._gauge_now)
+
+    # -- per-second close -------------------------------------------------------------------
+    def flush(self, now_ns: int | None = None) -> None:
+        now_sec = self.second_of(self._clock_ns() if now_ns is None else now_ns)
+        for row in self._rows.values():
+            for second, interval in self._drain(row, now_sec).items():
+                self._store((row.kind, row.name), second, interval)
+        if now_sec > self.closed_until:
+            snapshot = dict(self._gauge_now)
+            for second in range(self.closed_until, now_sec):
+                self.gauges[second] = snapshot
+            self.closed_until = now_sec
+
+    def _store(self, key: RowKey, second: int, interval: Interval) -> None:
+        per_second = self.intervals.setdefault(second, {})
+        existing = per_second.get(key)
+        if existing is None:
+            per_second[key] = interval
+        else:  # a late sample for a second already closed
+            existing.add(interval)
+        cumulative = self._cumulative.get(key)
+        if cumulative is None:
+            cumulative = self._cumulative[key] = RowStats()
+        cumulative.add_interval(interval)
+
+    def _drain(self, row: Row, now_sec: int, *, consume: bool = True) -> dict[int, Interval]:
+        """Bucket the row's buffered samples of seconds < now_sec; keep the rest buffered."""
+        out: dict[int, Interval] = {}
+        off = self._offset_ns
+
+        if row._samples:
+            raw = np.frombuffer(row._samples, dtype=np.int64).reshape(-1, _FIELDS)
+            seconds = (raw[:, _DONE] + off) // NS_PER_S
+            closed = seconds < now_sec
+            if closed.any():
+                error_seconds = [(done + off) // NS_PER_S for done, _ in row._errors]
+                for second in np.unique(seconds[closed]).tolist():
+                    part = raw[seconds == second]
+                    errors = Counter(
+                        e
+                        for (_, e), s in zip(row._errors, error_seconds, strict=True)
+                        if s == second
+                    )
+                    out[second] = _sample_interval(part, errors)
+                if consume:
+                    kept = raw[~closed]
+                    row._samples = array("q", kept.tobytes())
+                    row._errors = [
+                        pair
+                        for pair, s in zip(row._errors, error_seconds, strict=True)
+                        if s >= now_sec
+                    ]
+
+        for buffer_name in ("_events", "_cancels"):
+            buf = getattr(row, buffer_name)
+            if not buf:
+                continue
+            pairs = np.frombuffer(buf, dtype=np.int64).reshape(-1, 2)
+            seconds = (pairs[:, 1 if buffer_name == "_cancels" else 0] + off) // NS_PER_S
+            closed = seconds < now_sec
+            if not closed.any():
+                continue
+            for second in np.unique(seconds[closed]).tolist():
+                interval = out.setdefault(second, Interval())
+                mask = seconds == second
+                if buffer_name == "_events":
+                    interval.events += int(pairs[mask, 1].sum())
+                else:
+                    interval.cancelled += int(np.count_nonzero(mask))
+            if consume:
+                setattr(row, buffer_name, array("q", pairs[~closed].tobytes()))
+        return out
+
+    # -- windows ----------------------------------------------------------------------------
+    def window(self, start_ns: int, end_ns: int) -> Window:
+        """Exact stats of the whole seconds [second(start), second(end)), by done time."""
+        self.flush()
+        first, last = self.second_of(start_ns), self.second_of(end_ns)
+        return self.window_seconds(first, last)
+
+    def window_seconds(self, first: int, last: int) -> Window:
+        per_row: dict[RowKey, list[Interval]] = {}
+        gauges: list[tuple[float, dict[str, str], str, float]] = []
+        seconds = (
+            sorted(s for s in self.intervals if first <= s < last)
+            if len(self.intervals) < (last - first)
+            else range(first, last)
+        )
+        for second in seconds:
+            for key, interval in self.intervals.get(second, {}).items():
+                per_row.setdefault(key, []).append(interval)
+        gauge_seconds = (
+            sorted(s for s in self.gauges if first <= s < last)
+            if len(self.gauges) < (last - first)
+            else range(first, last)
+        )
+        for second in gauge_seconds:
+            for (name, labels), value in self.gauges.get(second, {}).items():
+                gauges.append((float(second), dict(labels), name, value))
+        rows = {key: _row_stats(items) for key, items in per_row.items()}
+        return Window(float(first), float(max(first, last)), rows, gauges)
+
+    def totals(self) -> Window:
+        """The whole run so far, including the still-open second."""
+        rows = {key: stats.copy() for key, stats in self._cumulative.items()}
+        far_future = 1 << 62
+        for row in self._rows.values():
+            pending = self._drain(row, far_future, consume=False)
+            if not pending:
+                continue
+            extra = _row_stats(pending.values())
+            key = (row.kind, row.name)
+            if key in rows:
+                rows[key].merge(extra)
+            else:
+                rows[key] = extra
+        now_s = self.unix_s(self._clock_ns())
+        return Window(float(self.first_second), max(now_s, float(self.first_second)), rows)
+
+    def cumulative(self) -> dict[RowKey, RowStats]:
+        """Closed seconds only, kept running (cheap; for scrapes and live views)."""
+        return self._cumulative
+
+    def rows(self) -> list[RowKey]:
+        return sorted(self._rows)
+
+    # -- shards -----------------------------------------------------------------------------
+    def merge(self, other: Recorder) -> None:
+        """Add another recorder (a shard) into this one: plain sums per second per row."""
+        for second, per_row in other.intervals.items():
+            for key, interval in per_row.items():
+                copy = Interval()
+                copy.add(interval)
+                self._store(key, second, copy)
+        for second, snapshot in other.gauges.items():
+            mine = dict(self.gauges.get(second, {}))
+            for gkey, value in snapshot.items():
+                mine[gkey] = mine.get(gkey, 0.0) + value
+            self.gauges[second] = mine
+        # Still-buffered samples move over with their clocks re-based onto ours.
+        shift = other._offset_ns - self._offset_ns
+        for key, theirs in other._rows.items():
+            mine_row = self.row(*key)
+            if theirs._samples:
+                raw = np.frombuffer(theirs._samples, dtype=np.int64).reshape(-1, _FIELDS).copy()
+                raw[:, [_INTENDED, _SENT, _DONE]] += shift
+                mine_row._samples.frombytes(raw.tobytes())
+                mine_row._errors.extend((done + shift, e) for done, e in theirs._errors)
+            for buffer_name, time_cols in (("_events", [0]), ("_cancels", [0, 1])):
+                buf = getattr(theirs, buffer_name)
+                if buf:
+                    pairs = np.frombuffer(buf, dtype=np.int64).reshape(-1, 2).copy()
+                    pairs[:, time_cols] += shift
+                    getattr(mine_row, buffer_name).frombytes(pairs.tobytes())
+        self.first_second = min(self.first_second, other.first_second)
+
+
+def _sample_interval(part: np.ndarray, errors: Counter[str]) -> Interval:
+    intended = part[:, _INTENDED]
+    sent = part[:, _SENT]
+    done = part[:, _DONE]
+    failed = part[:, _FAILED] != 0
+    latencies = np.stack((done - intended, done - sent, sent - intended)) / _NS_PER_MS
+    response, service, start_lag = SparseHistogram.of_rows(latencies)
+    n_failed = int(np.count_nonzero(failed))
+    return Interval(
+        count=int(part.shape[0]),
+        failures=n_failed,
+        bytes=int(part[:, _NBYTES].sum()),
+        errors=errors or None,
+        response=response,
+        service=service,
+        start_lag=start_lag,
+        failed_response=(
+            SparseHistogram.of_values(latencies[0][failed]) if n_failed else EMPTY_SPARSE
+        ),
+    )
+
+
+__all__ = ["NS_PER_S", "Interval", "Recorder", "Row", "RowStats", "Window"]

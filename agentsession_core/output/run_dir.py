@@ -1,0 +1,237 @@
+"""The run directory: upstream-compatible layout, atomic writes, the run log, the manifest.
+
+Layout (docs/SPEC.md §7): ``<dest>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/``
+(the date is UTC). Files are written as the run goes; JSON and whole-file rewrites go through
+a temp file and a rename, so a crash leaves either the old or the new content, never half.
+manifest.json is written last and lists every other file with its size and sha256.
+
+Everything here is synchronous and thread-safe: async callers use asyncio.to_thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+
+from agentsession_core.errors import UsageError
+
+MANIFEST = "manifest.json"
+LOG_FILE = "logs.txt"
+REDACTED = "***"
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Parameter names that hold credentials. Deliberately not plain "key": script ops have keys.
+_SECRET_NAME = re.compile(
+    r"(token|secret|passw|credential|auth|api[_-]?key|access[_-]?key|private[_-]?key|"
+    r"session[_-]?key|signing[_-]?key|bearer|cookie)",
+    re.IGNORECASE,
+)
+
+
+def redact(params: Any) -> Any:
+    """A copy with credential-like values replaced by "***", recursively; URLs lose passwords."""
+    if isinstance(params, dict):
+        out = {}
+        for key, value in params.items():
+            if isinstance(key, str) and _SECRET_NAME.search(key) and value not in (None, ""):
+                out[key] = REDACTED
+            else:
+                out[key] = redact(value)
+        return out
+    if isinstance(params, list | tuple):
+        return [redact(v) for v in params]
+    if isinstance(params, str) and "://" in params and "@" in params:
+        return _redact_url(params)
+    return params
+
+
+def _redact_url(text: str) -> str:
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return text
+    if parts.password is None:
+        return text
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username}:{REDACTED}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _local_root(dest: str) -> Path:
+    if dest.startswith("s3://"):
+        raise UsageError(
+            f"dest {dest!r}: s3:// destinations are not supported yet; "
+            "use a local path or file:// URL"
+        )
+    if dest.startswith("file://"):
+        parts = urlsplit(dest)
+        if parts.netloc not in ("", "localhost"):
+            raise UsageError(
+                f"dest {dest!r}: file:// URLs must name a local path (file:///abs/path)"
+            )
+        return Path(parts.path)
+    if "://" in dest:
+        raise UsageError(f"dest {dest!r}: unsupported scheme; use a local path or file:// URL")
+    if not dest:
+        raise UsageError("dest: empty; use a local path or file:// URL")
+    return Path(dest)
+
+
+def _segment(parameter: str, value: str) -> str:
+    if not _SEGMENT.match(value):
+        raise UsageError(
+            f"{parameter} {value!r}: must match {_SEGMENT.pattern} (it becomes a directory name)"
+        )
+    return value
+
+
+class RunDir:
+    """One run's artifact directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(cls, dest: str, name: str, tag: str, started_unix: float) -> RunDir:
+        root = _local_root(dest)
+        date = time.strftime("%Y-%m-%d", time.gmtime(started_unix))
+        path = (
+            root
+            / "runs"
+            / _segment("name", name)
+            / f"run_date={date}"
+            / f"run_ts={int(started_unix)}"
+            / f"run_tag={_segment('tag', tag)}"
+        )
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"dest {dest!r}: cannot create {path}: {exc.strerror}") from exc
+        return cls(path)
+
+    def file(self, name: str) -> Path:
+        target = (self.path / name).resolve()
+        if self.path.resolve() not in target.parents:
+            raise ValueError(f"artifact name {name!r} escapes the run directory")
+        return target
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        """Atomic: a temp file in the same directory, fsync, rename."""
+        target = self.file(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            os.fchmod(fd, 0o644)  # artifacts are for readers other than us (gates, uploaders)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return target
+
+    def write_text(self, name: str, text: str) -> Path:
+        return self.write_bytes(name, text.encode("utf-8"))
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        data = orjson.dumps(
+            obj,
+            option=orjson.OPT_INDENT_2
+            | orjson.OPT_SORT_KEYS
+            | orjson.OPT_SERIALIZE_NUMPY
+            | orjson.OPT_NON_STR_KEYS,
+        )
+        return self.write_bytes(name, data + b"\n")
+
+    def open_append(self, name: str) -> TextIO:
+        """A line-buffered append handle (stats_history.csv, stats.jsonl as it grows)."""
+        target = self.file(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return open(target, "a", encoding="utf-8", buffering=1)
+
+    def log_handler(self, level: int = logging.INFO) -> logging.Handler:
+        """A handler writing logs.txt; attach it to the run's logger."""
+        handler = logging.FileHandler(self.file(LOG_FILE), encoding="utf-8")
+        handler.setLevel(level)
+        handler.setFormatter(
+            logging.Formatter(
+                "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
+                datefmt="%Y-%m-%dT%H:%M:%S",
+            )
+        )
+        return handler
+
+    def files(self) -> list[str]:
+        """Relative paths of every regular file except the manifest and temp files."""
+        out = []
+        for p in sorted(self.path.rglob("*")):
+            rel = p.relative_to(self.path).as_posix()
+            if p.is_file() and rel != MANIFEST and not p.name.endswith(".tmp"):
+                out.append(rel)
+        return out
+
+    def write_manifest(self) -> Path:
+        """Written last: every file with size and sha256."""
+        with self._lock:
+            entries = []
+            for rel in self.files():
+                size, digest = _size_and_sha256(self.path / rel)
+                entries.append({"path": rel, "size": size, "sha256": digest})
+            return self.write_json(MANIFEST, {"version": 1, "files": entries})
+
+
+def _size_and_sha256(path: Path) -> tuple[int, str]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
+
+
+def verify_manifest(path: str | os.PathLike[str]) -> list[str]:
+    """Problems found checking a run directory (or its manifest.json) against the manifest."""
+    run = Path(path)
+    if run.name == MANIFEST:
+        run = run.parent
+    manifest_path = run / MANIFEST
+    try:
+        manifest = orjson.loads(manifest_path.read_bytes())
+        entries = manifest["files"]
+    except FileNotFoundError:
+        return [f"{manifest_path}: missing"]
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        return [f"{manifest_path}: unreadable ({exc})"]
+    problems = []
+    listed = set()
+    for entry in entries:
+        rel = entry.get("path", "?")
+        listed.add(rel)
+        file = run / rel
+        if not file.is_file():
+            problems.append(f"{rel}: missing")
+            continue
+        size, digest = _size_and_sha256(file)
+        if size != entry.get("size"):
+            problems.append(f"{rel}: size {size} != manifest {entry.get('size')}")
+        elif digest != entry.get("sha256"):
+            problems.append(f"{rel}: sha256 differs from the manifest")
+    for rel in RunDir(run).files():
+        if rel not in listed:
+            problems.append(f"{rel}: not in the manifest")
+    return problems

@@ -1,0 +1,320 @@
+"""Stats files: Locust-compatible CSVs and stats.jsonl, all rendered from recorder windows.
+
+The CSV columns are Locust 2.x's (``locust/stats.py``: StatsCSV / StatsCSVFileWriter) so
+existing tooling reads them: Type = our row kind, Name = our row name, a final "Aggregated"
+row with an empty Type. Latencies are milliseconds measured from the **intended** time (our
+headline); they are written with three decimals rather than Locust's integers so sub-ms values
+survive. Percentile cells are "N/A" for a row without requests, as in Locust. Rows of kind
+``generator`` (loop lag, dispatch lateness) stay out of the CSVs and the Aggregated row; they
+appear in stats.jsonl. Count-only rows (actor/CrashCount, backlog) show their event count as
+Request Count but add nothing to Aggregated, which counts requests only.
+
+Rendering (``render_*``) is pure and cheap: call it on the event loop with a Window. Writing
+(``write_*`` / ``HistoryWriter.append``) touches files: call it through asyncio.to_thread.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from agentsession_core.measure.histogram import PERCENTILES, LogHistogram
+from agentsession_core.measure.recorder import Recorder, RowKey, RowStats, Window
+
+_LOCUST_PERCENTILE_COLUMNS = [
+    "50%",
+    "66%",
+    "75%",
+    "80%",
+    "90%",
+    "95%",
+    "98%",
+    "99%",
+    "99.9%",
+    "99.99%",
+    "100%",
+]
+_QUANTILES = list(PERCENTILES.values())
+
+STATS_CSV_COLUMNS = [
+    "Type",
+    "Name",
+    "Request Count",
+    "Failure Count",
+    "Median Response Time",
+    "Average Response Time",
+    "Min Response Time",
+    "Max Response Time",
+    "Average Content Size",
+    "Requests/s",
+    "Failures/s",
+    *_LOCUST_PERCENTILE_COLUMNS,
+]
+HISTORY_CSV_COLUMNS = [
+    "Timestamp",
+    "User Count",
+    "Type",
+    "Name",
+    "Requests/s",
+    "Failures/s",
+    *_LOCUST_PERCENTILE_COLUMNS,
+    "Total Request Count",
+    "Total Failure Count",
+    "Total Median Response Time",
+    "Total Average Response Time",
+    "Total Min Response Time",
+    "Total Max Response Time",
+    "Total Average Content Size",
+]
+FAILURES_CSV_COLUMNS = ["Method", "Name", "Error", "Occurrences"]
+AGGREGATED = "Aggregated"
+HEALTH_KIND = "generator"
+
+
+def is_request_row(key: RowKey) -> bool:
+    return key[0] != HEALTH_KIND
+
+
+def _ms(value: float) -> float:
+    return round(value, 3)
+
+
+def _percentiles(hist: LogHistogram, count: int) -> list[Any]:
+    if count == 0 or hist.count == 0:
+        return ["N/A"] * len(_QUANTILES)
+    return [_ms(hist.quantile(q)) for q in _QUANTILES]
+
+
+def _booked(stats: RowStats) -> int:
+    """Locust's Request Count: requests, or events for count-only rows."""
+    return stats.count if stats.count else stats.events
+
+
+def _summary(stats: RowStats) -> list[Any]:
+    """Request Count … Average Content Size (shared by stats.csv and the history totals)."""
+    hist = stats.response
+    return [
+        _booked(stats),
+        stats.failures,
+        _ms(hist.quantile(0.5)),
+        _ms(hist.mean()),
+        _ms(hist.min) if hist.count else 0,
+        _ms(hist.max) if hist.count else 0,
+        _ms(stats.bytes / stats.count) if stats.count else 0,
+    ]
+
+
+def _csv_text(header: list[str] | None, rows: Iterable[list[Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    if header is not None:
+        writer.writerow(header)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _request_rows(window: Window) -> list[tuple[RowKey, RowStats]]:
+    return [(key, window.rows[key]) for key in sorted(window.rows) if is_request_row(key)]
+
+
+def render_stats_csv(window: Window) -> str:
+    duration = window.duration_s
+    rows = []
+    entries = [
+        *((k, s) for k, s in _request_rows(window)),
+        (("", AGGREGATED), window.aggregate(is_request_row)),
+    ]
+    for (kind, name), stats in entries:
+        booked = _booked(stats)
+        summary = _summary(stats)
+        rows.append(
+            [
+                kind,
+                name,
+                *summary,
+                round(booked / duration, 6) if duration else 0.0,
+                round(stats.failures / duration, 6) if duration else 0.0,
+                *_percentiles(stats.response, stats.count),
+            ]
+        )
+    return _csv_text(STATS_CSV_COLUMNS, rows)
+
+
+def render_failures_csv(window: Window) -> str:
+    rows = []
+    for (kind, name), stats in _request_rows(window):
+        for error, occurrences in sorted(stats.errors.items()):
+            rows.append([kind, name, error, occurrences])
+    return _csv_text(FAILURES_CSV_COLUMNS, rows)
+
+
+def jsonl_row(
+    metric: str,
+    measurements: dict[str, Any],
+    *,
+    tag: str,
+    test_name: str,
+    timestamp: float | None = None,
+) -> dict[str, Any]:
+    """One stats.jsonl object; use it for extra rows such as turnover_window / step_window."""
+    return {
+        "timestamp": time.time() if timestamp is None else timestamp,
+        "tag": tag,
+        "test_name": test_name,
+        "metric": metric,
+        "measurements": measurements,
+    }
+
+
+def stats_jsonl_rows(
+    window: Window, *, tag: str, test_name: str, timestamp: float | None = None
+) -> list[dict[str, Any]]:
+    """One row per (type, name) in the window, metric "<type>_<name>"."""
+    stamp = window.end_s if timestamp is None else timestamp
+    return [
+        jsonl_row(
+            f"{kind}_{name}",
+            stats.measurements(window.duration_s),
+            tag=tag,
+            test_name=test_name,
+            timestamp=stamp,
+        )
+        for (kind, name), stats in sorted(window.rows.items())
+    ]
+
+
+def render_jsonl(rows: Iterable[dict[str, Any]]) -> str:
+    return "".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n" for r in rows)
+
+
+def _atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+
+
+def write_stats_csv(path: str | os.PathLike[str], window: Window) -> None:
+    _atomic_write_text(path, render_stats_csv(window))
+
+
+def write_failures_csv(path: str | os.PathLike[str], window: Window) -> None:
+    _atomic_write_text(path, render_failures_csv(window))
+
+
+def write_stats_jsonl(
+    path: str | os.PathLike[str],
+    window: Window,
+    *,
+    tag: str,
+    test_name: str,
+    extra_rows: Iterable[dict[str, Any]] = (),
+) -> None:
+    """The whole stats.jsonl: one line per row, then the extra rows (turnover_window, ...)."""
+    rows = [*stats_jsonl_rows(window, tag=tag, test_name=test_name), *extra_rows]
+    _atomic_write_text(path, render_jsonl(rows))
+
+
+def append_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(render_jsonl(rows))
+
+
+class HistoryWriter:
+    """stats_history.csv as the run goes: one line per second per active row + Aggregated.
+
+    Unlike Locust's default (cumulative percentiles), each line's percentiles and rates are
+    those of that one second; the Total columns are cumulative since the writer started.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.next_second: int | None = None
+        self._totals: dict[RowKey, RowStats] = {}
+        self._aggregate = RowStats()
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            self._pending_header = True
+        else:
+            self._pending_header = False
+
+    def render_closed(self, recorder: Recorder, user_count: int | Callable[[int], int] = 0) -> str:
+        """Lines for every second the recorder closed since the last call (loop thread)."""
+        if self.next_second is None:
+            self.next_second = recorder.first_second
+        lines: list[list[Any]] = []
+        for second in range(self.next_second, recorder.closed_until):
+            users = user_count(second) if callable(user_count) else user_count
+            lines.extend(self._second_lines(recorder, second, users))
+        self.next_second = max(self.next_second, recorder.closed_until)
+        header = HISTORY_CSV_COLUMNS if self._pending_header else None
+        if not lines and header is None:
+            return ""
+        self._pending_header = False
+        return _csv_text(header, lines)
+
+    def _second_lines(self, recorder: Recorder, second: int, users: int) -> list[list[Any]]:
+        intervals = recorder.intervals.get(second, {})
+        out = []
+        this_second = RowStats()
+        for key in sorted(intervals):
+            if not is_request_row(key):
+                continue
+            stats = intervals[key].stats()
+            this_second.merge(stats)
+            total = self._totals.setdefault(key, RowStats())
+            total.merge(stats)
+            out.append(self._line(second, users, key, stats, total))
+        self._aggregate.merge(this_second)
+        out.append(self._line(second, users, ("", AGGREGATED), this_second, self._aggregate))
+        return out
+
+    @staticmethod
+    def _line(second: int, users: int, key: RowKey, stats: RowStats, total: RowStats) -> list[Any]:
+        return [
+            second,
+            users,
+            key[0],
+            key[1],
+            f"{_booked(stats):.6f}",
+            f"{stats.failures:.6f}",
+            *_percentiles(stats.response, stats.count),
+            *_summary(total),
+        ]
+
+    def append(self, text: str) -> None:
+        """Append rendered lines (file work: call via asyncio.to_thread)."""
+        if text:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(text)
+
+    def write_closed(
+        self,
+        recorder: Recorder,
+        user_count: int | Callable[[int], int] = 0,
+    ) -> None:
+        """render_closed + append, for synchronous callers."""
+        self.append(self.render_closed(recorder, user_count))
+
+
+__all__ = [
+    "FAILURES_CSV_COLUMNS",
+    "HISTORY_CSV_COLUMNS",
+    "STATS_CSV_COLUMNS",
+    "HistoryWriter",
+    "append_jsonl",
+    "jsonl_row",
+    "render_failures_csv",
+    "render_jsonl",
+    "render_stats_csv",
+    "stats_jsonl_rows",
+    "write_failures_csv",
+    "write_stats_csv",
+    "write_stats_jsonl",
+]

@@ -1,0 +1,226 @@
+"""Upload a finished run directory to its destination, verified against the manifest.
+
+The run directory is always written locally first (docs/SPEC.md §7: upload never loses a run). For a
+local destination that is the destination: "upload" only verifies the files against
+manifest.json. For ``s3://bucket/prefix`` every file goes to
+``<prefix>/runs/<name>/run_date=…/run_ts=…/run_tag=…/<file>`` (the upstream layout), sent
+with its sha256 so the store rejects a corrupted body, and checked afterwards (size and
+checksum as the store reports them); manifest.json goes last, so a reader that finds it finds
+every file it lists. One call is one attempt; the caller retries (the campaign's upload task
+does). When the last attempt fails, `record_failed_upload` says so in status.json and
+re-seals the local manifest, and the local copy stays.
+
+boto3 takes credentials, region and endpoint from the standard AWS chain (environment,
+profile, instance role; ``AWS_ENDPOINT_URL`` for S3-compatible stores) unless given here.
+Everything is synchronous: async callers use asyncio.to_thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from agentsession_core.errors import AgentsessionError
+from agentsession_core.output.run_dir import MANIFEST, RunDir, verify_manifest
+
+log = logging.getLogger("agentsession")
+
+
+class UploadError(AgentsessionError):
+    """The run could not be copied to its destination (the local copy is intact)."""
+
+
+@dataclass
+class UploadResult:
+    ok: bool
+    location: str  # where the run now lives (the s3:// prefix, or the local directory)
+    local_dir: str
+    files: int = 0
+    bytes: int = 0
+    error: str | None = None
+    attempts: int = 1
+    uploaded_unix: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def is_s3(url: str) -> bool:
+    return url.startswith("s3://")
+
+
+def split_s3(url: str) -> tuple[str, str]:
+    """(bucket, key prefix without surrounding slashes) of an s3:// URL."""
+    parts = urlsplit(url)
+    if parts.scheme != "s3" or not parts.netloc:
+        raise UploadError(f"{url!r}: not an s3://bucket/prefix URL")
+    return parts.netloc, parts.path.strip("/")
+
+
+def run_location(dest: str, run_dir: Path, local_root: str | Path) -> str:
+    """Where `run_dir` (under `local_root`) lands under `dest`: same relative layout."""
+    relative = _relative_layout(run_dir, local_root)
+    if not is_s3(dest):
+        return str(run_dir)
+    bucket, prefix = split_s3(dest)
+    key = f"{prefix}/{relative}" if prefix else relative
+    return f"s3://{bucket}/{key}"
+
+
+def _relative_layout(run_dir: Path, local_root: str | Path) -> str:
+    root = Path(str(local_root).removeprefix("file://")).resolve()
+    try:
+        return run_dir.resolve().relative_to(root).as_posix()
+    except ValueError:
+        raise UploadError(f"run directory {run_dir} is not under {root}") from None
+
+
+def s3_client(endpoint_url: str | None = None, region: str | None = None) -> Any:
+    """A fresh client per call (boto3 clients are not shared across threads here)."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        retries={"max_attempts": 2, "mode": "standard"},
+        connect_timeout=5,
+        read_timeout=30,
+        s3={"addressing_style": "path"} if endpoint_url else {},
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    return boto3.session.Session().client(
+        "s3", endpoint_url=endpoint_url or None, region_name=region, config=config
+    )
+
+
+def _manifest(run_dir: Path) -> list[dict[str, Any]]:
+    try:
+        return orjson.loads((run_dir / MANIFEST).read_bytes())["files"]
+    except FileNotFoundError:
+        raise UploadError(f"{run_dir / MANIFEST}: missing; the run did not finish") from None
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise UploadError(f"{run_dir / MANIFEST}: unreadable ({exc})") from None
+
+
+def upload_run(
+    run_dir: str | Path,
+    dest: str,
+    *,
+    local_root: str | Path,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+) -> UploadResult:
+    """One attempt to put the run at `dest`; raises UploadError (naming the file) on failure."""
+    run_dir = Path(run_dir)
+    problems = verify_manifest(run_dir)
+    if problems:
+        raise UploadError(f"local copy does not match its manifest: {problems[0]}")
+    entries = _manifest(run_dir)
+    location = run_location(dest, run_dir, local_root)
+    total = sum(int(e["size"]) for e in entries)
+    if not is_s3(dest):
+        return UploadResult(True, location, str(run_dir), len(entries), total)
+    bucket, key_prefix = split_s3(location)
+    client = s3_client(endpoint_url, region)
+    manifest_bytes = (run_dir / MANIFEST).read_bytes()
+    for entry in entries:
+        data = (run_dir / entry["path"]).read_bytes()
+        _put_verified(client, bucket, f"{key_prefix}/{entry['path']}", data, entry["sha256"])
+    manifest_digest = hashlib.sha256(manifest_bytes).hexdigest()
+    _put_verified(client, bucket, f"{key_prefix}/{MANIFEST}", manifest_bytes, manifest_digest)
+    log.info("uploaded %d files (%d bytes) to %s", len(entries) + 1, total, location)
+    return UploadResult(True, location, str(run_dir), len(entries) + 1, total + len(manifest_bytes))
+
+
+def _put_verified(client: Any, bucket: str, key: str, data: bytes, sha256_hex: str) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if hashlib.sha256(data).hexdigest() != sha256_hex:
+        raise UploadError(f"{key}: local file changed since the manifest was written")
+    checksum = base64.b64encode(bytes.fromhex(sha256_hex)).decode("ascii")
+    where = f"s3://{bucket}/{key}"
+    try:
+        client.put_object(
+            Bucket=bucket,
+            Key=key,
+            Body=data,
+            ChecksumSHA256=checksum,
+            Metadata={"sha256": sha256_hex},
+        )
+        head = client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    except (BotoCoreError, ClientError) as exc:
+        raise UploadError(f"{where}: {exc}") from None
+    stored = head.get("Metadata", {}).get("sha256")
+    stored_checksum = head.get("ChecksumSHA256")
+    if (
+        head.get("ContentLength") != len(data)
+        or stored != sha256_hex
+        or (stored_checksum is not None and stored_checksum != checksum)
+    ):
+        raise UploadError(f"{where}: stored object does not match the manifest's sha256")
+
+
+def record_failed_upload(run_dir: str | Path, dest: str, error: str, attempts: int) -> None:
+    """status.json says the upload failed and where the run stays; the manifest is re-sealed
+    so the local copy still verifies."""
+    run = RunDir(Path(run_dir))
+    status_path = run.file("status.json")
+    try:
+        status = orjson.loads(status_path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        status = {}
+    status["upload"] = {
+        "ok": False,
+        "dest": dest,
+        "error": error,
+        "attempts": attempts,
+        "local_copy": str(run.path),
+        "failed_unix": time.time(),
+    }
+    run.write_json("status.json", status)
+    run.write_manifest()
+
+
+# ---------------------------------------------------------------- reading back (the gate)
+def read_object(url: str, *, endpoint_url: str | None = None, region: str | None = None) -> bytes:
+    """The bytes of an s3:// object or a local file (file:// or a path)."""
+    if not is_s3(url):
+        path = Path(url.removeprefix("file://"))
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise UploadError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, key = split_s3(url)
+    try:
+        response = s3_client(endpoint_url, region).get_object(Bucket=bucket, Key=key)
+        return response["Body"].read()
+    except (BotoCoreError, ClientError) as exc:
+        raise UploadError(f"{url}: {exc}") from None
+
+
+def list_objects(
+    url: str, *, endpoint_url: str | None = None, region: str | None = None
+) -> list[str]:
+    """Keys (relative to the prefix) under an s3:// prefix, sorted."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, prefix = split_s3(url)
+    base = f"{prefix}/" if prefix else ""
+    keys: list[str] = []
+    try:
+        pages = s3_client(endpoint_url, region).get_paginator("list_objects_v2")
+        for page in pages.paginate(Bucket=bucket, Prefix=base):
+            keys.extend(item["Key"][len(base) :] for item in page.get("Contents", []))
+    except (BotoCoreError, ClientError) as exc:
+        raise UploadError(f"{url}: {exc}") from None
+    return sorted(keys)

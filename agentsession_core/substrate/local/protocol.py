@@ -1,0 +1,164 @@
+"""What the local substrate's server and workers share on the wire: the error body
+(docs/SPEC.md §2.1), the `x-server-elapsed-us` header, strict JSON request decoding and the
+k8s-quantity parsing the CLI uses for template limits and caps."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+ROUTER_HEADER = "x-ate-router"
+ELAPSED_HEADER = "x-server-elapsed-us"
+TARGET_HEADER = "ate-target-actor"
+
+# Code → HTTP status for control-API answers (docs/SPEC.md §2.1). Router verdicts pick their own
+# status (§2.2: 503 for RESOURCE_EXHAUSTED, 404 for ACTOR_NOT_FOUND).
+STATUS_OF = {
+    "NOT_FOUND": 404,
+    "ACTOR_NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "FAILED_PRECONDITION": 412,
+    "ABORTED": 409,
+    "RESOURCE_EXHAUSTED": 429,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+    "INVALID_ARGUMENT": 400,
+    "UNAUTHENTICATED": 401,
+    "INTERNAL": 500,
+}
+
+
+class WireError(Exception):
+    """An answer with the error body of docs/SPEC.md §2; `router=True` marks a router verdict."""
+
+    def __init__(
+        self, code: str, message: str, *, status: int | None = None, router: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status if status is not None else STATUS_OF.get(code, 500)
+        self.router = router
+
+    def response(self) -> web.Response:
+        headers = {ROUTER_HEADER: "1"} if self.router else {}
+        return web.Response(
+            status=self.status,
+            body=orjson.dumps({"error": {"code": self.code, "message": self.message}}),
+            content_type="application/json",
+            headers=headers,
+        )
+
+
+def json_response(payload: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(payload), content_type="application/json")
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def elapsed_and_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn WireError and aiohttp's own 404/405 into the error body of docs/SPEC.md §2, and
+    stamp every answer with the server's handling time."""
+    start = time.perf_counter_ns()
+    try:
+        response = await handler(request)
+    except WireError as exc:
+        response = exc.response()
+    except web.HTTPNotFound:
+        response = WireError("NOT_FOUND", f"no route {request.method} {request.path}").response()
+    except web.HTTPMethodNotAllowed:
+        response = WireError(
+            "INVALID_ARGUMENT", f"method {request.method} not allowed on {request.path}"
+        ).response()
+        response.set_status(405)
+    except web.HTTPException as exc:
+        response = WireError(
+            "INVALID_ARGUMENT" if exc.status < 500 else "INTERNAL",
+            f"{exc.reason}",
+            status=exc.status,
+        ).response()
+    except Exception as exc:  # a bug: answer in the protocol's shape and keep serving
+        logging.getLogger("agentsession.substrate").exception("unhandled error")
+        response = WireError("INTERNAL", f"{type(exc).__name__}: {exc}").response()
+    if not response.prepared:
+        response.headers[ELAPSED_HEADER] = str((time.perf_counter_ns() - start) // 1000)
+    return response
+
+
+async def read_object(request: web.Request, where: str) -> dict[str, Any]:
+    """The request body as a JSON object; an empty body is an empty object."""
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise WireError("INVALID_ARGUMENT", f"{where}: malformed JSON body: {exc}") from None
+    if not isinstance(value, dict):
+        raise WireError("INVALID_ARGUMENT", f"{where}: body must be a JSON object")
+    return value
+
+
+def field_int(
+    body: dict[str, Any], name: str, where: str, *, minimum: int = 1, default: int | None = None
+) -> int:
+    value = body.get(name, default)
+    if value is None:
+        raise WireError("INVALID_ARGUMENT", f"{where}: field {name!r} is required")
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise WireError(
+            "INVALID_ARGUMENT", f"{where}: field {name!r} must be an integer >= {minimum}"
+        )
+    return value
+
+
+def field_choice(
+    body: dict[str, Any],
+    name: str,
+    where: str,
+    choices: tuple[str, ...],
+    default: str | None = None,
+) -> str:
+    value = body.get(name, default)
+    if value not in choices:
+        raise WireError(
+            "INVALID_ARGUMENT", f"{where}: field {name!r} must be one of {', '.join(choices)}"
+        )
+    return value
+
+
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?(?:[eE]\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_SUFFIX = {
+    None: 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+
+
+def parse_quantity(text: str, where: str) -> int:
+    """A Kubernetes quantity as whole bytes (`1Gi`, `512Mi`, `1e6`, `1000`)."""
+    match = _QUANTITY.match(text.strip())
+    if not match:
+        raise ValueError(f"{where}: {text!r} is not a size (e.g. 512Mi, 1Gi, 1e6)")
+    value = float(match.group(1)) * _SUFFIX[match.group(2)]
+    if value <= 0 or value != int(value):
+        raise ValueError(f"{where}: {text!r} must be a positive whole number of bytes")
+    return int(value)

@@ -1,0 +1,290 @@
+"""A lean HTTP/1.1 client for the router hot path: keep-alive connections over asyncio
+streams, requests written as one pre-joined byte string, responses parsed by hand.
+
+Why not aiohttp: per request aiohttp builds URL objects, multidicts, a response object and
+runs its tracing/cookie machinery; on one core that caps a generator at ~5k req/s, while
+the wire work itself costs a fraction of that (bench/RESULTS.md has the figures). This
+client does only what the router needs: one origin, HTTP/1.1, Content-Length or chunked
+answers, answers read to the end before the connection goes back to the pool.
+
+Connections: idle ones wait in a LIFO pool (the warmest socket first); `max_connections`
+bounds how many exist at once (0: unbounded), further requests queue for a free one. A
+connection the server closed while it sat idle shows up as EOF before any byte of the
+answer: that request is retried once on a fresh connection (nothing was answered, so the
+server did not act on it as far as this client can know — the same rule browsers use).
+A timeout, a protocol error or `Connection: close` discards the connection.
+
+Failures are SubstrateErrors exactly as RouterClient raises them (http.py): an error answer
+keeps its body's code and `from_router` from `x-ate-router: 1`; TRANSPORT for connection
+failures and malformed answers; TIMEOUT when the per-request deadline passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import orjson
+
+from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
+from agentsession_core.substrate.interface import RouterResponse
+from agentsession_core.substrate.router_wire import TARGET_HEADER, router_answer
+
+MAX_HEAD_BYTES = 64 * 1024  # status line + headers of one answer
+_DRAIN_ABOVE = 64 * 1024  # wait for the socket buffer only when a body is this large
+
+
+class ProtocolError(Exception):
+    """The server's answer is not HTTP/1.x as this client reads it."""
+
+
+class ClosedBeforeAnswer(ConnectionError):
+    """The connection ended before a single byte of the answer arrived."""
+
+
+class _Connection:
+    __slots__ = ("reader", "reused", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.reused = False
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Answer:
+    """One parsed answer: status, lower-cased headers, body, and whether the connection
+    may carry another request."""
+
+    __slots__ = ("body", "headers", "keep_alive", "status")
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes, keep_alive: bool):
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.keep_alive = keep_alive
+
+
+async def read_answer(reader: asyncio.StreamReader, *, head_only: bool = False) -> Answer:
+    """Read one HTTP/1.x answer from `reader` (status line, headers, then a Content-Length,
+    chunked or read-to-EOF body)."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise
+        raise ClosedBeforeAnswer("closed before the answer") from None
+    except ConnectionResetError:
+        raise ClosedBeforeAnswer("reset before the answer") from None
+    except asyncio.LimitOverrunError:
+        raise ProtocolError(f"answer head longer than {MAX_HEAD_BYTES} bytes") from None
+    lines = head[:-4].split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise ProtocolError(f"bad status line {lines[0][:80]!r}")
+    status = int(parts[1])
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(b":")
+        if not sep:
+            raise ProtocolError(f"bad header line {line[:80]!r}")
+        key = name.strip().lower().decode("latin-1")
+        text = value.strip().decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    connection = headers.get("connection", "").lower()
+    keep_alive = "close" not in connection and (
+        parts[0] == b"HTTP/1.1" or "keep-alive" in connection
+    )
+    if head_only or status in (204, 304) or 100 <= status < 200:
+        return Answer(status, headers, b"", keep_alive)
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        body = await _read_chunked(reader)
+    elif (length := headers.get("content-length")) is not None:
+        if not length.isdigit():
+            raise ProtocolError(f"bad Content-Length {length!r}")
+        body = await reader.readexactly(int(length))
+    else:  # HTTP/1.0 style: the body ends when the server closes
+        body = await reader.read()
+        keep_alive = False
+    return Answer(status, headers, body, keep_alive)
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        size_line = await reader.readuntil(b"\r\n")
+        size_text = size_line.split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise ProtocolError(f"bad chunk size {size_text[:40]!r}") from None
+        if size == 0:
+            # Trailers (usually none) end with an empty line.
+            while await reader.readuntil(b"\r\n") != b"\r\n":
+                pass
+            return b"".join(parts)
+        parts.append(await reader.readexactly(size))
+        if await reader.readexactly(2) != b"\r\n":
+            raise ProtocolError("chunk not followed by CRLF")
+
+
+class FastRouterClient:
+    """POSTs to actors through the router; the same interface as http.RouterClient."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 120.0,
+        max_connections: int = 0,
+    ) -> None:
+        url = urlsplit(base_url)
+        if url.scheme != "http" or not url.hostname:
+            raise ValueError(f"router URL {base_url!r}: only http://host[:port] is supported")
+        self.base_url = base_url.rstrip("/")
+        self.host = url.hostname
+        self.port = url.port or 80
+        self.prefix = url.path.rstrip("/")
+        self.timeout = timeout
+        self.max_connections = max_connections
+        host_header = url.netloc
+        auth = f"Authorization: Bearer {token}\r\n" if token else ""
+        # Everything after the request line that never changes, joined once.
+        self._fixed = f"Host: {host_header}\r\n{auth}".encode("latin-1")
+        self._idle: deque[_Connection] = deque()
+        self._open = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._closed = False
+
+    # ------------------------------------------------------------ the pool
+    async def _acquire(self) -> _Connection:
+        while True:
+            if self._idle:
+                conn = self._idle.pop()
+                conn.reused = True
+                return conn
+            if not self.max_connections or self._open < self.max_connections:
+                self._open += 1
+                try:
+                    reader, writer = await asyncio.open_connection(
+                        self.host, self.port, limit=MAX_HEAD_BYTES
+                    )
+                except BaseException:
+                    self._open -= 1
+                    self._wake_one()
+                    raise
+                return _Connection(reader, writer)
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif not waiter.cancelled():
+                    self._wake_one()  # pass on the slot we were handed
+                raise
+
+    def _release(self, conn: _Connection, *, reusable: bool) -> None:
+        if reusable and not self._closed:
+            self._idle.append(conn)
+        else:
+            conn.close()
+            self._open -= 1
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    # ------------------------------------------------------------ one exchange
+    def encode(
+        self,
+        method: str,
+        route: str,
+        headers: bytes,
+        body: bytes | None,
+        params: dict[str, str] | None,
+    ) -> bytes:
+        path = f"{self.prefix}/{route.lstrip('/')}"
+        if params:
+            path = f"{path}?{urlencode(params)}"
+        length = len(body) if body is not None else 0
+        send_length = body is not None or method in ("POST", "PUT", "PATCH")
+        head = (
+            f"{method} {path} HTTP/1.1\r\n".encode("latin-1")
+            + self._fixed
+            + headers
+            + (f"Content-Length: {length}\r\n\r\n".encode() if send_length else b"\r\n")
+        )
+        return head + body if body else head
+
+    async def exchange(self, method: str, data: bytes) -> Answer:
+        """Send one encoded request and read its answer, on a pooled connection."""
+        for attempt in (1, 2):
+            conn = await self._acquire()
+            reusable = False
+            try:
+                try:
+                    conn.writer.write(data)
+                    if len(data) > _DRAIN_ABOVE:
+                        await conn.writer.drain()
+                except (ConnectionResetError, BrokenPipeError):
+                    raise ClosedBeforeAnswer("closed before the request was sent") from None
+                answer = await read_answer(conn.reader, head_only=method == "HEAD")
+                reusable = answer.keep_alive
+                return answer
+            except ClosedBeforeAnswer:
+                # A pooled connection the server closed while idle: retry once, fresh.
+                if attempt == 1 and conn.reused:
+                    continue
+                raise
+            except asyncio.IncompleteReadError as exc:
+                raise ConnectionError(f"connection lost mid-answer: {exc!r}") from None
+            finally:
+                self._release(conn, reusable=reusable)
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------ RouterClient interface
+    async def request(
+        self,
+        target: str,
+        route: str,
+        *,
+        json: Any = None,
+        body: bytes | None = None,
+        params: dict[str, str] | None = None,
+        timeout: float | None = None,
+        method: str = "POST",
+    ) -> RouterResponse:
+        if json is not None:
+            data: bytes | None = orjson.dumps(json)
+            kind = b"Content-Type: application/json\r\n"
+        else:
+            data = body
+            kind = b"Content-Type: application/octet-stream\r\n" if body is not None else b""
+        headers = f"{TARGET_HEADER}: {target}\r\n".encode("latin-1") + kind
+        wire = self.encode(method, route, headers, data, params)
+        try:
+            async with asyncio.timeout(timeout if timeout is not None else self.timeout):
+                answer = await self.exchange(method, wire)
+        except TimeoutError:
+            raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
+        except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
+            raise SubstrateError(TRANSPORT, f"router {route}: {exc!r}") from None
+        return router_answer(answer.status, answer.body, answer.headers)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        while self._idle:
+            conn = self._idle.pop()
+            conn.close()
+            self._open -= 1
