@@ -3,6 +3,8 @@
 import os
 import tempfile
 
+import pytest
+
 # Set before anything imports Prefect: unless told not to, Prefect starts an ephemeral
 # server and sends telemetry, and there is no network here.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_ENABLED", "false")
@@ -10,3 +12,10 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="agentsession-prefect-"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Everything under tests/integration runs real processes and servers: the slow tier."""
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.slow)
