@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from agentsession_core.errors import UsageError
-from agentsession_core.substrate.local.protocol import parse_quantity
+from agentsession_core.script.quantity import QuantityError, parse_quantity
 from agentsession_core.substrate.local.server import (
     DEFAULT_TEMPLATE,
     ServerConfig,
@@ -59,6 +59,14 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+def parse_size(text: str, where: str) -> int:
+    """A size flag as whole bytes, parsed like a script's sizes; the error names the flag."""
+    try:
+        return parse_quantity(text.strip())
+    except QuantityError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+
+
 def parse_templates(specs: list[str]) -> dict[tuple[str, str], int | None]:
     templates: dict[tuple[str, str], int | None] = {DEFAULT_TEMPLATE: 1 << 30}
     for spec in specs:
@@ -69,10 +77,7 @@ def parse_templates(specs: list[str]) -> dict[tuple[str, str], int | None]:
             raise UsageError(
                 f"{where}: expected NS/NAME=SIZE, e.g. benchmark-workloads/glutton=1Gi"
             )
-        try:
-            limit = None if size.lower() == "none" else parse_quantity(size, where)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        limit = None if size.lower() == "none" else parse_size(size, where)
         templates[(namespace, name)] = limit
     return templates
 
@@ -82,11 +87,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         raise UsageError(f"--workers {args.workers}: need at least 1")
     if args.park_timeout <= 0:
         raise UsageError(f"--park-timeout {args.park_timeout}: must be > 0")
-    try:
-        max_op = parse_quantity(args.max_op_size, "--max-op-size")
-        budget = parse_quantity(args.pause_budget, "--pause-budget")
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    max_op = parse_size(args.max_op_size, "--max-op-size")
+    budget = parse_size(args.pause_budget, "--pause-budget")
     return ServerConfig(
         host=args.host,
         port=args.port,

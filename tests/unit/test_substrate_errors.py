@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from agentsession_core.cli.substrate import parse_size
+from agentsession_core.errors import UsageError
 from agentsession_core.substrate.errors import FailureClass, SubstrateError, classify
 from agentsession_core.substrate.http import error_from_answer
 from agentsession_core.substrate.local import store
-from agentsession_core.substrate.local.protocol import parse_quantity
 
 RETRY, REPLACE, LOUD, COUNT = (
     FailureClass.RETRY_LATER,
@@ -70,14 +71,14 @@ def test_error_body_decoding() -> None:
         ("2k", 2000),
     ],
 )
-def test_parse_quantity(text: str, size: int) -> None:
-    assert parse_quantity(text, "--template") == size
+def test_parse_size(text: str, size: int) -> None:
+    assert parse_size(text, "--template") == size
 
 
 @pytest.mark.parametrize("text", ["", "0", "1.5", "-1Gi", "1GB", "Gi"])
-def test_parse_quantity_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="--max-op-size"):
-        parse_quantity(text, "--max-op-size")
+def test_parse_size_rejects(text: str) -> None:
+    with pytest.raises(UsageError, match="--max-op-size"):
+        parse_size(text, "--max-op-size")
 
 
 def test_store_round_trip_and_atomic_switch(tmp_path) -> None:

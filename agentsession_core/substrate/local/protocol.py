@@ -1,11 +1,9 @@
 """What the local substrate's server and workers share on the wire: the error body
-(docs/SPEC.md §2.1), the `x-server-elapsed-us` header, strict JSON request decoding and the
-k8s-quantity parsing the CLI uses for template limits and caps."""
+(docs/SPEC.md §2.1), the `x-server-elapsed-us` header and strict JSON request decoding."""
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -133,32 +131,3 @@ def field_choice(
             "INVALID_ARGUMENT", f"{where}: field {name!r} must be one of {', '.join(choices)}"
         )
     return value
-
-
-_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?(?:[eE]\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
-_SUFFIX = {
-    None: 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-
-
-def parse_quantity(text: str, where: str) -> int:
-    """A Kubernetes quantity as whole bytes (`1Gi`, `512Mi`, `1e6`, `1000`)."""
-    match = _QUANTITY.match(text.strip())
-    if not match:
-        raise ValueError(f"{where}: {text!r} is not a size (e.g. 512Mi, 1Gi, 1e6)")
-    value = float(match.group(1)) * _SUFFIX[match.group(2)]
-    if value <= 0 or value != int(value):
-        raise ValueError(f"{where}: {text!r} must be a positive whole number of bytes")
-    return int(value)
