@@ -31,8 +31,10 @@ from agentsession_core.engine.session import now_ns
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.windows import achieved
-from agentsession_core.measure.health import GeneratorHealth, MetricsServer
-from agentsession_core.measure.recorder import Recorder, Window
+from agentsession_core.measure.health import GeneratorHealth
+from agentsession_core.measure.prometheus import MetricsServer
+from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.stats import Window
 from agentsession_core.output.run_dir import RunDir, redact
 from agentsession_core.output.stats_files import (
     HistoryWriter,

@@ -28,7 +28,8 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from agentsession_core.judge.thresholds import LATENCY_STATS, RATIO_STATS, Threshold
-from agentsession_core.measure.recorder import NS_PER_S, Recorder, RowStats, Window
+from agentsession_core.measure.recorder import NS_PER_S, Recorder
+from agentsession_core.measure.stats import RowStats, Window
 from agentsession_core.output.stats_files import HEALTH_KIND, jsonl_row, render_jsonl
 
 Outcome = Literal["pass", "break", "void", "aborted"]

@@ -26,7 +26,8 @@ from typing import Any
 import orjson
 
 from agentsession_core.measure.histogram import PERCENTILES, LogHistogram
-from agentsession_core.measure.recorder import Recorder, RowKey, RowStats, Window
+from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.stats import RowKey, RowStats, Window
 
 _LOCUST_PERCENTILE_COLUMNS = [
     "50%",
