@@ -30,7 +30,7 @@ from agentsession_core.engine.progress import Progress
 from agentsession_core.engine.session import now_ns
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError
-from agentsession_core.judge.windows import achieved
+from agentsession_core.judge.verdict import achieved
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder

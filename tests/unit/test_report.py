@@ -5,9 +5,10 @@ import re
 
 import numpy as np
 
+from agentsession_core.judge.artifacts import windows_jsonl
 from agentsession_core.judge.gate import gate_document
 from agentsession_core.judge.thresholds import parse_thresholds
-from agentsession_core.judge.windows import judge_window, windows_jsonl
+from agentsession_core.judge.verdict import judge_window
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 from agentsession_core.output.report import latency_series, render_report, write_report
 from agentsession_core.output.stats_files import HistoryWriter, render_jsonl
