@@ -17,11 +17,19 @@ import io
 import json
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentsession_core.output.run_dir import atomic_write
+from agentsession_core.output.stats_files import locust_column
+
 TITLE_ROWS = (("turnover", "TimeToWake"), ("http", "WakeFirstTouch"), ("", "Aggregated"))
-LATENCY_COLUMNS = (("50%", "p50", "#4c78a8"), ("90%", "p90", "#f58518"), ("99%", "p99", "#e45756"))
+# (stats_history.csv column, percentile key, colour) of each latency line.
+LATENCY_COLUMNS = tuple(
+    (locust_column(key), key, colour)
+    for key, colour in (("p50", "#4c78a8"), ("p90", "#f58518"), ("p99", "#e45756"))
+)
 GAUGE = "turnover_sessions"
 GAUGE_COLOURS = {"awake": "#54a24b", "parked": "#4c78a8", "waking": "#f58518", "parking": "#b279a2"}
 OUTCOME_COLOURS = {
@@ -125,7 +133,7 @@ def line_chart(
     *,
     unit: str,
     t0: float,
-    bands: list[tuple[float, float, str]] = (),
+    bands: Sequence[tuple[float, float, str]] = (),
 ) -> str:
     """An inline SVG: series = {label: (colour, [(unix s, y)])}; bands shade x ranges."""
     points = [p for _, pts in series.values() for p in pts]
@@ -401,11 +409,7 @@ def render_report(run_dir: Path) -> str:
 def write_report(run_dir: Path) -> Path:
     """Render and write report.html atomically (file work: call it from a thread)."""
     run_dir = Path(run_dir)
-    target = run_dir / "report.html"
-    tmp = run_dir / ".report.html.tmp"
-    tmp.write_text(render_report(run_dir), encoding="utf-8")
-    tmp.replace(target)
-    return target
+    return atomic_write(run_dir / "report.html", render_report(run_dir))
 
 
 __all__ = ["gauge_series", "latency_series", "line_chart", "render_report", "write_report"]

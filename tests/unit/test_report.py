@@ -41,8 +41,7 @@ def build_run(run_dir, seconds=20):
             )
     clock[0] = MONO0 + (seconds + 1) * NS_PER_S
     rec.flush()
-    history = HistoryWriter(run_dir / "stats_history.csv")
-    history.write_closed(rec, 8)
+    (run_dir / "stats_history.csv").write_text(HistoryWriter().render_closed(rec, 8))
     rules = parse_thresholds(["TimeToWake: p99 < 2s", "TimeToWake: p50 < 300ms"])
     half = seconds // 2
     verdicts = [
