@@ -23,15 +23,10 @@ from typing import Any
 from agentsession_core.campaign.params import CampaignParams, WindowPlan
 from agentsession_core.engine.run import Run
 from agentsession_core.errors import AgentsessionError
+from agentsession_core.judge.abort import AbortMonitor
+from agentsession_core.judge.artifacts import step_window_row, windows_jsonl
 from agentsession_core.judge.gate import gate_document, load_run
-from agentsession_core.judge.windows import (
-    AbortMonitor,
-    WindowVerdict,
-    headline,
-    judge_window,
-    step_window_row,
-    windows_jsonl,
-)
+from agentsession_core.judge.verdict import WindowVerdict, headline, judge_window
 from agentsession_core.output.report import write_report
 from agentsession_core.output.upload import run_location
 

@@ -30,17 +30,19 @@ from agentsession_core.engine.progress import Progress
 from agentsession_core.engine.session import now_ns
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError
-from agentsession_core.judge.windows import achieved
-from agentsession_core.measure.health import GeneratorHealth, MetricsServer
-from agentsession_core.measure.recorder import Recorder, Window
+from agentsession_core.judge.verdict import achieved
+from agentsession_core.measure.health import GeneratorHealth
+from agentsession_core.measure.prometheus import MetricsServer
+from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.stats import Window
 from agentsession_core.output.run_dir import RunDir, redact
 from agentsession_core.output.stats_files import (
     HistoryWriter,
     jsonl_row,
+    render_failures_csv,
     render_jsonl,
-    write_failures_csv,
-    write_stats_csv,
-    write_stats_jsonl,
+    render_stats_csv,
+    render_stats_jsonl,
 )
 from agentsession_core.script import Script, encode, load_script
 from agentsession_core.substrate.http import HttpSubstrate
@@ -115,7 +117,7 @@ class Run:
         self.recorder = Recorder()
         self.script: Script | None = None
         self.run_dir = RunDir.create(params.out, params.name, params.tag, self.started_unix)
-        self.history = HistoryWriter(self.run_dir.file("stats_history.csv"))
+        self.history = HistoryWriter(header=not self.run_dir.has_content("stats_history.csv"))
         self.atespace = params.atespace or f"{params.name}-{int(self.started_unix)}"
         self.extra_rows: list[dict[str, Any]] = []  # more stats.jsonl rows (step_window …)
         self.finalizers: list[Callable[[Run], None]] = []  # run in a thread before the manifest
@@ -276,7 +278,7 @@ class Run:
             progress.tick()
 
     def _write_progress(self, history_text: str, status: dict[str, Any]) -> None:
-        self.history.append(history_text)
+        self.run_dir.append_text("stats_history.csv", history_text)
         self.run_dir.write_json("status.json", status)
 
     # ------------------------------------------------------------ signals
@@ -351,7 +353,7 @@ class Run:
             rec = self.recorder
             rec.flush(now_ns() + 1_000_000_000)  # close the last open second
             history = self.history.render_closed(rec, len(engine.population.sessions))
-            self.history.append(history)
+            run_dir.append_text("stats_history.csv", history)
             whole = rec.window(self._run_start_ns(), now_ns() + 1_000_000_000)
             tag, test = self.params.tag, self.params.name
             run_dir.write_text(
@@ -361,14 +363,16 @@ class Run:
                     for t, labels, name, value in whole.gauges
                 ),
             )
-            write_stats_csv(run_dir.file("stats.csv"), whole)
-            write_failures_csv(run_dir.file("failures.csv"), whole)
-            write_stats_jsonl(
-                run_dir.file("stats.jsonl"),
-                whole,
-                tag=tag,
-                test_name=test,
-                extra_rows=[*self._turnover_rows(rec), *self.extra_rows],
+            run_dir.write_text("stats.csv", render_stats_csv(whole))
+            run_dir.write_text("failures.csv", render_failures_csv(whole))
+            run_dir.write_text(
+                "stats.jsonl",
+                render_stats_jsonl(
+                    whole,
+                    tag=tag,
+                    test_name=test,
+                    extra_rows=[*self._turnover_rows(rec), *self.extra_rows],
+                ),
             )
         # Final status first: finalizers (gate, report) read it.
         run_dir.write_json("status.json", self._status(final=True))

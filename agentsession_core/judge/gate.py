@@ -23,12 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from agentsession_core.errors import UsageError
-from agentsession_core.judge.windows import (
-    HEADLINE_ROWS,
-    WindowVerdict,
-    drift,
-    ramp_result,
-)
+from agentsession_core.judge.drift import drift, ramp_result
+from agentsession_core.judge.verdict import HEADLINE_ROWS, WindowVerdict
 from agentsession_core.output import upload
 
 GATE_SCHEMA = 1

@@ -38,9 +38,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentsession_core.errors import UsageError
+from agentsession_core.measure.histogram import percentiles_through
 from agentsession_core.script.quantity import QuantityError, parse_duration
 
-LATENCY_STATS = ("p50", "p66", "p75", "p80", "p90", "p95", "p98", "p99", "p99_9", "max", "mean")
+# A rule may name any percentile stats.jsonl reports (docs/SPEC.md §7), so what a gate judges
+# can always be found in the run's files.
+QUANTILE_STATS = percentiles_through("p99_9")
+LATENCY_STATS = (*QUANTILE_STATS, "max", "mean")
 RATIO_STATS = ("failure_ratio",)
 COUNT_STATS = ("failures", "count", "rps")
 RUN_STATS = ("achieved_rps",)
@@ -74,10 +78,6 @@ class Threshold:
     target_factor: float | None = None
     min_samples: int = 1
     abort: bool = False
-
-    @property
-    def is_latency(self) -> bool:
-        return self.stat in LATENCY_STATS
 
     def bound(self, target: float | None) -> float | None:
         """The number to compare against; None when it needs a target and has none."""
@@ -203,6 +203,7 @@ def parse_thresholds(
 
 __all__ = [
     "LATENCY_STATS",
+    "QUANTILE_STATS",
     "RATIO_STATS",
     "STATS",
     "Threshold",

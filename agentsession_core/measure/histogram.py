@@ -34,6 +34,8 @@ _BUCKET_VALUES = 2.0 * GAMMA**_INDICES / (GAMMA + 1)
 # Upper edge of each slot: every value in slot j is <= _BUCKET_UPPER[j].
 _BUCKET_UPPER = GAMMA**_INDICES
 
+# The one table of named quantiles. Every consumer takes its subset from here by name, so a
+# key such as "p99_9" means the same quantile in stats.jsonl, the CSVs, thresholds and gates.
 PERCENTILES: dict[str, float] = {
     "p50": 0.5,
     "p66": 0.66,
@@ -47,6 +49,17 @@ PERCENTILES: dict[str, float] = {
     "p99_99": 0.9999,
     "p100": 1.0,
 }
+
+
+def percentiles(names: Iterable[str]) -> dict[str, float]:
+    """The named entries of PERCENTILES, in the order given (KeyError for an unknown name)."""
+    return {name: PERCENTILES[name] for name in names}
+
+
+def percentiles_through(last: str) -> dict[str, float]:
+    """PERCENTILES from p50 up to and including `last`."""
+    names = list(PERCENTILES)
+    return percentiles(names[: names.index(last) + 1])
 
 
 def slot_of(value_ms: float) -> int:
@@ -116,37 +129,17 @@ class LogHistogram:
         self.min = min(self.min, float(v.min()))
         self.max = max(self.max, float(v.max()))
 
-    def add_sparse(
-        self,
-        slots: np.ndarray,
-        counts: np.ndarray,
-        zero: int,
-        total: float,
-        vmin: float,
-        vmax: float,
-    ) -> None:
-        """Add a compact (sparse) histogram, as produced by to_sparse()."""
-        n = int(counts.sum()) + zero
+    def add_sparse(self, part: SparseHistogram) -> None:
+        n = part.count
         if n == 0:
             return
         # Sparse slots are unique, so plain fancy-index addition is exact (no np.add.at needed).
-        self._counts[slots] += counts
-        self.zero += zero
+        self._counts[part.slots] += part.counts
+        self.zero += part.zero
         self.count += n
-        self.total += total
-        self.min = min(self.min, vmin)
-        self.max = max(self.max, vmax)
-
-    def to_sparse(self) -> tuple[np.ndarray, np.ndarray, int, float, float, float]:
-        nz = np.flatnonzero(self._counts)
-        return (
-            nz.astype(np.int16),
-            self._counts[nz].copy(),
-            self.zero,
-            self.total,
-            self.min,
-            self.max,
-        )
+        self.total += part.total
+        self.min = min(self.min, part.min)
+        self.max = max(self.max, part.max)
 
     def merge(self, other: LogHistogram) -> None:
         if other.count == 0:
@@ -218,10 +211,9 @@ class LogHistogram:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return (
-            f"LogHistogram(count={self.count}, p50={self.quantile(0.5):.3f}, "
-            f"p99={self.quantile(0.99):.3f}, max={self.max if self.count else 0.0:.3f})"
-        )
+        p50, p99 = self.quantile(PERCENTILES["p50"]), self.quantile(PERCENTILES["p99"])
+        top = self.max if self.count else 0.0
+        return f"LogHistogram(count={self.count}, p50={p50:.3f}, p99={p99:.3f}, max={top:.3f})"
 
     def to_dict(self) -> dict[str, Any]:
         nz = np.flatnonzero(self._counts)
@@ -271,8 +263,9 @@ class SparseHistogram(NamedTuple):
     min: float
     max: float
 
+    # Shadows tuple.count on purpose: every histogram here answers .count with its samples.
     @property
-    def count(self) -> int:
+    def count(self) -> int:  # type: ignore[override]
         return self.zero + int(self.counts.sum())
 
     @classmethod

@@ -11,7 +11,8 @@ recorders of different shards/processes line up second by second and merge by pl
 A sample belongs to the second of its done time (cancellations: the cancel time; events: their
 own time).
 
-The recorder is single-threaded: use it from the event loop thread only.
+The recorder is single-threaded: use it from the event loop thread only. What it hands out
+(Interval, RowStats, Window) is in ``agentsession_core.measure.stats``.
 """
 
 from __future__ import annotations
@@ -19,32 +20,20 @@ from __future__ import annotations
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
-from agentsession_core.measure.histogram import (
-    EMPTY_SPARSE,
-    PERCENTILES,
-    LogHistogram,
-    SparseHistogram,
-    merge_sparse,
-)
+from agentsession_core.measure.histogram import EMPTY_SPARSE, SparseHistogram
+from agentsession_core.measure.stats import Interval, RowKey, RowStats, Window
 
 NS_PER_S = 1_000_000_000
 _NS_PER_MS = 1e6
-RowKey = tuple[str, str]
 GaugeKey = tuple[str, tuple[tuple[str, str], ...]]
 
 # Fields of one request sample in Row._samples.
 _INTENDED, _SENT, _DONE, _NBYTES, _FAILED = range(5)
 _FIELDS = 5
-
-# The percentile keys of stats.jsonl (docs/SPEC.md §7: p50 … p99_9).
-JSONL_PERCENTILES = {k: q for k, q in PERCENTILES.items() if k not in ("p99_99", "p100")}
-_SIDE_PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999}
 
 
 def _labels_key(labels: dict[str, str] | tuple) -> tuple[tuple[str, str], ...]:
@@ -81,176 +70,6 @@ class Row:
 
     def __repr__(self) -> str:
         return f"Row({self.kind!r}, {self.name!r})"
-
-
-@dataclass(slots=True)
-class Interval:
-    """One second of one row, in compact form."""
-
-    count: int = 0
-    failures: int = 0
-    cancelled: int = 0
-    events: int = 0
-    bytes: int = 0
-    errors: Counter[str] | None = None
-    response: SparseHistogram = EMPTY_SPARSE
-    service: SparseHistogram = EMPTY_SPARSE
-    start_lag: SparseHistogram = EMPTY_SPARSE
-    failed_response: SparseHistogram = EMPTY_SPARSE
-
-    def add(self, other: Interval) -> None:
-        self.count += other.count
-        self.failures += other.failures
-        self.cancelled += other.cancelled
-        self.events += other.events
-        self.bytes += other.bytes
-        if other.errors:
-            self.errors = (self.errors or Counter()) + other.errors
-        self.response = self.response.merged(other.response)
-        self.service = self.service.merged(other.service)
-        self.start_lag = self.start_lag.merged(other.start_lag)
-        self.failed_response = self.failed_response.merged(other.failed_response)
-
-    def stats(self) -> RowStats:
-        return _row_stats((self,))
-
-
-@dataclass
-class RowStats:
-    """A row over a window: counts and the three latency views (ms)."""
-
-    count: int = 0
-    failures: int = 0
-    cancelled: int = 0
-    events: int = 0
-    bytes: int = 0
-    response: LogHistogram = field(default_factory=LogHistogram)  # done - intended
-    service: LogHistogram = field(default_factory=LogHistogram)  # done - sent
-    start_lag: LogHistogram = field(default_factory=LogHistogram)  # sent - intended
-    failed_response: LogHistogram = field(default_factory=LogHistogram)  # failures only
-    errors: Counter[str] = field(default_factory=Counter)
-
-    def merge(self, other: RowStats) -> None:
-        self.count += other.count
-        self.failures += other.failures
-        self.cancelled += other.cancelled
-        self.events += other.events
-        self.bytes += other.bytes
-        self.response.merge(other.response)
-        self.service.merge(other.service)
-        self.start_lag.merge(other.start_lag)
-        self.failed_response.merge(other.failed_response)
-        self.errors.update(other.errors)
-
-    def add_interval(self, interval: Interval) -> None:
-        self.count += interval.count
-        self.failures += interval.failures
-        self.cancelled += interval.cancelled
-        self.events += interval.events
-        self.bytes += interval.bytes
-        for hist, part in (
-            (self.response, interval.response),
-            (self.service, interval.service),
-            (self.start_lag, interval.start_lag),
-            (self.failed_response, interval.failed_response),
-        ):
-            hist.add_sparse(*part)
-        if interval.errors:
-            self.errors.update(interval.errors)
-
-    def copy(self) -> RowStats:
-        return RowStats(
-            self.count,
-            self.failures,
-            self.cancelled,
-            self.events,
-            self.bytes,
-            self.response.copy(),
-            self.service.copy(),
-            self.start_lag.copy(),
-            self.failed_response.copy(),
-            Counter(self.errors),
-        )
-
-    def rps(self, duration_s: float) -> float:
-        return self.count / duration_s if duration_s > 0 else 0.0
-
-    def failure_ratio(self) -> float:
-        return self.failures / self.count if self.count else 0.0
-
-    def measurements(self, duration_s: float) -> dict[str, Any]:
-        """The stats.jsonl measurements: snake_case keys, latencies in ms."""
-        out: dict[str, Any] = {
-            "request_count": self.count,
-            "failure_count": self.failures,
-            "cancelled_count": self.cancelled,
-            "event_count": self.events,
-            "duration_s": duration_s,
-            "requests_per_s": self.rps(duration_s),
-            "failures_per_s": self.failures / duration_s if duration_s > 0 else 0.0,
-            "events_per_s": self.events / duration_s if duration_s > 0 else 0.0,
-            "failure_ratio": self.failure_ratio(),
-            "avg_response_time": self.response.mean(),
-            "min_response_time": self.response.min if self.response.count else 0.0,
-            "max_response_time": self.response.max if self.response.count else 0.0,
-            "avg_content_size": self.bytes / self.count if self.count else 0.0,
-        }
-        out.update(self.response.quantiles(JSONL_PERCENTILES))
-        for prefix, hist in (("service", self.service), ("start_lag", self.start_lag)):
-            for key, q in _SIDE_PERCENTILES.items():
-                out[f"{prefix}_{key}"] = hist.quantile(q)
-            out[f"{prefix}_max"] = hist.max if hist.count else 0.0
-        if self.errors:
-            out["errors"] = dict(self.errors)
-        return out
-
-
-def _row_stats(intervals: Iterable[Interval]) -> RowStats:
-    items = list(intervals)
-    errors: Counter[str] = Counter()
-    for it in items:
-        if it.errors:
-            errors.update(it.errors)
-    return RowStats(
-        count=sum(it.count for it in items),
-        failures=sum(it.failures for it in items),
-        cancelled=sum(it.cancelled for it in items),
-        events=sum(it.events for it in items),
-        bytes=sum(it.bytes for it in items),
-        response=merge_sparse(it.response for it in items),
-        service=merge_sparse(it.service for it in items),
-        start_lag=merge_sparse(it.start_lag for it in items),
-        failed_response=merge_sparse(it.failed_response for it in items),
-        errors=errors,
-    )
-
-
-@dataclass
-class Window:
-    """Stats over whole seconds [start_s, end_s) (unix seconds)."""
-
-    start_s: float
-    end_s: float
-    rows: dict[RowKey, RowStats]
-    gauges: list[tuple[float, dict[str, str], str, float]] = field(default_factory=list)
-
-    @property
-    def duration_s(self) -> float:
-        return max(0.0, self.end_s - self.start_s)
-
-    def row(self, kind: str, name: str) -> RowStats:
-        return self.rows.get((kind, name)) or RowStats()
-
-    def gauge_series(self, name: str) -> list[tuple[float, dict[str, str], float]]:
-        return [(t, labels, v) for t, labels, n, v in self.gauges if n == name]
-
-    def aggregate(self, include: Callable[[RowKey], bool] = lambda key: True) -> RowStats:
-        """All selected rows merged (Locust's "Aggregated" row)."""
-        total = RowStats()
-        for key in sorted(self.rows):
-            if include(key):
-                total.merge(self.rows[key])
-        return total
 
 
 class Recorder:
@@ -399,7 +218,7 @@ class Recorder:
         for second in gauge_seconds:
             for (name, labels), value in self.gauges.get(second, {}).items():
                 gauges.append((float(second), dict(labels), name, value))
-        rows = {key: _row_stats(items) for key, items in per_row.items()}
+        rows = {key: RowStats.of_intervals(items) for key, items in per_row.items()}
         return Window(float(first), float(max(first, last)), rows, gauges)
 
     def totals(self) -> Window:
@@ -410,7 +229,7 @@ class Recorder:
             pending = self._drain(row, far_future, consume=False)
             if not pending:
                 continue
-            extra = _row_stats(pending.values())
+            extra = RowStats.of_intervals(pending.values())
             key = (row.kind, row.name)
             if key in rows:
                 rows[key].merge(extra)
@@ -419,18 +238,13 @@ class Recorder:
         now_s = self.unix_s(self._clock_ns())
         return Window(float(self.first_second), max(now_s, float(self.first_second)), rows)
 
-    def cumulative(self) -> dict[RowKey, RowStats]:
-        """Closed seconds only, kept running (cheap; for scrapes and live views)."""
-        return self._cumulative
-
-    def rows(self) -> list[RowKey]:
-        return sorted(self._rows)
-
     # -- shards -----------------------------------------------------------------------------
     def merge(self, other: Recorder) -> None:
         """Add another recorder (a shard) into this one: plain sums per second per row."""
         for second, per_row in other.intervals.items():
             for key, interval in per_row.items():
+                # A copy: _store adds late samples into what it keeps, and the shard's
+                # intervals must stay the shard's.
                 copy = Interval()
                 copy.add(interval)
                 self._store(key, second, copy)
@@ -479,4 +293,4 @@ def _sample_interval(part: np.ndarray, errors: Counter[str]) -> Interval:
     )
 
 
-__all__ = ["NS_PER_S", "Interval", "Recorder", "Row", "RowStats", "Window"]
+__all__ = ["NS_PER_S", "Recorder", "Row"]

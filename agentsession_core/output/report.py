@@ -12,7 +12,6 @@ leaves its section saying so rather than failing the report.
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 import math
@@ -20,8 +19,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentsession_core.output.chart import esc, line_chart
+from agentsession_core.output.run_dir import atomic_write
+from agentsession_core.output.stats_files import locust_column
+
 TITLE_ROWS = (("turnover", "TimeToWake"), ("http", "WakeFirstTouch"), ("", "Aggregated"))
-LATENCY_COLUMNS = (("50%", "p50", "#4c78a8"), ("90%", "p90", "#f58518"), ("99%", "p99", "#e45756"))
+# (stats_history.csv column, percentile key, colour) of each latency line.
+LATENCY_COLUMNS = tuple(
+    (locust_column(key), key, colour)
+    for key, colour in (("p50", "#4c78a8"), ("p90", "#f58518"), ("p99", "#e45756"))
+)
 GAUGE = "turnover_sessions"
 GAUGE_COLOURS = {"awake": "#54a24b", "parked": "#4c78a8", "waking": "#f58518", "parking": "#b279a2"}
 OUTCOME_COLOURS = {
@@ -32,11 +39,6 @@ OUTCOME_COLOURS = {
     "fail": "#f8d0cc",
 }
 BANNER_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "void": "#616161"}
-_W, _H, _PAD_L, _PAD_R, _PAD_T, _PAD_B = 760, 220, 60, 110, 24, 30
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
 
 
 # --------------------------------------------------------------------------- reading
@@ -108,93 +110,13 @@ def gauge_series(gauges: list[dict]) -> dict[str, list[tuple[float, float]]]:
     return out
 
 
-# --------------------------------------------------------------------------- drawing
-def _nice_max(value: float) -> float:
-    if value <= 0:
-        return 1.0
-    magnitude = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
-        if step * magnitude >= value:
-            return step * magnitude
-    return 10 * magnitude
-
-
-def line_chart(
-    title: str,
-    series: dict[str, tuple[str, list[tuple[float, float]]]],
-    *,
-    unit: str,
-    t0: float,
-    bands: list[tuple[float, float, str]] = (),
-) -> str:
-    """An inline SVG: series = {label: (colour, [(unix s, y)])}; bands shade x ranges."""
-    points = [p for _, pts in series.values() for p in pts]
-    if not points:
-        return f'<p class="empty">{_esc(title)}: no data</p>'
-    xs = [x - t0 for x, _ in points] + [b[1] - t0 for b in bands] + [b[0] - t0 for b in bands]
-    x_lo, x_hi = min(0.0, *xs), max(1.0, *xs)
-    y_hi = _nice_max(max(y for _, y in points))
-    plot_w, plot_h = _W - _PAD_L - _PAD_R, _H - _PAD_T - _PAD_B
-
-    def sx(x: float) -> float:
-        return _PAD_L + (x - t0 - x_lo) / (x_hi - x_lo) * plot_w
-
-    def sy(y: float) -> float:
-        return _PAD_T + plot_h - (y / y_hi) * plot_h
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
-        f'role="img" aria-label="{_esc(title)}">',
-        f'<text x="{_PAD_L}" y="15" class="ct">{_esc(title)}</text>',
-    ]
-    for x0, x1, colour in bands:
-        parts.append(
-            f'<rect x="{sx(x0):.1f}" y="{_PAD_T}" width="{max(0.5, sx(x1) - sx(x0)):.1f}"'
-            f' height="{plot_h}" fill="{colour}" opacity="0.6"/>'
-        )
-    for i in range(5):
-        y = y_hi * i / 4
-        parts.append(
-            f'<line x1="{_PAD_L}" x2="{_PAD_L + plot_w}" y1="{sy(y):.1f}" '
-            f'y2="{sy(y):.1f}" class="grid"/>'
-        )
-        parts.append(
-            f'<text x="{_PAD_L - 4}" y="{sy(y) + 4:.1f}" class="ax" text-anchor="end">{y:g}</text>'
-        )
-    for i in range(6):
-        x = x_lo + (x_hi - x_lo) * i / 5
-        parts.append(
-            f'<text x="{sx(x + t0):.1f}" y="{_H - 10}" class="ax" '
-            f'text-anchor="middle">{x:.0f}s</text>'
-        )
-    parts.append(
-        f'<text x="8" y="{_PAD_T + plot_h / 2:.0f}" class="ax" '
-        f'transform="rotate(-90 8 {_PAD_T + plot_h / 2:.0f})">{_esc(unit)}</text>'
-    )
-    for n, (label, (colour, pts)) in enumerate(series.items()):
-        if not pts:
-            continue
-        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(pts))
-        parts.append(
-            f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5"/>'
-        )
-        ly = _PAD_T + 14 + n * 16
-        parts.append(
-            f'<rect x="{_W - _PAD_R + 10}" y="{ly - 9}" width="10" height="10" '
-            f'fill="{colour}"/><text x="{_W - _PAD_R + 24}" y="{ly}" '
-            f'class="ax">{_esc(label)}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
 # --------------------------------------------------------------------------- sections
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
-    return _esc(value)
+    return esc(value)
 
 
 def _banner(gate: dict | None, status: dict | None) -> str:
@@ -210,10 +132,10 @@ def _banner(gate: dict | None, status: dict | None) -> str:
     extra = ""
     abort = (gate or {}).get("abort_reason") or (status or {}).get("abort_reason")
     if abort:
-        extra = f'<div class="sub">abort: {_esc(abort)}</div>'
+        extra = f'<div class="sub">abort: {esc(abort)}</div>'
     return (
         f'<div class="banner" style="background:{colour}"><span class="verdict">'
-        f"{_esc(verdict.upper())}</span> {_esc(reason)}{extra}</div>"
+        f"{esc(verdict.upper())}</span> {esc(reason)}{extra}</div>"
     )
 
 
@@ -243,17 +165,17 @@ def _window_table(windows: list[dict]) -> str:
         results = w.get("thresholds") or []
         missed = [r["threshold"] for r in results if r.get("passed") is False]
         unjudged = [r["threshold"] for r in results if r.get("passed") is None]
-        notes = "; ".join(_esc(t) for t in missed) or "none"
+        notes = "; ".join(esc(t) for t in missed) or "none"
         if unjudged:
-            notes += f' <span class="dim">/ {"; ".join(_esc(t) for t in unjudged)}</span>'
+            notes += f' <span class="dim">/ {"; ".join(esc(t) for t in unjudged)}</span>'
         reason = w.get("abort_reason") or w.get("void_reason")
         if reason:
-            notes += f'<br><span class="dim">{_esc(reason)}</span>'
+            notes += f'<br><span class="dim">{esc(reason)}</span>'
         outcome = str(w.get("outcome"))
         dur = (_number(str(w.get("end_unix"))) or 0) - (_number(str(w.get("start_unix"))) or 0)
         rows.append(
             f"<tr><td>{_fmt(w.get('index'))}</td><td>{_fmt(w.get('level'), 2)}</td>"
-            f'<td style="background:{OUTCOME_COLOURS.get(outcome, "#fff")}">{_esc(outcome)}</td>'
+            f'<td style="background:{OUTCOME_COLOURS.get(outcome, "#fff")}">{esc(outcome)}</td>'
             f"<td>{dur:.0f}</td><td>{_fmt(wake.get('p50'))} / {_fmt(wake.get('p99'))}</td>"
             f"<td>{_fmt(touch.get('p99'))}</td><td>{_fmt(steps.get('p99'))}</td>"
             f"<td>{_fmt(req.get('failure_ratio'), 4)}</td>"
@@ -274,7 +196,7 @@ def _gate_details(gate: dict | None) -> str:
     )
     drift = gate.get("drift") or {}
     if drift:
-        cells = "".join(f"<tr><td>{_esc(k)}</td><td>{v:+.2f}</td></tr>" for k, v in drift.items())
+        cells = "".join(f"<tr><td>{esc(k)}</td><td>{v:+.2f}</td></tr>" for k, v in drift.items())
         parts.append(
             "<h3>Drift (ms per window, first level)</h3>"
             f"<table><tr><th>metric</th><th>slope</th></tr>{cells}</table>"
@@ -282,13 +204,13 @@ def _gate_details(gate: dict | None) -> str:
     baseline = gate.get("baseline")
     if baseline:
         cells = "".join(
-            f'<tr class="{"bad" if m["regression"] else ""}"><td>{_esc(m["metric"])}</td>'
+            f'<tr class="{"bad" if m["regression"] else ""}"><td>{esc(m["metric"])}</td>'
             f"<td>{_fmt(m['baseline'], 3)}</td><td>{_fmt(m['current'], 3)}</td>"
             f"<td>{m['change']:+.1%}</td><td>{'regression' if m['regression'] else 'ok'}</td></tr>"
             for m in baseline.get("metrics", [])
         )
         parts.append(
-            f"<h3>Against the baseline {_esc(baseline.get('location') or '')} "
+            f"<h3>Against the baseline {esc(baseline.get('location') or '')} "
             f"(max regression {baseline.get('max_regression', 0):.0%})</h3>"
             "<table><tr><th>metric</th><th>baseline</th><th>this run</th>"
             f"<th>change</th><th></th></tr>{cells}</table>"
@@ -304,7 +226,7 @@ def _rows_table(stats_rows: list[dict]) -> str:
         if "request_count" not in m or metric.startswith("generator_"):
             continue
         rows.append(
-            f"<tr><td>{_esc(metric)}</td><td>{_fmt(m.get('request_count'))}</td>"
+            f"<tr><td>{esc(metric)}</td><td>{_fmt(m.get('request_count'))}</td>"
             f"<td>{_fmt(m.get('failure_count'))}</td><td>{_fmt(m.get('p50'))}</td>"
             f"<td>{_fmt(m.get('p99'))}</td><td>{_fmt(m.get('max_response_time'))}</td>"
             f"<td>{_fmt(m.get('requests_per_s'), 2)}</td></tr>"
@@ -349,14 +271,14 @@ def render_report(run_dir: Path) -> str:
     name = params.get("name") or run_dir.name
     started = campaign.get("started_unix") or (status or {}).get("started_unix")
     meta = [
-        f"script {_esc(campaign.get('script', '?'))}",
-        f"population {_esc(params.get('population', '?'))}",
-        f"tag {_esc(params.get('tag', '?'))}",
+        f"script {esc(campaign.get('script', '?'))}",
+        f"population {esc(params.get('population', '?'))}",
+        f"tag {esc(params.get('tag', '?'))}",
     ]
     if started:
         meta.append(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(started))))
     if status:
-        meta.append(f"run {_esc(status.get('status'))}, phase {_esc(status.get('phase'))}")
+        meta.append(f"run {esc(status.get('status'))}, phase {esc(status.get('phase'))}")
 
     charts = []
     for kind, row in TITLE_ROWS:
@@ -387,8 +309,8 @@ def render_report(run_dir: Path) -> str:
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>agentsession report: {_esc(name)}</title><style>{_CSS}</style></head><body>"
-        f'<h1>agentsession report: {_esc(name)}</h1><p class="meta">{" · ".join(meta)}</p>'
+        f"<title>agentsession report: {esc(name)}</title><style>{_CSS}</style></head><body>"
+        f'<h1>agentsession report: {esc(name)}</h1><p class="meta">{" · ".join(meta)}</p>'
         f"{_banner(gate, status)}"
         f'<h2>Latency over time</h2><p class="meta">windows shaded by outcome: {legend}</p>'
         f"{''.join(charts)}<h2>Turnover gauge</h2>{gauge_chart}"
@@ -401,11 +323,7 @@ def render_report(run_dir: Path) -> str:
 def write_report(run_dir: Path) -> Path:
     """Render and write report.html atomically (file work: call it from a thread)."""
     run_dir = Path(run_dir)
-    target = run_dir / "report.html"
-    tmp = run_dir / ".report.html.tmp"
-    tmp.write_text(render_report(run_dir), encoding="utf-8")
-    tmp.replace(target)
-    return target
+    return atomic_write(run_dir / "report.html", render_report(run_dir))
 
 
-__all__ = ["gauge_series", "latency_series", "line_chart", "render_report", "write_report"]
+__all__ = ["gauge_series", "latency_series", "render_report", "write_report"]

@@ -2,8 +2,9 @@
 
 Layout (docs/SPEC.md §7): ``<dest>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/``
 (the date is UTC). Files are written as the run goes; JSON and whole-file rewrites go through
-a temp file and a rename, so a crash leaves either the old or the new content, never half.
-manifest.json is written last and lists every other file with its size and sha256.
+``atomic_write`` (a temp file and a rename), so a crash leaves either the old or the new
+content, never half. manifest.json is written last and lists every other file with its size
+and sha256.
 
 Everything here is synchronous and thread-safe: async callers use asyncio.to_thread.
 """
@@ -96,6 +97,24 @@ def _segment(parameter: str, value: str) -> str:
     return value
 
 
+def atomic_write(path: Path, data: bytes | str) -> Path:
+    """`data` (text as UTF-8) at `path` through a temp file in the same directory, fsync and a
+    rename: readers and a crash see the old content or the new, never half of it."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # artifacts are for readers other than us (gates, uploaders)
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 class RunDir:
     """One run's artifact directory."""
 
@@ -128,21 +147,9 @@ class RunDir:
         return target
 
     def write_bytes(self, name: str, data: bytes) -> Path:
-        """Atomic: a temp file in the same directory, fsync, rename."""
         target = self.file(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            os.fchmod(fd, 0o644)  # artifacts are for readers other than us (gates, uploaders)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+        return atomic_write(target, data)
 
     def write_text(self, name: str, text: str) -> Path:
         return self.write_bytes(name, text.encode("utf-8"))
@@ -162,6 +169,16 @@ class RunDir:
         target = self.file(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         return open(target, "a", encoding="utf-8", buffering=1)
+
+    def append_text(self, name: str, text: str) -> None:
+        """Add `text` at the end of a file that grows as the run goes; "" leaves it alone."""
+        if text:
+            with self.open_append(name) as f:
+                f.write(text)
+
+    def has_content(self, name: str) -> bool:
+        target = self.file(name)
+        return target.is_file() and target.stat().st_size > 0
 
     def log_handler(self, level: int = logging.INFO) -> logging.Handler:
         """A handler writing logs.txt; attach it to the run's logger."""

@@ -9,38 +9,33 @@ survive. Percentile cells are "N/A" for a row without requests, as in Locust. Ro
 appear in stats.jsonl. Count-only rows (actor/CrashCount, backlog) show their event count as
 Request Count but add nothing to Aggregated, which counts requests only.
 
-Rendering (``render_*``) is pure and cheap: call it on the event loop with a Window. Writing
-(``write_*`` / ``HistoryWriter.append``) touches files: call it through asyncio.to_thread.
+This module only renders (pure and cheap: call it on the event loop with a Window); the run
+directory writes the text (``RunDir.write_text`` / ``RunDir.append_text``, from a thread).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import os
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import orjson
 
+from agentsession_core.measure.health import is_request_row
 from agentsession_core.measure.histogram import PERCENTILES, LogHistogram
-from agentsession_core.measure.recorder import Recorder, RowKey, RowStats, Window
+from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.stats import RowKey, RowStats, Window
 
-_LOCUST_PERCENTILE_COLUMNS = [
-    "50%",
-    "66%",
-    "75%",
-    "80%",
-    "90%",
-    "95%",
-    "98%",
-    "99%",
-    "99.9%",
-    "99.99%",
-    "100%",
-]
+
+def locust_column(key: str) -> str:
+    """Locust's column name of a percentile key: p50 -> "50%", p99_9 -> "99.9%"."""
+    return key.removeprefix("p").replace("_", ".") + "%"
+
+
+# Locust reports every percentile of the table, in its order.
+_LOCUST_PERCENTILE_COLUMNS = [locust_column(key) for key in PERCENTILES]
 _QUANTILES = list(PERCENTILES.values())
 
 STATS_CSV_COLUMNS = [
@@ -75,11 +70,6 @@ HISTORY_CSV_COLUMNS = [
 ]
 FAILURES_CSV_COLUMNS = ["Method", "Name", "Error", "Occurrences"]
 AGGREGATED = "Aggregated"
-HEALTH_KIND = "generator"
-
-
-def is_request_row(key: RowKey) -> bool:
-    return key[0] != HEALTH_KIND
 
 
 def _ms(value: float) -> float:
@@ -103,7 +93,7 @@ def _summary(stats: RowStats) -> list[Any]:
     return [
         _booked(stats),
         stats.failures,
-        _ms(hist.quantile(0.5)),
+        _ms(hist.quantile(PERCENTILES["p50"])),
         _ms(hist.mean()),
         _ms(hist.min) if hist.count else 0,
         _ms(hist.max) if hist.count else 0,
@@ -194,55 +184,27 @@ def render_jsonl(rows: Iterable[dict[str, Any]]) -> str:
     return "".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n" for r in rows)
 
 
-def _atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
-
-
-def write_stats_csv(path: str | os.PathLike[str], window: Window) -> None:
-    _atomic_write_text(path, render_stats_csv(window))
-
-
-def write_failures_csv(path: str | os.PathLike[str], window: Window) -> None:
-    _atomic_write_text(path, render_failures_csv(window))
-
-
-def write_stats_jsonl(
-    path: str | os.PathLike[str],
-    window: Window,
-    *,
-    tag: str,
-    test_name: str,
-    extra_rows: Iterable[dict[str, Any]] = (),
-) -> None:
+def render_stats_jsonl(
+    window: Window, *, tag: str, test_name: str, extra_rows: Iterable[dict[str, Any]] = ()
+) -> str:
     """The whole stats.jsonl: one line per row, then the extra rows (turnover_window, ...)."""
-    rows = [*stats_jsonl_rows(window, tag=tag, test_name=test_name), *extra_rows]
-    _atomic_write_text(path, render_jsonl(rows))
-
-
-def append_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(render_jsonl(rows))
+    return render_jsonl([*stats_jsonl_rows(window, tag=tag, test_name=test_name), *extra_rows])
 
 
 class HistoryWriter:
     """stats_history.csv as the run goes: one line per second per active row + Aggregated.
 
     Unlike Locust's default (cumulative percentiles), each line's percentiles and rates are
-    those of that one second; the Total columns are cumulative since the writer started.
+    those of that one second; the Total columns are cumulative since the writer started. The
+    first text rendered starts with the header unless `header` is False (the file already has
+    one).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+    def __init__(self, *, header: bool = True) -> None:
         self.next_second: int | None = None
         self._totals: dict[RowKey, RowStats] = {}
         self._aggregate = RowStats()
-        if not self.path.exists() or self.path.stat().st_size == 0:
-            self._pending_header = True
-        else:
-            self._pending_header = False
+        self._pending_header = header
 
     def render_closed(self, recorder: Recorder, user_count: int | Callable[[int], int] = 0) -> str:
         """Lines for every second the recorder closed since the last call (loop thread)."""
@@ -288,33 +250,17 @@ class HistoryWriter:
             *_summary(total),
         ]
 
-    def append(self, text: str) -> None:
-        """Append rendered lines (file work: call via asyncio.to_thread)."""
-        if text:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(text)
-
-    def write_closed(
-        self,
-        recorder: Recorder,
-        user_count: int | Callable[[int], int] = 0,
-    ) -> None:
-        """render_closed + append, for synchronous callers."""
-        self.append(self.render_closed(recorder, user_count))
-
 
 __all__ = [
     "FAILURES_CSV_COLUMNS",
     "HISTORY_CSV_COLUMNS",
     "STATS_CSV_COLUMNS",
     "HistoryWriter",
-    "append_jsonl",
     "jsonl_row",
+    "locust_column",
     "render_failures_csv",
     "render_jsonl",
     "render_stats_csv",
+    "render_stats_jsonl",
     "stats_jsonl_rows",
-    "write_failures_csv",
-    "write_stats_csv",
-    "write_stats_jsonl",
 ]

@@ -19,15 +19,11 @@ import pytest
 
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run
+from agentsession_core.judge.abort import AbortMonitor
+from agentsession_core.judge.artifacts import step_window_row, windows_jsonl
 from agentsession_core.judge.gate import gate_document
 from agentsession_core.judge.thresholds import parse_thresholds
-from agentsession_core.judge.windows import (
-    AbortMonitor,
-    WindowVerdict,
-    judge_window,
-    step_window_row,
-    windows_jsonl,
-)
+from agentsession_core.judge.verdict import WindowVerdict, judge_window
 from agentsession_core.output.report import write_report
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.local.launcher import LocalSubstrate

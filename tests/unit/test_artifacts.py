@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from agentsession_core.errors import UsageError
-from agentsession_core.output.run_dir import RunDir, redact, verify_manifest
+from agentsession_core.output.run_dir import RunDir, atomic_write, redact, verify_manifest
 
 STARTED = 1_717_243_200.7  # 2024-06-01T12:00:00.7Z
 
@@ -86,6 +86,27 @@ def test_log_handler_and_append(tmp_path):
     with run.open_append("stats.jsonl") as f:
         f.write('{"a":2}\n')
     assert (run.path / "stats.jsonl").read_text().splitlines() == ['{"a":1}', '{"a":2}']
+
+
+def test_append_text_grows_a_file_and_has_content_sees_it(tmp_path):
+    run = RunDir.create(str(tmp_path), "r", "t", STARTED)
+    assert not run.has_content("stats_history.csv")
+    run.append_text("stats_history.csv", "")  # nothing to add: no file either
+    assert not (run.path / "stats_history.csv").exists()
+    run.append_text("stats_history.csv", "Timestamp\n")
+    run.append_text("stats_history.csv", "1\n")
+    assert (run.path / "stats_history.csv").read_text() == "Timestamp\n1\n"
+    assert run.has_content("stats_history.csv")
+
+
+def test_atomic_write_takes_text_or_bytes_and_is_readable_by_others(tmp_path):
+    target = tmp_path / "report.html"
+    atomic_write(target, "<p>é</p>")
+    assert target.read_bytes() == "<p>é</p>".encode()
+    atomic_write(target, b"<p>2</p>")
+    assert target.read_bytes() == b"<p>2</p>"
+    assert target.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
 
 
 def test_manifest_lists_every_file_and_detects_tampering(tmp_path):

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.cli import main
+from agentsession_core.judge.artifacts import windows_jsonl
 from agentsession_core.judge.gate import (
     GateInputError,
     compare,
@@ -13,7 +14,7 @@ from agentsession_core.judge.gate import (
     load_run,
     worst_headline,
 )
-from agentsession_core.judge.windows import ThresholdResult, WindowVerdict, windows_jsonl
+from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
 
 
 def verdict(index, outcome, *, level=1.0, wake_p99=100.0, failure_ratio=0.0, rps=2.0, missed=False):

@@ -5,17 +5,11 @@ import json
 import numpy as np
 import pytest
 
+from agentsession_core.judge.abort import AbortMonitor
+from agentsession_core.judge.artifacts import step_window_row, windows_jsonl
+from agentsession_core.judge.drift import drift, ramp_result
 from agentsession_core.judge.thresholds import parse_threshold, parse_thresholds
-from agentsession_core.judge.windows import (
-    AbortMonitor,
-    WindowVerdict,
-    drift,
-    headline,
-    judge_window,
-    ramp_result,
-    step_window_row,
-    windows_jsonl,
-)
+from agentsession_core.judge.verdict import WindowVerdict, headline, judge_window
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 
 WALL0 = 1_700_000_000.0

@@ -5,9 +5,10 @@ import re
 
 import numpy as np
 
+from agentsession_core.judge.artifacts import windows_jsonl
 from agentsession_core.judge.gate import gate_document
 from agentsession_core.judge.thresholds import parse_thresholds
-from agentsession_core.judge.windows import judge_window, windows_jsonl
+from agentsession_core.judge.verdict import judge_window
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 from agentsession_core.output.report import latency_series, render_report, write_report
 from agentsession_core.output.stats_files import HistoryWriter, render_jsonl
@@ -40,8 +41,7 @@ def build_run(run_dir, seconds=20):
             )
     clock[0] = MONO0 + (seconds + 1) * NS_PER_S
     rec.flush()
-    history = HistoryWriter(run_dir / "stats_history.csv")
-    history.write_closed(rec, 8)
+    (run_dir / "stats_history.csv").write_text(HistoryWriter().render_closed(rec, 8))
     rules = parse_thresholds(["TimeToWake: p99 < 2s", "TimeToWake: p50 < 300ms"])
     half = seconds // 2
     verdicts = [

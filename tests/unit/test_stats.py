@@ -13,6 +13,8 @@ from agentsession_core.measure.histogram import (
     LogHistogram,
     SparseHistogram,
     merge_sparse,
+    percentiles,
+    percentiles_through,
 )
 
 QUANTILES = [
@@ -170,3 +172,21 @@ def test_any_sample_any_quantile(values, q):
     hist.add_many(values)
     want = exact_quantile(np.sort(np.array(values)), q)
     assert abs(hist.quantile(q) - want) <= 0.01 * want
+
+
+def test_percentile_subsets_come_from_the_one_table():
+    assert list(percentiles_through("p99_9")) == [
+        "p50",
+        "p66",
+        "p75",
+        "p80",
+        "p90",
+        "p95",
+        "p98",
+        "p99",
+        "p99_9",
+    ]
+    assert percentiles(("p99", "p50")) == {"p99": 0.99, "p50": 0.5}
+    assert percentiles_through("p100") == PERCENTILES
+    with pytest.raises(KeyError):
+        percentiles(("p42",))

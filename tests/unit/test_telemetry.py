@@ -1,6 +1,8 @@
 """Generator health rules and the /metrics endpoint over a real socket."""
 
 import asyncio
+import subprocess
+import sys
 import time
 
 import httpx
@@ -10,8 +12,8 @@ from agentsession_core.measure.health import (
     DISPATCH_LAG_ROW,
     LOOP_LAG_ROW,
     GeneratorHealth,
-    MetricsServer,
 )
+from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 
 WALL0 = 1_700_000_000.0
@@ -127,3 +129,13 @@ async def test_metrics_endpoint_serves_rows_and_gauges():
     assert 'agentsession_turnover_sessions{state="parked"} 95.0' in text
     assert 'agentsession_sessions{state="thinking"} 7.0' in text
     assert 'agentsession_events_total{name="CrashCount",type="actor"} 1.0' in text
+
+
+def test_health_does_not_import_the_prometheus_view():
+    # Sessions import health for DISPATCH_LAG_ROW; the Prometheus stack is ~1 s of import.
+    probe = (
+        "import sys; import agentsession_core.measure.health; "
+        "print(sorted(m for m in ('prometheus_client', 'aiohttp.web') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -15,8 +15,8 @@ from agentsession_core.output.stats_files import (
     jsonl_row,
     render_failures_csv,
     render_stats_csv,
+    render_stats_jsonl,
     stats_jsonl_rows,
-    write_stats_jsonl,
 )
 
 WALL0 = 1_700_000_000.0
@@ -105,12 +105,12 @@ def test_failures_csv(recorded):
     ]
 
 
-def test_history_appends_one_line_per_second_per_row(recorded, tmp_path):
+def test_history_renders_one_line_per_second_per_row(recorded):
     rec, now = recorded
-    writer = HistoryWriter(tmp_path / "stats_history.csv")
-    writer.write_closed(rec, user_count=lambda second: 7)
-    writer.write_closed(rec)  # nothing new: nothing appended
-    rows = list(csv.DictReader(open(tmp_path / "stats_history.csv")))
+    writer = HistoryWriter()
+    text = writer.render_closed(rec, user_count=lambda second: 7)
+    assert writer.render_closed(rec) == ""  # nothing new: nothing to append
+    rows = list(csv.DictReader(io.StringIO(text)))
     seconds = sorted({int(r["Timestamp"]) for r in rows})
     assert seconds == [int(WALL0) + s for s in range(5)]
     first_step = next(r for r in rows if r["Name"] == "Step_01_read_task")
@@ -124,13 +124,12 @@ def test_history_appends_one_line_per_second_per_row(recorded, tmp_path):
     rec.row("http", "Step_01_read_task").ok(now[0], now[0], now[0] + MS)
     now[0] += NS_PER_S
     rec.flush()
-    writer.write_closed(rec)
-    text = (tmp_path / "stats_history.csv").read_text()
+    text += writer.render_closed(rec)
     assert text.count("Timestamp") == 1
     assert f"{int(WALL0) + 5},0,http,Step_01_read_task" in text
 
 
-def test_stats_jsonl_rows_and_extra_rows(recorded, tmp_path):
+def test_stats_jsonl_rows_and_extra_rows(recorded):
     rec, _ = recorded
     window = rec.window(MONO0, MONO0 + 4 * NS_PER_S)
     rows = stats_jsonl_rows(window, tag="nightly", test_name="coding-session")
@@ -150,9 +149,8 @@ def test_stats_jsonl_rows_and_extra_rows(recorded, tmp_path):
         test_name="coding-session",
         timestamp=WALL0,
     )
-    path = tmp_path / "stats.jsonl"
-    write_stats_jsonl(path, window, tag="nightly", test_name="coding-session", extra_rows=[extra])
-    lines = [orjson.loads(line) for line in path.read_text().splitlines()]
+    text = render_stats_jsonl(window, tag="nightly", test_name="coding-session", extra_rows=[extra])
+    lines = [orjson.loads(line) for line in text.splitlines()]
     assert len(lines) == len(rows) + 1
     assert lines[-1] == {
         "timestamp": WALL0,

@@ -1,4 +1,4 @@
-"""The judge: step-window outcomes, live abort rules, drift and the ramp result.
+"""Judging one step window (docs/SPEC.md §6): its outcome and its headline.
 
 A step window is judged from its exact recorder Window against the thresholds of
 ``agentsession_core.judge.thresholds``. Its outcome is, in this order of precedence:
@@ -21,15 +21,18 @@ percentiles in ms, from the intended time), plus the request totals and failure 
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from agentsession_core.judge.thresholds import LATENCY_STATS, RATIO_STATS, Threshold
-from agentsession_core.measure.recorder import NS_PER_S, Recorder, RowStats, Window
-from agentsession_core.output.stats_files import HEALTH_KIND, jsonl_row, render_jsonl
+from agentsession_core.judge.thresholds import (
+    LATENCY_STATS,
+    QUANTILE_STATS,
+    RATIO_STATS,
+    Threshold,
+)
+from agentsession_core.measure.health import is_request_row
+from agentsession_core.measure.stats import RowStats, Window
 
 Outcome = Literal["pass", "break", "void", "aborted"]
 OUTCOMES: tuple[str, ...] = ("pass", "break", "void", "aborted")
@@ -37,24 +40,6 @@ TURNOVER_GAUGE = "turnover_sessions"
 # Headline sections: name -> row-name pattern.
 HEADLINE_ROWS = {"TimeToWake": "TimeToWake", "WakeFirstTouch": "WakeFirstTouch", "Step_*": "Step_*"}
 HEADLINE_LATENCIES = ("p50", "p90", "p95", "p99", "p99_9", "max", "mean")
-DRIFT_PERCENTILES = ("p50", "p90", "p99")
-_QUANTILE = {
-    "p50": 0.5,
-    "p66": 0.66,
-    "p75": 0.75,
-    "p80": 0.8,
-    "p90": 0.9,
-    "p95": 0.95,
-    "p98": 0.98,
-    "p99": 0.99,
-    "p99_9": 0.999,
-}
-_SNAKE = {
-    "TimeToWake": "time_to_wake",
-    "WakeFirstTouch": "wake_first_touch",
-    "Step_*": "steps",
-    "requests": "requests",
-}
 
 
 @dataclass
@@ -119,7 +104,7 @@ class WindowVerdict:
 def select(window: Window, pattern: str | None) -> RowStats:
     """Request rows whose name matches `pattern` (all request rows for None), merged."""
     return window.aggregate(
-        lambda key: key[0] != HEALTH_KIND and (pattern is None or fnmatchcase(key[1], pattern))
+        lambda key: is_request_row(key) and (pattern is None or fnmatchcase(key[1], pattern))
     )
 
 
@@ -142,8 +127,8 @@ def achieved(window: Window) -> tuple[float, int]:
 
 
 def row_stat(stats: RowStats, stat: str, duration_s: float) -> float:
-    if stat in _QUANTILE:
-        return stats.response.quantile(_QUANTILE[stat])
+    if stat in QUANTILE_STATS:
+        return stats.response.quantile(QUANTILE_STATS[stat])
     if stat == "max":
         return stats.response.max if stats.response.count else 0.0
     if stat == "mean":
@@ -260,146 +245,15 @@ def judge_window(
     )
 
 
-class AbortMonitor:
-    """Abort rules on a sliding window of whole, closed seconds, once the warm-up is over.
-
-    ``check`` is meant for a hold's ``should_stop`` (called ~10× a second): it does real
-    work once per new second only. Once tripped it keeps returning the same reason.
-    """
-
-    def __init__(
-        self,
-        recorder: Recorder,
-        rules: list[Threshold],
-        *,
-        sliding_s: float = 30.0,
-        delay_s: float = 60.0,
-        target: Callable[[], float | None],
-        start_ns: int | None = None,
-    ) -> None:
-        if sliding_s < 1:
-            raise ValueError("sliding_s must be at least one second")
-        self.recorder = recorder
-        self.rules = list(rules)
-        self.sliding_s = sliding_s
-        self.delay_s = delay_s
-        self.target = target
-        self.start_ns = recorder.now_ns() if start_ns is None else start_ns
-        self.reason: str | None = None
-        self.last_results: list[ThresholdResult] = []
-        self._judged_second: int | None = None
-
-    def check(self, now_ns: int | None = None) -> str | None:
-        if self.reason is not None or not self.rules:
-            return self.reason
-        rec = self.recorder
-        now_ns = rec.now_ns() if now_ns is None else now_ns
-        if now_ns - self.start_ns < self.delay_s * NS_PER_S:
-            return None
-        second = rec.second_of(now_ns)
-        if second == self._judged_second:
-            return None
-        self._judged_second = second
-        rec.flush(now_ns)
-        # Only whole seconds after the monitor started, so the fill never leaks in.
-        first = max(rec.second_of(self.start_ns) + 1, second - math.ceil(self.sliding_s))
-        if first >= second:
-            return None
-        window = rec.window_seconds(first, second)
-        target = self.target()
-        self.last_results = [evaluate(rule, window, target) for rule in self.rules]
-        for rule, result in zip(self.rules, self.last_results, strict=True):
-            if result.passed is False:
-                self.reason = (
-                    f"abort rule {rule.text!r} tripped over the last "
-                    f"{second - first}s: {result.detail}"
-                )
-                return self.reason
-        return None
-
-
-# --------------------------------------------------------------------------- across windows
-def _slope(points: list[tuple[float, float]]) -> float:
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx == 0:
-        return 0.0
-    return sum((x - mx) * (y - my) for x, y in points) / sxx
-
-
-def drift(verdicts: list[WindowVerdict]) -> dict[str, float]:
-    """Least-squares slope (ms per window) of each headline percentile, over the judged
-    (pass/break) windows at the first level; a metric needs two windows to have a slope."""
-    if not verdicts:
-        return {}
-    first_level = verdicts[0].level
-    judged = [v for v in verdicts if v.level == first_level and v.outcome in ("pass", "break")]
-    series: dict[str, list[tuple[float, float]]] = {}
-    for v in judged:
-        for section in HEADLINE_ROWS:
-            values = v.headline.get(section)
-            if not values:
-                continue
-            for key in DRIFT_PERCENTILES:
-                if key in values:
-                    series.setdefault(f"{section}.{key}", []).append((v.index, values[key]))
-    return {metric: _slope(points) for metric, points in sorted(series.items()) if len(points) >= 2}
-
-
-def ramp_result(verdicts: Iterable[WindowVerdict]) -> dict[str, float | None]:
-    """Levels in the order they ran: a level breaks when any of its windows broke or was
-    aborted, and holds when at least one passed and none broke; void-only levels say
-    nothing. The ramp stops counting at the first broken level."""
-    by_level: dict[float, list[str]] = {}
-    for v in verdicts:
-        by_level.setdefault(v.level, []).append(v.outcome)
-    last_held: float | None = None
-    first_broken: float | None = None
-    for level, outcomes in by_level.items():
-        if "break" in outcomes or "aborted" in outcomes:
-            first_broken = level
-            break
-        if "pass" in outcomes:
-            last_held = level
-    return {"last_held_level": last_held, "first_broken_level": first_broken}
-
-
-# --------------------------------------------------------------------------- artifacts
-def step_window_row(verdict: WindowVerdict, *, tag: str, test_name: str) -> dict[str, Any]:
-    """The stats.jsonl `step_window` row: flat snake_case measurements."""
-    m: dict[str, Any] = {
-        "index": verdict.index,
-        "level": verdict.level,
-        "outcome": verdict.outcome,
-        "start_unix": verdict.start_unix,
-        "end_unix": verdict.end_unix,
-        "duration_s": max(0.0, verdict.end_unix - verdict.start_unix),
-        "thresholds_judged": sum(1 for r in verdict.results if r.passed is not None),
-        "thresholds_missed": len(verdict.broken),
-        "void_reason": verdict.void_reason,
-        "abort_reason": verdict.abort_reason,
-    }
-    for section, values in verdict.headline.items():
-        prefix = _SNAKE.get(section, section.lower())
-        for key, value in values.items():
-            m[f"{prefix}_{key}"] = value
-    return jsonl_row("step_window", m, tag=tag, test_name=test_name, timestamp=verdict.end_unix)
-
-
-def windows_jsonl(verdicts: Iterable[WindowVerdict]) -> str:
-    return render_jsonl(v.to_dict() for v in verdicts)
-
-
 __all__ = [
-    "AbortMonitor",
+    "HEADLINE_ROWS",
+    "OUTCOMES",
+    "Outcome",
     "ThresholdResult",
     "WindowVerdict",
-    "drift",
+    "achieved",
+    "evaluate",
     "headline",
     "judge_window",
-    "ramp_result",
-    "step_window_row",
-    "windows_jsonl",
+    "select",
 ]

@@ -1,0 +1,189 @@
+"""What the recorder hands out: one second of one row (Interval), one row over a window
+(RowStats) and a whole window (Window).
+
+An Interval keeps sparse histograms, because the recorder keeps one per second per row for the
+whole run (docs/SPEC.md §5.4); RowStats keeps dense ones, because a window is read many times
+(every percentile, every threshold). Both add up the same way, counters by plain sums and
+histograms by adding bucket counts, so any window is exact and percentiles are never averaged
+(docs/SPEC.md §5.3).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentsession_core.measure.histogram import (
+    EMPTY_SPARSE,
+    LogHistogram,
+    SparseHistogram,
+    merge_sparse,
+    percentiles,
+    percentiles_through,
+)
+
+RowKey = tuple[str, str]
+
+# stats.jsonl carries p50 … p99_9 of the headline latency (docs/SPEC.md §7) and a shorter set
+# for service time and start lag, which are reported beside it (docs/SPEC.md §5.2).
+JSONL_PERCENTILES = percentiles_through("p99_9")
+_SIDE_PERCENTILES = percentiles(("p50", "p90", "p99", "p99_9"))
+
+# The three latency views of docs/SPEC.md §5.2, plus the failed requests' own response times
+# (Prometheus splits latency by outcome).
+LATENCY_VIEWS = ("response", "service", "start_lag", "failed_response")
+
+
+def _add_counts(into: Interval | RowStats, other: Interval | RowStats) -> None:
+    """The counters and the error tally of `other` added into `into`: the one place that
+    knows which counters a row has, for seconds, windows and shards alike."""
+    into.count += other.count
+    into.failures += other.failures
+    into.cancelled += other.cancelled
+    into.events += other.events
+    into.bytes += other.bytes
+    if other.errors:
+        if into.errors is None:
+            into.errors = Counter()
+        into.errors.update(other.errors)
+
+
+@dataclass(slots=True)
+class Interval:
+    """One second of one row, in compact form."""
+
+    count: int = 0
+    failures: int = 0
+    cancelled: int = 0
+    events: int = 0
+    bytes: int = 0
+    # None rather than an empty Counter: most seconds have no errors, and there is one
+    # Interval per second per row for the whole run.
+    errors: Counter[str] | None = None
+    response: SparseHistogram = EMPTY_SPARSE
+    service: SparseHistogram = EMPTY_SPARSE
+    start_lag: SparseHistogram = EMPTY_SPARSE
+    failed_response: SparseHistogram = EMPTY_SPARSE
+
+    def add(self, other: Interval) -> None:
+        _add_counts(self, other)
+        for view in LATENCY_VIEWS:
+            setattr(self, view, getattr(self, view).merged(getattr(other, view)))
+
+    def stats(self) -> RowStats:
+        return RowStats.of_intervals((self,))
+
+
+@dataclass
+class RowStats:
+    """A row over a window: counts and the three latency views (ms)."""
+
+    count: int = 0
+    failures: int = 0
+    cancelled: int = 0
+    events: int = 0
+    bytes: int = 0
+    response: LogHistogram = field(default_factory=LogHistogram)  # done - intended
+    service: LogHistogram = field(default_factory=LogHistogram)  # done - sent
+    start_lag: LogHistogram = field(default_factory=LogHistogram)  # sent - intended
+    failed_response: LogHistogram = field(default_factory=LogHistogram)  # failures only
+    errors: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def of_intervals(cls, intervals: Iterable[Interval]) -> RowStats:
+        """The sum of many seconds, each histogram built in one numpy pass."""
+        items = list(intervals)
+        out = cls(
+            response=merge_sparse(it.response for it in items),
+            service=merge_sparse(it.service for it in items),
+            start_lag=merge_sparse(it.start_lag for it in items),
+            failed_response=merge_sparse(it.failed_response for it in items),
+        )
+        for it in items:
+            _add_counts(out, it)
+        return out
+
+    def merge(self, other: RowStats) -> None:
+        _add_counts(self, other)
+        for view in LATENCY_VIEWS:
+            getattr(self, view).merge(getattr(other, view))
+
+    def add_interval(self, interval: Interval) -> None:
+        _add_counts(self, interval)
+        for view in LATENCY_VIEWS:
+            getattr(self, view).add_sparse(getattr(interval, view))
+
+    def copy(self) -> RowStats:
+        out = RowStats(
+            response=self.response.copy(),
+            service=self.service.copy(),
+            start_lag=self.start_lag.copy(),
+            failed_response=self.failed_response.copy(),
+        )
+        _add_counts(out, self)
+        return out
+
+    def rps(self, duration_s: float) -> float:
+        return self.count / duration_s if duration_s > 0 else 0.0
+
+    def failure_ratio(self) -> float:
+        return self.failures / self.count if self.count else 0.0
+
+    def measurements(self, duration_s: float) -> dict[str, Any]:
+        """The stats.jsonl measurements: snake_case keys, latencies in ms."""
+        out: dict[str, Any] = {
+            "request_count": self.count,
+            "failure_count": self.failures,
+            "cancelled_count": self.cancelled,
+            "event_count": self.events,
+            "duration_s": duration_s,
+            "requests_per_s": self.rps(duration_s),
+            "failures_per_s": self.failures / duration_s if duration_s > 0 else 0.0,
+            "events_per_s": self.events / duration_s if duration_s > 0 else 0.0,
+            "failure_ratio": self.failure_ratio(),
+            "avg_response_time": self.response.mean(),
+            "min_response_time": self.response.min if self.response.count else 0.0,
+            "max_response_time": self.response.max if self.response.count else 0.0,
+            "avg_content_size": self.bytes / self.count if self.count else 0.0,
+        }
+        out.update(self.response.quantiles(JSONL_PERCENTILES))
+        for prefix, hist in (("service", self.service), ("start_lag", self.start_lag)):
+            for key, q in _SIDE_PERCENTILES.items():
+                out[f"{prefix}_{key}"] = hist.quantile(q)
+            out[f"{prefix}_max"] = hist.max if hist.count else 0.0
+        if self.errors:
+            out["errors"] = dict(self.errors)
+        return out
+
+
+@dataclass
+class Window:
+    """Stats over whole seconds [start_s, end_s) (unix seconds)."""
+
+    start_s: float
+    end_s: float
+    rows: dict[RowKey, RowStats]
+    gauges: list[tuple[float, dict[str, str], str, float]] = field(default_factory=list)
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.end_s - self.start_s)
+
+    def row(self, kind: str, name: str) -> RowStats:
+        return self.rows.get((kind, name)) or RowStats()
+
+    def gauge_series(self, name: str) -> list[tuple[float, dict[str, str], float]]:
+        return [(t, labels, v) for t, labels, n, v in self.gauges if n == name]
+
+    def aggregate(self, include: Callable[[RowKey], bool] = lambda key: True) -> RowStats:
+        """All selected rows merged (Locust's "Aggregated" row)."""
+        total = RowStats()
+        for key in sorted(self.rows):
+            if include(key):
+                total.merge(self.rows[key])
+        return total
+
+
+__all__ = ["JSONL_PERCENTILES", "LATENCY_VIEWS", "Interval", "RowKey", "RowStats", "Window"]
