@@ -1,0 +1,39 @@
+"""Catches answers that parse but were written to a different schema.
+
+Protobuf parsers keep a field whose wire type does not match its declaration as an unknown
+field and leave the declared field at its zero value; a glutton from before the ate wire
+notes' newest layout, for instance, would then read as "size 0" instead of failing. New field
+numbers stay welcome (that is forward compatibility); a known number with the wrong wire type
+is a schema disagreement and is reported here.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+
+def mismatched_field(message: Message, path: str = "") -> str | None:
+    """The dotted path of the first declared field that arrived with the wrong wire type in
+    `message` or any message inside it; None when there is none."""
+    declared = message.DESCRIPTOR.fields_by_number
+    for unknown in UnknownFieldSet(message):
+        field = declared.get(unknown.field_number)
+        if field is not None:
+            return (
+                f"{path}{field.name} (field {unknown.field_number}, wire type {unknown.wire_type})"
+            )
+    for field, value in message.ListFields():
+        if field.type != FieldDescriptor.TYPE_MESSAGE:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            # Map entries are string→string here; nothing inside them can disagree.
+            continue
+        children = value if field.is_repeated else [value]
+        for index, child in enumerate(children):
+            where = f"{path}{field.name}" + (f"[{index}]." if field.is_repeated else ".")
+            found = mismatched_field(child, where)
+            if found is not None:
+                return found
+    return None
