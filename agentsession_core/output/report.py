@@ -35,6 +35,12 @@ BANNER_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "void": "#616161"}
 _W, _H, _PAD_L, _PAD_R, _PAD_T, _PAD_B = 760, 220, 60, 110, 24, 30
 
 
+def _population_kind(params: dict[str, Any]) -> str:
+    """RunParams.population is a section ({"kind": ...}); older runs stored the kind."""
+    population = params.get("population", "?")
+    return population.get("kind", "?") if isinstance(population, dict) else str(population)
+
+
 def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -350,7 +356,7 @@ def render_report(run_dir: Path) -> str:
     started = campaign.get("started_unix") or (status or {}).get("started_unix")
     meta = [
         f"script {_esc(campaign.get('script', '?'))}",
-        f"population {_esc(params.get('population', '?'))}",
+        f"population {_esc(_population_kind(params))}",
         f"tag {_esc(params.get('tag', '?'))}",
     ]
     if started:
