@@ -32,10 +32,10 @@ import orjson
 import psutil
 import uvloop
 
+from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import Engine
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turns import TurnsPopulation
-from agentsession_core.engine.session import now_ns
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.errors import BAD_BODY, SubstrateError
@@ -149,20 +149,21 @@ class ArrivalOffsets:
             self.offsets.append(entry[2])
 
 
-def _params(**over: Any) -> RunParams:
-    base = dict(
+def _params(**population: Any) -> RunParams:
+    """The bench's RunParams; keyword arguments are PopulationParams fields."""
+    return RunParams(
         script=PING_SCRIPT,
-        lifecycle_mode="none",
         think_scale=0.0,
-        registration_quiet=0.0,
-        spawn_rate=50_000.0,
-        request_timeout=30.0,
-        template="benchmark-workloads/glutton",
         seed=7,
-        stop_grace=2.0,
+        target={"template": "benchmark-workloads/glutton", "request_timeout_seconds": 30.0},
+        population={
+            "lifecycle_mode": "none",
+            "registration_quiet_seconds": 0.0,
+            "spawn_rate": 50_000.0,
+            **population,
+        },
+        cleanup={"stop_grace_seconds": 2.0},
     )
-    base.update(over)
-    return RunParams(**base)
 
 
 async def _engine(url: str, params: RunParams, client: str, population: Any = None) -> Engine:
@@ -202,7 +203,7 @@ async def _until_second(engine: Engine, second: int) -> None:
 async def throughput(
     url: str, concurrency: int, seconds: float, warmup: float, client: str
 ) -> dict:
-    params = _params(population="closed", sessions=concurrency)
+    params = _params(kind="closed", sessions=concurrency)
     engine = await _engine(url, params, client)
     flusher = asyncio.create_task(_flush_every_second(engine.recorder))
     await engine.register()
@@ -233,10 +234,10 @@ async def accuracy(
     url: str, rate: float, sessions: int, seconds: float, warmup: float, client: str
 ) -> dict:
     params = _params(
-        population="turns",
+        kind="turns",
         sessions=sessions,
         turns_per_hour=rate * 3600.0 / sessions,
-        turn_mean=0.001,
+        turn_mean_seconds=0.001,
     )
     engine = await _engine(url, params, client, TurnsPopulation)
     arrivals = ArrivalOffsets()
@@ -312,11 +313,13 @@ async def density(url: str, sessions: int, client: str, population: str) -> dict
     population docs/SPEC.md §4.2 parks. turns: each parked session also holds its arrival task,
     sleeping until its next turn, and that turn's two random streams."""
     if population == "turnover":
-        params = _params(population="turnover", sessions=sessions, awake=0, target_rps=1.0)
+        params = _params(kind="turnover", sessions=sessions, awake=0, target_rps=1.0)
         engine = await _engine(url, params, client)
     else:
         # No turn falls due during the measurement (mean gap of a million hours).
-        params = _params(population="turns", sessions=sessions, turns_per_hour=1e-6, turn_mean=1.0)
+        params = _params(
+            kind="turns", sessions=sessions, turns_per_hour=1e-6, turn_mean_seconds=1.0
+        )
         engine = await _engine(url, params, client, TurnsPopulation)
     # Warm the pools and the code paths with one session's worth of work first.
     await engine.substrate.request("bench", "warm", "ping", json=PING_BODY)

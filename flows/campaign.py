@@ -46,7 +46,7 @@ async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | 
     baseline = await asyncio.to_thread(load_baseline, params)
     # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation is a
     # SIGTERM to this process): the hold stops, actors are deleted, status says cancelled.
-    run = Run(params.to_run_params())
+    run = Run(params)
     async with run:
         driver = Campaign(params, run, baseline=baseline)
         await preflight(run)
@@ -54,7 +54,9 @@ async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | 
         await fill(run)
         progress = await hold_progress(driver)
         hold = hold_window.with_options(
-            timeout_seconds=params.window_seconds + run.params.stop_grace + HOLD_TIMEOUT_MARGIN_S
+            timeout_seconds=params.window_seconds
+            + params.cleanup.stop_grace_seconds
+            + HOLD_TIMEOUT_MARGIN_S
         )
         for window in driver.plan:
             if driver.stopped:
@@ -94,10 +96,14 @@ async def _upload(run: Run, params: CampaignParams) -> UploadResult:
     except UploadError as exc:
         get_run_logger().error(
             "upload to %s failed after %d attempts: %s; local copy kept at %s",
-            params.dest,
+            params.destination,
             attempts,
             exc,
             run_dir,
         )
-        await asyncio.to_thread(record_failed_upload, run_dir, params.dest, str(exc), attempts)
-        return UploadResult(False, params.dest, str(run_dir), error=str(exc), attempts=attempts)
+        await asyncio.to_thread(
+            record_failed_upload, run_dir, params.destination, str(exc), attempts
+        )
+        return UploadResult(
+            False, params.destination, str(run_dir), error=str(exc), attempts=attempts
+        )

@@ -19,14 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentsession_core.campaign.params import (
-    CampaignParams,
-    apply_settings,
-    load_values,
-    parse_campaign,
-    preset_names,
-    preset_path,
-)
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.preset_files import preset_names, preset_path
+from agentsession_core.engine.params import parse
+from agentsession_core.engine.params_io import apply_settings, load_values
 
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -76,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def resolve(args: argparse.Namespace) -> CampaignParams:
     values: dict[str, Any] = {}
-    source = "parameters"
+    source: str | None = None
     if args.preset:
         path = preset_path(args.preset)
         values, source = load_values(path), str(path)
@@ -84,8 +80,8 @@ def resolve(args: argparse.Namespace) -> CampaignParams:
         values, source = load_values(args.params), args.params
     if args.settings:
         values = apply_settings(values, args.settings)
-        source += " with --set"
-    return parse_campaign(values, source=source)
+        source = f"{source} with --set" if source else None
+    return parse(CampaignParams, values, source=source)
 
 
 def prepare_prefect_env() -> None:
@@ -135,7 +131,7 @@ def _handle(args: argparse.Namespace) -> int:
         upload = result["upload"]
         if not upload["ok"]:
             print(
-                f"agentsession campaign: upload to {params.dest} failed "
+                f"agentsession campaign: upload to {params.destination} failed "
                 f"({upload['error']}); the local copy stays",
                 file=sys.stderr,
             )
@@ -162,7 +158,7 @@ def _signal_exit(run_dir: Path) -> int | None:
 
 def _newest_run(params: CampaignParams) -> Path | None:
     """The campaign failed before reporting its directory: the newest one of this name/tag."""
-    root = Path(params.local_root.removeprefix("file://")) / "runs" / params.name
+    root = Path(params.out.removeprefix("file://")) / "runs" / params.name
     found = sorted(
         root.glob(f"run_date=*/run_ts=*/run_tag={params.tag}"), key=lambda p: p.parent.name
     )

@@ -21,8 +21,8 @@ async def upload(run_dir: Path, params: CampaignParams) -> UploadResult:
     return await asyncio.to_thread(
         upload_run,
         run_dir,
-        params.dest,
-        local_root=params.local_root,
+        params.destination,
+        local_root=params.out,
         endpoint_url=params.upload.endpoint_url,
         region=params.upload.region,
     )

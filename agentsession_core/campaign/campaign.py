@@ -80,7 +80,7 @@ class Campaign:
     # ------------------------------------------------------------ the hold
     def target(self) -> float:
         """The population's load level right now (target_rps for turnover), for `* target`."""
-        return self.run.params.level * self.level
+        return self.run.params.population.level * self.level
 
     @property
     def stopped(self) -> bool:
@@ -144,7 +144,7 @@ class Campaign:
     # ------------------------------------------------------------ after the run
     @property
     def location(self) -> str:
-        return run_location(self.params.dest, self.run.run_dir.path, self.params.local_root)
+        return run_location(self.params.destination, self.run.run_dir.path, self.params.out)
 
     def hold_headline(self) -> dict[str, Any] | None:
         """The whole first-level hold's headline (a baseline compares against this)."""

@@ -1,20 +1,38 @@
-"""`agentsession run`: one engine run from the command line, no Prefect."""
+"""`agentsession run`: one engine run from the command line, no Prefect.
+
+The parameter flags are generated from RunParams (cli/model_flags.py): `--sessions`,
+`--awake`, `--registration-quiet-seconds`, ... Values come from `--params FILE` first, then
+the flags, then `--set key.path=value`; the token falls back to AGENTSESSION_TOKEN. `--hold`
+is the run's own: how long the load is held after start-up.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+from typing import Any
 
-from agentsession_core.engine.params import parse_params
+from agentsession_core.cli.model_flags import Leaf, add_model_flags, flag_values
+from agentsession_core.engine.params import RunParams, parse
+from agentsession_core.engine.params_io import apply_settings, load_values, merge
 from agentsession_core.errors import UsageError
+from agentsession_core.output.run_dir import redact
 from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
+
+DEFAULT_HOLD = "60s"
+_LEAVES: list[Leaf] = []
 
 
 def _duration(text: str) -> float:
     try:
-        return seconds(parse_duration(text))
+        value = seconds(parse_duration(text))
     except QuantityError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must not be negative")
+    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,70 +40,72 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run",
         help="replay scripted agent sessions against a substrate and measure them",
         description="Run one benchmark: without --substrate it starts a local substrate, "
-        "drives it, and stops it at the end. The last line printed is the run directory.",
+        "drives it, and stops it at the end. The last line printed is the run directory. "
+        "Parameters come from --params FILE, then the flags, then --set KEY=VALUE.",
     )
-    target = p.add_argument_group("target")
-    target.add_argument("--substrate", metavar="URL", help="control API URL (default: local)")
-    target.add_argument("--router", metavar="URL", help="router URL when it differs")
-    target.add_argument("--token", help="bearer token (or AGENTSESSION_TOKEN)")
-    target.add_argument("--template", help="actor template NS/NAME")
-    target.add_argument("--atespace", help="atespace for the actors (default: one per run)")
-    target.add_argument("--local-workers", type=int, help="worker processes of the local substrate")
-
-    load = p.add_argument_group("workload")
-    load.add_argument("--script", help="built-in script name or YAML path")
-    load.add_argument("--population", choices=["closed", "turnover", "turns"])
-    load.add_argument("--sessions", type=int)
-    load.add_argument("--spawn-rate", type=float, help="sessions started per second")
-    load.add_argument("--awake", type=int, help="turnover: sessions kept resident")
-    load.add_argument("--target-rps", type=float, help="turnover: swaps per second")
-    load.add_argument("--registration-quiet", type=_duration, metavar="DURATION")
-    load.add_argument("--fill-concurrency", type=int)
-    load.add_argument("--turns-per-hour", type=float)
-    load.add_argument("--turn-mean", type=_duration, metavar="DURATION")
-    load.add_argument("--resume-mode", choices=["implicit", "explicit"])
-    load.add_argument("--lifecycle-mode", choices=["suspend", "suspend-async", "pause", "none"])
-    load.add_argument("--think-scale", type=float)
-    load.add_argument("--hold", type=_duration, metavar="DURATION", help="e.g. 60s, 10m")
-    load.add_argument("--seed", type=int)
-
-    out = p.add_argument_group("output")
-    out.add_argument("--name", help="run name")
-    out.add_argument("--tag", help="run tag")
-    out.add_argument("--out", metavar="DEST", help="artifact destination (default ./artifacts)")
-    out.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
-    out.add_argument(
+    p.add_argument(
+        "--hold",
+        type=_duration,
+        default=_duration(DEFAULT_HOLD),
+        metavar="DURATION",
+        help=f"load held after start-up / fill, e.g. 60s, 10m (default: {DEFAULT_HOLD})",
+    )
+    p.add_argument("--params", metavar="FILE", help="a YAML/JSON file of RunParams")
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a parameter by its path, e.g. population.awake=4, "
+        "population.registration_quiet_seconds=2s (repeatable)",
+    )
+    p.add_argument(
         "--progress",
         choices=["auto", "live", "plain"],
         default="auto",
         help="live display on a terminal, plain log lines otherwise",
     )
+    p.add_argument(
+        "--print-params",
+        action="store_true",
+        help="print the resolved parameters as JSON (token redacted) and exit",
+    )
+    _LEAVES[:] = add_model_flags(p, RunParams)
     p.set_defaults(handler=_handle)
 
 
-def _handle(args: argparse.Namespace) -> int:
-    import os
+def resolve(args: argparse.Namespace) -> RunParams:
+    """RunParams from --params FILE, the flags and --set (later wins); bad input: UsageError."""
+    values: dict[str, Any] = load_values(args.params) if args.params else {}
+    given = flag_values(args, _LEAVES)
+    values = apply_settings(merge(values, given), args.settings)
+    target = values.get("target")
+    if not (isinstance(target, dict) and target.get("token")) and os.environ.get(
+        "AGENTSESSION_TOKEN"
+    ):
+        values["target"] = {**(target or {}), "token": os.environ["AGENTSESSION_TOKEN"]}
+    only_file = args.params and not given and not args.settings
+    return parse(RunParams, values, source=args.params if only_file else None)
 
+
+def _handle(args: argparse.Namespace) -> int:
     from agentsession_core.engine.run import run_blocking
     from agentsession_core.script import load_script
 
-    values = {
-        k: v
-        for k, v in vars(args).items()
-        if v is not None and k not in ("handler", "command", "progress")
-    }
-    if "token" not in values and os.environ.get("AGENTSESSION_TOKEN"):
-        values["token"] = os.environ["AGENTSESSION_TOKEN"]
     try:
-        params = parse_params(values)
+        params = resolve(args)
     except UsageError as exc:
         print(f"agentsession run: {exc}", file=sys.stderr)
         return 2
+    if args.print_params:  # the token redacted
+        print(json.dumps(redact(params.model_dump(mode="json")), indent=2))
+        return 0
     # A broken script is refused before anything exists (no run directory, no actor).
     load_script(params.script)
     live = args.progress == "live" or (args.progress == "auto" and sys.stderr.isatty())
     _log_to_stderr(quiet=live)
-    result = run_blocking(params, live=live)
+    result = run_blocking(params, hold_seconds=args.hold, live=live)
     print(result.run_dir)
     return result.exit_code
 

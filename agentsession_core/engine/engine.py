@@ -11,13 +11,13 @@ import gc
 import logging
 from collections.abc import Callable
 
+from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.base import Population
 from agentsession_core.engine.populations.closed import ClosedPopulation
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
 from agentsession_core.engine.populations.turns import TurnsPopulation
-from agentsession_core.engine.session import RunContext, now_ns
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import Script
@@ -54,7 +54,7 @@ class Engine:
         self.recorder = recorder
         self.ledger = ActorLedger(atespace)
         self.ctx = RunContext(substrate, recorder, script, params, atespace, self.ledger)
-        self.population = POPULATIONS[params.population](self.ctx)
+        self.population = POPULATIONS[params.population.kind](self.ctx)
         self.phase = "created"
         self.template: Template | None = None
         self.leaks: list[dict[str, str]] = []
@@ -63,8 +63,8 @@ class Engine:
     async def preflight(self) -> Template:
         """docs/SPEC.md §3.1: the template must hold the script. Also creates the atespace."""
         self.phase = "preflight"
-        namespace, name = self.params.template_ref
-        where = f"substrate {self.params.substrate or 'local'}"
+        namespace, name = self.params.target.template_ref
+        where = f"substrate {self.params.target.substrate or 'local'}"
         try:
             template = await self.substrate.get_template(namespace, name)
         except SubstrateError as exc:
@@ -90,21 +90,21 @@ class Engine:
             await self.substrate.ensure_atespace(self.ledger.atespace)
         except SubstrateError as exc:
             raise PreflightError(f"{where}: EnsureAtespace {self.ledger.atespace}: {exc}") from None
-        params = self.params
+        target, population = self.params.target, self.params.population
         if (
-            params.substrate is None
-            and params.population == "turnover"
-            and params.lifecycle_mode != "none"
-            and params.local_workers <= params.awake
+            target.substrate is None
+            and population.kind == "turnover"
+            and population.lifecycle_mode != "none"
+            and target.local_workers <= population.awake
         ):
             # A local worker hosts one running actor: residents plus the session being woken
             # need a worker each, or wakes park until the park timeout.
             log.warning(
                 "awake (%d) needs at least %d local workers (local_workers=%d): wakes will "
                 "wait for a worker and may fail with RESOURCE_EXHAUSTED",
-                params.awake,
-                params.awake + 1,
-                params.local_workers,
+                population.awake,
+                population.awake + 1,
+                target.local_workers,
             )
         self.template = template
         return template
@@ -121,10 +121,6 @@ class Engine:
         # hundreds of ms in the middle of a judged window (bench/RESULTS.md, accuracy).
         gc.freeze()
         self.phase = "hold"
-
-    @property
-    def steady_start_ns(self) -> int | None:
-        return self.population.steady_start_ns
 
     async def hold(
         self,
@@ -155,19 +151,19 @@ class Engine:
         return start, now_ns(), reason
 
     def sample(self) -> None:
-        """Once a second: the gauges (sessions by state, the turnover gauge)."""
+        """Once a second: the gauges (sessions by state, and the population's own)."""
         rec = self.recorder
         for state, n in self.population.states().items():
             rec.gauge("sessions", {"state": state}, n)
-        if isinstance(self.population, TurnoverPopulation):
-            for state, n in self.population.gauge().items():
-                rec.gauge("turnover_sessions", {"state": state}, n)
+        for gauge, counts in self.population.gauges().items():
+            for state, n in counts.items():
+                rec.gauge(gauge, {"state": state}, n)
 
     async def stop(self) -> None:
         if self.phase in ("stopping", "stopped"):
             return
         self.phase = "stopping"
-        await self.population.stop(self.params.stop_grace)
+        await self.population.stop(self.params.cleanup.stop_grace_seconds)
         self.phase = "stopped"
 
     async def cleanup(self) -> list[dict[str, str]]:
@@ -177,8 +173,8 @@ class Engine:
         self.phase = "cleanup"
         self.leaks = await self.ledger.cleanup(
             self.substrate,
-            concurrency=self.params.cleanup_concurrency,
-            timeout=self.params.cleanup_timeout,
+            concurrency=self.params.cleanup.concurrency,
+            timeout=self.params.cleanup.timeout_seconds,
         )
         self.phase = "done"
         return self.leaks

@@ -1,20 +1,33 @@
-"""RunParams: every knob of one engine run, validated in one place.
+"""RunParams: every knob of one engine run, in sections, validated in one place.
 
-The CLI (`agentsession run`), the campaign's CampaignParams and the presets all resolve to
-this model, so a bad value is refused once, before any actor exists, with the parameter's
-name in the message.
+`agentsession run` (its flags are generated from this model), the campaign's
+CampaignParams (a subclass), the presets and `--set key.path=value` all resolve to it, so a
+bad value is refused once, before any actor exists, with the parameter's dotted path in the
+message (`parameter population.awake: ...`). Each rule lives on the section that owns the
+field. Every `*_seconds` field also takes a Go-style duration ("2s", "10m", "1h30m"), and no
+float field takes inf or nan.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from agentsession_core.errors import UsageError
+from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
 
-Population = Literal["closed", "turnover", "turns"]
+PopulationKind = Literal["closed", "turnover", "turns"]
 LifecycleMode = Literal["suspend", "suspend-async", "pause", "none"]
 ResumeMode = Literal["implicit", "explicit"]
 
@@ -22,51 +35,73 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _TEMPLATE = re.compile(r"^[a-z0-9][a-z0-9.-]*/[a-z0-9][a-z0-9.-]*$")
 
 
-class RunParams(BaseModel):
-    """One engine run. Times are seconds."""
+def _duration(value: Any) -> Any:
+    """A duration string ("2s", "1h30m") in seconds; numbers (and numeric text) pass on."""
+    if not isinstance(value, str):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        pass
+    else:
+        return value  # "2.5", "inf": the float rules decide
+    try:
+        return seconds(parse_duration(value.strip()))
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+
+
+# The one float type: inf and nan are refused everywhere.
+Number = Annotated[float, AllowInfNan(False)]
+# Seconds, also given as a Go duration string (DURATION marks such fields for the CLI).
+DURATION = BeforeValidator(_duration)
+Seconds = Annotated[Number, DURATION]
+
+
+class Flag:
+    """Field metadata for the generated CLI: the flag spellings of a field whose name alone
+    would not say enough, or that keeps a historical spelling (the first one is its name)."""
+
+    __slots__ = ("names",)
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+
+    def __repr__(self) -> str:
+        return f"Flag{self.names!r}"
+
+
+def form_position(position: int) -> dict[str, int]:
+    """Where the Prefect UI form shows a field (json_schema_extra)."""
+    return {"position": position}
+
+
+class Section(BaseModel):
+    """A group of parameters: unknown keys are refused, assignment is validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    # target
-    substrate: str | None = Field(None, description="control API URL (none: local)")
+
+class TargetParams(Section):
+    """Where the load goes. No substrate URL: an embedded local substrate is started."""
+
+    substrate: str | None = Field(None, description="control API URL (none: local substrate)")
     router: str | None = Field(None, description="router URL when it differs from the control URL")
-    token: str | None = Field(None, description="bearer token for the substrate (redacted)")
+    token: str | None = Field(
+        None, description="bearer token (redacted in artifacts; CLI: or AGENTSESSION_TOKEN)"
+    )
     template: str = Field("benchmark-workloads/glutton", description="actor template NS/NAME")
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
-    local_workers: int = Field(8, ge=1, le=256, description="workers of the embedded substrate")
+    local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
+    request_timeout_seconds: Seconds = Field(120.0, gt=0, description="per request")
 
-    # workload
-    script: str = Field("coding-session", description="built-in script name or YAML path")
-    population: Population = "closed"
-    sessions: int = Field(10, ge=1, le=1_000_000)
-    spawn_rate: float = Field(10.0, gt=0, description="sessions started per second")
-    awake: int = Field(0, ge=0, description="turnover: sessions kept resident")
-    target_rps: float = Field(1.0, ge=0, description="turnover: swaps per second")
-    registration_quiet: float = Field(60.0, ge=0)
-    fill_concurrency: int = Field(8, ge=1)
-    turns_per_hour: float = Field(6.0, gt=0, description="turns: per session")
-    turn_mean: float = Field(60.0, gt=0, description="turns: mean turn length, seconds")
-    resume_mode: ResumeMode = "implicit"
-    lifecycle_mode: LifecycleMode = "suspend"
-    think_scale: float = Field(1.0, ge=0)
-    hold: float = Field(60.0, ge=0, description="seconds of load after start-up / fill")
-    seed: int = Field(1, ge=0)
-
-    # housekeeping
-    name: str = Field("agentsession", description="run name (artifact path)")
-    tag: str = Field("adhoc", description="run tag (artifact path)")
-    out: str = Field("./artifacts", description="artifact destination")
-    metrics_port: int | None = Field(None, ge=0, le=65535)
-    cleanup_concurrency: int = Field(16, ge=1)
-    cleanup_timeout: float = Field(120.0, gt=0)
-    request_timeout: float = Field(120.0, gt=0, description="per request, seconds")
-    stop_grace: float = Field(10.0, ge=0, description="in-flight requests get this long at stop")
-
-    @field_validator("name", "tag")
+    @field_validator("substrate", "router")
     @classmethod
-    def _slug(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError("must match ^[a-z0-9][a-z0-9-]*$")
+    def _url(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
         return value
 
     @field_validator("template")
@@ -76,16 +111,45 @@ class RunParams(BaseModel):
             raise ValueError("must be NAMESPACE/NAME")
         return value
 
-    @model_validator(mode="after")
-    def _population_rules(self) -> RunParams:
-        if self.population == "turnover" and self.awake > self.sessions:
-            raise ValueError(f"awake ({self.awake}) exceeds sessions ({self.sessions})")
-        return self
-
     @property
     def template_ref(self) -> tuple[str, str]:
         namespace, name = self.template.split("/", 1)
         return namespace, name
+
+
+class PopulationParams(Section):
+    """Who wakes when (docs/SPEC.md §4). Only the fields of the chosen kind matter."""
+
+    kind: Annotated[PopulationKind, Flag("--population")] = Field(
+        "closed", description="population"
+    )
+    sessions: int = Field(10, ge=1, le=1_000_000, description="sessions registered")
+    spawn_rate: Number = Field(10.0, gt=0, description="sessions started per second")
+    awake: int = Field(
+        0,
+        ge=0,
+        validate_default=True,
+        description="turnover: sessions kept resident (at most sessions)",
+    )
+    target_rps: Number = Field(1.0, ge=0, description="turnover: swaps per second at 1x")
+    registration_quiet_seconds: Annotated[
+        Seconds, Flag("--registration-quiet-seconds", "--registration-quiet")
+    ] = Field(60.0, ge=0, description="registration ends after this long without a start")
+    fill_concurrency: int = Field(8, ge=1, description="turnover: concurrent fill wakes")
+    turns_per_hour: Number = Field(6.0, gt=0, description="turns: per session at 1x")
+    turn_mean_seconds: Annotated[Seconds, Flag("--turn-mean-seconds", "--turn-mean")] = Field(
+        60.0, gt=0, description="turns: mean turn length"
+    )
+    resume_mode: ResumeMode = Field("implicit", description="explicit: ResumeActor before a wake")
+    lifecycle_mode: LifecycleMode = Field("suspend", description="how an actor is parked")
+
+    @field_validator("awake")
+    @classmethod
+    def _awake(cls, value: int, info: ValidationInfo) -> int:
+        sessions = info.data.get("sessions")
+        if info.data.get("kind") == "turnover" and sessions is not None and value > sessions:
+            raise ValueError(f"awake ({value}) exceeds sessions ({sessions})")
+        return value
 
     @property
     def level(self) -> float:
@@ -94,17 +158,93 @@ class RunParams(BaseModel):
             "closed": float(self.sessions),
             "turnover": self.target_rps,
             "turns": self.turns_per_hour,
-        }[self.population]
+        }[self.kind]
 
 
-def parse_params(values: dict) -> RunParams:
-    """Build RunParams, turning pydantic's report into one line that names the parameter."""
+class CleanupParams(Section):
+    """The end of a run: stopping the load, deleting every actor it created."""
+
+    concurrency: Annotated[int, Flag("--cleanup-concurrency")] = Field(
+        16, ge=1, description="actors deleted at once"
+    )
+    timeout_seconds: Annotated[Seconds, Flag("--cleanup-timeout-seconds")] = Field(
+        120.0, gt=0, description="for the whole cleanup; what is left is listed as leaked"
+    )
+    stop_grace_seconds: Seconds = Field(
+        10.0, ge=0, description="in-flight requests get this long at stop"
+    )
+
+
+class RunParams(Section):
+    """One engine run. The hold is not a parameter: the caller holds (`agentsession run
+    --hold`, the campaign's windows)."""
+
+    name: str = Field(
+        "agentsession", description="run name (artifact path)", json_schema_extra=form_position(0)
+    )
+    tag: str = Field(
+        "adhoc", description="run tag (artifact path)", json_schema_extra=form_position(1)
+    )
+    out: str = Field(
+        "./artifacts",
+        description="where the run directory is written (path or file:// URL)",
+        json_schema_extra=form_position(3),
+    )
+    seed: int = Field(
+        1, ge=0, description="one seed for every random choice", json_schema_extra=form_position(4)
+    )
+    script: str = Field(
+        "coding-session",
+        description="built-in script name or YAML path",
+        json_schema_extra=form_position(5),
+    )
+    think_scale: Number = Field(
+        1.0, ge=0, description="multiplies every think time", json_schema_extra=form_position(6)
+    )
+    metrics_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="serve Prometheus /metrics on this port",
+        json_schema_extra=form_position(14),
+    )
+    target: TargetParams = Field(default_factory=TargetParams, json_schema_extra=form_position(15))
+    population: PopulationParams = Field(
+        default_factory=PopulationParams, json_schema_extra=form_position(16)
+    )
+    cleanup: CleanupParams = Field(
+        default_factory=CleanupParams, json_schema_extra=form_position(17)
+    )
+
+    @field_validator("name", "tag")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError("must match ^[a-z0-9][a-z0-9-]*$")
+        return value
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def describe(exc: ValidationError) -> str:
+    """pydantic's report as one line naming the dotted parameter path."""
+    first = exc.errors()[0]
+    message = first["msg"].removeprefix("Value error, ")
+    where = ".".join(str(p) for p in first["loc"])
+    # A rule across fields has no single place; its message names the fields.
+    return f"parameter {where}: {message}" if where else f"parameters: {message}"
+
+
+def parse(model: type[M], values: dict[str, Any], *, source: str | None = None) -> M:
+    """Build `model` from `values`; bad input is one UsageError line (prefixed by `source`,
+    e.g. the file the values came from)."""
     try:
-        return RunParams(**values)
+        return model.model_validate(values)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        message = first["msg"].removeprefix("Value error, ")
-        where = ".".join(str(p) for p in first["loc"])
-        # A rule across fields has no single place; its message names the fields.
-        text = f"parameter {where}: {message}" if where else f"parameters: {message}"
-        raise UsageError(text) from None
+        text = describe(exc)
+        raise UsageError(f"{source}: {text}" if source else text) from None
+
+
+def parse_params(values: dict[str, Any], *, source: str | None = None) -> RunParams:
+    return parse(RunParams, values, source=source)

@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 
-from agentsession_core.engine.session import now_ns
+from agentsession_core.engine.context import now_ns
 from agentsession_core.measure.recorder import Recorder
 
 log = logging.getLogger("agentsession")
@@ -35,7 +35,7 @@ class Progress:
             f"{time.monotonic() - self.started:6.0f}s",
             "sessions " + " ".join(f"{k}={v}" for k, v in sorted(states.items())),
         ]
-        if engine.params.population == "turnover":
+        if engine.params.population.kind == "turnover":
             woke = recent.row("turnover", "TimeToWake")
             rate = woke.count / recent.duration_s if recent.duration_s else 0.0
             parts.append(f"swaps {rate:.1f}/{engine.population.level:.1f}/s")

@@ -1,4 +1,7 @@
-"""`agentsession run` end to end: target, artifacts, engine phases, cleanup, exit status.
+"""A run's lifecycle (`Run`): run directory, substrate, engine phases, cleanup, exit status;
+and `run`, the `agentsession run` body (start-up, one hold). The substrate client and the
+embedded local substrate are made in target.py; the run's own files are written by
+run_files.py.
 
 Order matters for "nothing is lost": the run directory and its log exist before the first
 call to the substrate; stats_history.csv and status.json are written every second while the
@@ -12,44 +15,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import platform
 import signal
-import sys
-import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import agentsession_core
+from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.populations.turnover import TurnoverPopulation
 from agentsession_core.engine.progress import Progress
-from agentsession_core.engine.session import now_ns
+from agentsession_core.engine.run_files import status_document, write_final_files, write_start_files
+from agentsession_core.engine.target import open_substrate
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError
-from agentsession_core.judge.verdict import achieved
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
-from agentsession_core.measure.stats import Window
-from agentsession_core.output.run_dir import RunDir, redact
-from agentsession_core.output.stats_files import (
-    HistoryWriter,
-    jsonl_row,
-    render_failures_csv,
-    render_jsonl,
-    render_stats_csv,
-    render_stats_jsonl,
-)
-from agentsession_core.script import Script, encode, load_script
-from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrate
+from agentsession_core.output.run_dir import RunDir
+from agentsession_core.output.stats_files import HistoryWriter
+from agentsession_core.script import Script, load_script
+from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
 
+DEFAULT_HOLD_S = 60.0
 EXIT = {"completed": 0, "failed": 1, "refused": 1, "aborted": 1}
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
@@ -63,39 +54,24 @@ class RunResult:
     leaks: list[dict[str, str]] = field(default_factory=list)
 
 
-def run_blocking(params: RunParams, *, live: bool = False) -> RunResult:
+def run_blocking(
+    params: RunParams, *, hold_seconds: float = DEFAULT_HOLD_S, live: bool = False
+) -> RunResult:
     """Run on a fresh event loop (uvloop when available)."""
     try:
         import uvloop
 
-        return uvloop.run(run(params, live=live))
+        return uvloop.run(run(params, hold_seconds=hold_seconds, live=live))
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        return asyncio.run(run(params, live=live))
-
-
-@contextlib.asynccontextmanager
-async def target(params: RunParams, run_dir: RunDir) -> AsyncIterator[tuple[str, str | None]]:
-    """The substrate's (control, router) URLs; starts a local one when none is given."""
-    if params.substrate:
-        yield params.substrate, params.router
-        return
-    with tempfile.TemporaryDirectory(prefix="agentsession-store-") as store:
-        local = LocalSubstrate(
-            workers=params.local_workers,
-            store=store,
-            token=params.token,
-            log_path=run_dir.file("substrate.log"),
-        )
-        async with local:
-            log.info("local substrate on %s (%d workers)", local.url, params.local_workers)
-            yield local.url, None
+        return asyncio.run(run(params, hold_seconds=hold_seconds, live=live))
 
 
 class Run:
     """One run, driven phase by phase; usable as `async with Run(params) as run:`.
 
-    Entering opens the run directory and its log, starts the target (a local substrate when
-    none is given), the engine, generator health, /metrics, the per-second reporter and the
+    Entering opens the run directory and its log, opens the substrate (`substrate` when given
+    — the caller owns it —, else a client for params.target, starting a local substrate when
+    it names no URL), the engine, generator health, /metrics, the per-second reporter and the
     substrate watchdog. The body calls preflight / register / fill / hold (the CLI once, a
     campaign flow once per window). Leaving always stops the load, deletes every actor the
     run created, writes the final stats, runs the `finalizers` (a campaign adds windows,
@@ -104,9 +80,15 @@ class Run:
     """
 
     def __init__(
-        self, params: RunParams, *, live: bool = False, handle_signals: bool = True
+        self,
+        params: RunParams,
+        *,
+        substrate: Substrate | None = None,
+        live: bool = False,
+        handle_signals: bool = True,
     ) -> None:
         self.params = params
+        self.substrate = substrate
         self.live = live
         self.handle_signals = handle_signals
         self.started_unix = time.time()
@@ -118,7 +100,7 @@ class Run:
         self.script: Script | None = None
         self.run_dir = RunDir.create(params.out, params.name, params.tag, self.started_unix)
         self.history = HistoryWriter(header=not self.run_dir.has_content("stats_history.csv"))
-        self.atespace = params.atespace or f"{params.name}-{int(self.started_unix)}"
+        self.atespace = params.target.atespace or f"{params.name}-{int(self.started_unix)}"
         self.extra_rows: list[dict[str, Any]] = []  # more stats.jsonl rows (step_window …)
         self.finalizers: list[Callable[[Run], None]] = []  # run in a thread before the manifest
         self.result: RunResult | None = None
@@ -146,16 +128,13 @@ class Run:
 
     async def _open(self) -> None:
         self.script = await asyncio.to_thread(load_script, self.params.script)
-        await asyncio.to_thread(self._write_start_files)
-        control, router = await self._stack.enter_async_context(target(self.params, self.run_dir))
-        substrate = HttpSubstrate(
-            control,
-            router,
-            token=self.params.token,
-            control_timeout=self.params.request_timeout,
-            router_timeout=self.params.request_timeout,
-        )
-        self._stack.push_async_callback(substrate.aclose)
+        await asyncio.to_thread(write_start_files, self)
+        substrate = self.substrate
+        if substrate is None:
+            log_path = self.run_dir.file("substrate.log")
+            substrate = await self._stack.enter_async_context(
+                open_substrate(self.params.target, log_path)
+            )
         engine = self.engine = Engine(
             self.params, substrate, self.script, self.recorder, atespace=self.atespace
         )
@@ -204,7 +183,7 @@ class Run:
             if self.status == "completed":
                 self.status, self.reason = "failed", f"cleanup failed: {cleanup_exc}"
         finally:
-            await asyncio.to_thread(self._write_final_files)
+            await asyncio.to_thread(write_final_files, self)
         leaks = self.engine.leaks if self.engine else []
         self.result = RunResult(self.status, self.exit_code, self.run_dir.path, self.reason, leaks)
         return isinstance(exc, Exception)
@@ -273,7 +252,7 @@ class Run:
             engine.ctx.failure_log.summarise()
             self.recorder.flush()
             text = self.history.render_closed(self.recorder, len(engine.population.sessions))
-            status = self._status(final=False)
+            status = status_document(self, final=False)
             await asyncio.to_thread(self._write_progress, text, status)
             progress.tick()
 
@@ -308,149 +287,18 @@ class Run:
             if self.engine is not None:
                 self.engine.ctx.stopping.set()
 
-    # ------------------------------------------------------------ artifacts
-    def _write_start_files(self) -> None:
-        assert self.script is not None
-        self.run_dir.write_json("campaign.json", self._campaign())
-        self.run_dir.write_text("script.yaml", encode(self.script))
-        self.run_dir.write_json("status.json", self._status(final=False))
 
-    def _campaign(self) -> dict[str, Any]:
-        return {
-            "params": redact(self.params.model_dump()),
-            "atespace": self.atespace,
-            "script": self.script.name if self.script else self.params.script,
-            "started_unix": self.started_unix,
-            "versions": {
-                "agentsession": agentsession_core.__version__,
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-            },
-        }
-
-    def _status(self, *, final: bool) -> dict[str, Any]:
-        engine = self.engine
-        status = self.status if final else "running"
-        return {
-            "status": status,
-            "exit_code": self.exit_code if final else None,
-            "phase": engine.phase if engine else "setup",
-            "stats_generated": final and engine is not None,
-            "abort_reason": self.reason,
-            "started_unix": self.started_unix,
-            "updated_unix": time.time(),
-            "atespace": self.atespace,
-            "actors_created": engine.ledger.created if engine else 0,
-            "actors_deleted": engine.ledger.deleted if engine else 0,
-            "leaked_actors": engine.leaks if engine else [],
-            "misconfigured": engine.ctx.misconfigured if engine else {},
-        }
-
-    def _write_final_files(self) -> None:
-        run_dir = self.run_dir
-        engine = self.engine
-        if engine is not None:
-            rec = self.recorder
-            rec.flush(now_ns() + 1_000_000_000)  # close the last open second
-            history = self.history.render_closed(rec, len(engine.population.sessions))
-            run_dir.append_text("stats_history.csv", history)
-            whole = rec.window(self._run_start_ns(), now_ns() + 1_000_000_000)
-            tag, test = self.params.tag, self.params.name
-            run_dir.write_text(
-                "gauges.jsonl",
-                render_jsonl(
-                    {"t": t, "name": name, "labels": labels, "value": value}
-                    for t, labels, name, value in whole.gauges
-                ),
-            )
-            run_dir.write_text("stats.csv", render_stats_csv(whole))
-            run_dir.write_text("failures.csv", render_failures_csv(whole))
-            run_dir.write_text(
-                "stats.jsonl",
-                render_stats_jsonl(
-                    whole,
-                    tag=tag,
-                    test_name=test,
-                    extra_rows=[*self._turnover_rows(rec), *self.extra_rows],
-                ),
-            )
-        # Final status first: finalizers (gate, report) read it.
-        run_dir.write_json("status.json", self._status(final=True))
-        for finalize in self.finalizers:
-            try:
-                finalize(self)
-            except Exception:
-                log.exception("finalizer failed")
-        run_dir.write_json("status.json", self._status(final=True))
-        run_dir.write_manifest()
-
-    def _run_start_ns(self) -> int:
-        return self.recorder.mono_ns_of_second(self.recorder.first_second)
-
-    def _turnover_rows(self, rec: Recorder) -> list[dict[str, Any]]:
-        engine = self.engine
-        if engine is None or not isinstance(engine.population, TurnoverPopulation):
-            return []
-        start = engine.population.turnover_start_ns
-        if start is None:
-            return []
-        # Whole seconds of turnover only: the first second starts after the fill's own
-        # wakes, the last ends when the load stopped (not after cleanup), so achieved_rps
-        # is swaps over the time they were asked for.
-        end = engine.population.stopped_ns or now_ns()
-        window = rec.window(start + 999_999_999, max(end, start + 999_999_999))
-        return [
-            jsonl_row(
-                "turnover_window",
-                turnover_measurements(window, engine),
-                tag=self.params.tag,
-                test_name=self.params.name,
-            )
-        ]
-
-
-def turnover_measurements(window: Window, engine: Engine) -> dict[str, Any]:
-    """The turnover phase only: per-request counts, failures and rates, achieved vs target."""
-    duration = window.duration_s or 1.0
-    wakes = window.row("turnover", "TimeToWake")
-    out: dict[str, Any] = {
-        "start_unix": window.start_s,
-        "end_unix": window.end_s,
-        "duration_s": window.duration_s,
-        "target_rps": engine.population.level,
-        "achieved_rps": achieved(window)[0],
-        "backlog": window.row("turnover", "Backlog").events,
-    }
-    for quantile_key, value in wakes.measurements(duration).items():
-        if quantile_key.startswith("p"):
-            out[f"time_to_wake_{quantile_key}"] = value
-    requests = failures = 0
-    for (kind, name), stats in sorted(window.rows.items()):
-        if kind == "generator" or not stats.count:
-            continue
-        requests += stats.count
-        failures += stats.failures
-        out[f"{kind}_{name}_count"] = stats.count
-        out[f"{kind}_{name}_failures"] = stats.failures
-        out[f"{kind}_{name}_rps"] = stats.count / duration
-    out.update(
-        requests=requests,
-        failures=failures,
-        rps=requests / duration,
-        failure_ratio=failures / requests if requests else 0.0,
-    )
-    return out
-
-
-async def run(params: RunParams, *, live: bool = False) -> RunResult:
-    """The CLI's run: start-up, then one hold of params.hold seconds."""
+async def run(
+    params: RunParams, *, hold_seconds: float = DEFAULT_HOLD_S, live: bool = False
+) -> RunResult:
+    """The CLI's run: start-up, then one hold of `hold_seconds`."""
     run = Run(params, live=live)
     async with run:
         await run.preflight()
         await run.register()
         await run.fill()
-        log.info("hold %.0fs", params.hold)
-        _, _, reason = await run.hold(params.hold)
+        log.info("hold %.0fs", hold_seconds)
+        _, _, reason = await run.hold(hold_seconds)
         run.finish("completed" if reason is None else "failed", reason)
     assert run.result is not None
     return run.result

@@ -12,21 +12,16 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from agentsession_core.engine import ops
-from agentsession_core.engine.failure_log import FailureLog
-from agentsession_core.engine.ledger import ActorLedger
+from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import stream, think_jitter
-from agentsession_core.engine.params import RunParams
-from agentsession_core.measure.health import DISPATCH_LAG_ROW
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
-from agentsession_core.substrate.interface import Substrate
 
 if TYPE_CHECKING:
-    from agentsession_core.measure.recorder import Recorder, Row
-    from agentsession_core.script import Script, Step
+    from agentsession_core.measure.recorder import Row
+    from agentsession_core.script import Step
 
 log = logging.getLogger("agentsession")
 T = TypeVar("T")
@@ -40,91 +35,6 @@ HIBERNATE_ROW = {
     "suspend-async": "SuspendActorAsync",
     "pause": "PauseActor",
 }
-
-
-def now_ns() -> int:
-    return time.monotonic_ns()
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-class StopSignal(asyncio.Event):
-    """The run's stop flag: an Event that, when set, also wakes every RunContext.wait_until
-    sleeper directly."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sleepers: set[asyncio.Future[None]] = set()
-
-    def set(self) -> None:
-        super().set()
-        for wake in list(self.sleepers):
-            _resolve(wake)
-
-
-@dataclass
-class RunContext:
-    """What every session of one run shares."""
-
-    substrate: Substrate
-    recorder: Recorder
-    script: Script
-    params: RunParams
-    atespace: str
-    ledger: ActorLedger
-    stopping: StopSignal = field(default_factory=lambda: StopSignal())
-    misconfigured: dict[str, str] = field(default_factory=dict)  # code -> first message
-    # Opt-in record of the schedule drawn from the seeded streams, as (what, session id,
-    # nanoseconds): think gaps and turn arrivals (offset from the steady start). None in
-    # normal runs, so the hot path pays one `is None` test.
-    intended_log: list[tuple[str, int, int]] | None = None
-    # Turnover and turns register their sessions: first parks are booked *_Register, so
-    # SuspendActor / SuspendActorAsync hold only the population's own parks (docs/SPEC.md §4.2).
-    registers: bool = False
-    failure_log: FailureLog = field(default_factory=FailureLog)
-    dispatch_lag: Row = field(init=False)
-
-    def __post_init__(self) -> None:
-        # How late the loop wakes a sleeper past its intended time: the generator-health
-        # signal that judges a window void (telemetry.GeneratorHealth).
-        self.dispatch_lag = self.recorder.row(*DISPATCH_LAG_ROW)
-
-    async def wait_until(self, deadline_ns: int) -> bool:
-        """Sleep until `deadline_ns` unless the run stops first; True when the deadline was
-        reached. A think or an arrival gap can be minutes long, and stop must not wait it out."""
-        delay = (deadline_ns - time.monotonic_ns()) / 1e9
-        if self.stopping.is_set():
-            return False
-        if delay <= 0:
-            return True
-        stopping = self.stopping
-        # One timer per sleeper; StopSignal.set wakes them all. (wait_for(Event.wait()) costs
-        # a task per sleep and an O(waiters) removal from the Event on every timeout: with
-        # 20k sleeping sessions that alone stalled the loop for seconds at 2k turns/s.)
-        loop = asyncio.get_running_loop()
-        wake = loop.create_future()
-        timer = loop.call_later(delay, _resolve, wake)
-        stopping.sleepers.add(wake)
-        try:
-            await wake
-        finally:
-            timer.cancel()
-            stopping.sleepers.discard(wake)
-        if stopping.is_set():
-            return False
-        woke = time.monotonic_ns()
-        self.dispatch_lag.ok(deadline_ns, woke, woke)
-        return True
-
-    def surface(self, exc: SubstrateError, where: str) -> None:
-        """INVALID_ARGUMENT / UNAUTHENTICATED mean the run itself is wrong: say so loudly,
-        once per code, and keep it for status.json."""
-        if exc.code not in self.misconfigured:
-            self.misconfigured[exc.code] = f"{where}: {exc}"
-            log.error("MISCONFIGURED run: %s: %s", where, exc)
 
 
 class Stopped(Exception):
@@ -226,7 +136,7 @@ class Session:
         every later step starts from a hibernated actor. Populations that register
         (ctx.registers) book that first park as *_Register."""
         ctx = self.ctx
-        namespace, template = ctx.params.template_ref
+        namespace, template = ctx.params.target.template_ref
         self.state = "starting"
         retrying = ctx.ledger.creating(self.actor)
         try:
@@ -268,7 +178,7 @@ class Session:
             self.actor,
             "ping",
             json={"message": "wake"},
-            timeout=ctx.params.request_timeout,
+            timeout=ctx.params.target.request_timeout_seconds,
         )
         return len(response.body)
 
@@ -280,7 +190,7 @@ class Session:
         crashed is replaced (not while it is being started: replace() starts the new one).
         Returns True when the actor is parked."""
         ctx = self.ctx
-        mode = ctx.params.lifecycle_mode
+        mode = ctx.params.population.lifecycle_mode
         if mode == "none":
             self.ready_ns = now_ns()
             return False
@@ -337,7 +247,8 @@ class Session:
         rows = []
         if time_to_wake:
             rows.append((self.row("turnover", "TimeToWake"), intended_ns))
-        if self.ctx.params.resume_mode == "explicit" and self.ctx.params.lifecycle_mode != "none":
+        population = self.ctx.params.population
+        if population.resume_mode == "explicit" and population.lifecycle_mode != "none":
             sent = now_ns()
             try:
                 await self.resume(intended_ns)
@@ -398,7 +309,7 @@ class Session:
                     self.actor,
                     op,
                     self.payload_rng,
-                    ctx.params.request_timeout,
+                    ctx.params.target.request_timeout_seconds,
                 )
             except SubstrateError as exc:
                 row.fail(intended_ns, sent, now_ns(), f"op {index} {op.kind}: {exc.code}")
@@ -425,7 +336,7 @@ class Session:
         try:
             if self.needs_hibernate:
                 await self.hibernate()
-            if self.ctx.params.lifecycle_mode == "none":
+            if self.ctx.params.population.lifecycle_mode == "none":
                 await self.run_step(intended_ns)
             else:
                 await self.wake(intended_ns, first_touch=first_touch, time_to_wake=time_to_wake)
@@ -449,7 +360,7 @@ class Session:
         action = self._note_failure(failed.error, failed.where)
         if action is FailureClass.REPLACE or self.failures_in_a_row >= REPLACE_AFTER:
             await self.replace()
-        elif self.awake or self.ctx.params.lifecycle_mode == "none":
+        elif self.awake or self.ctx.params.population.lifecycle_mode == "none":
             await self.hibernate(register=registering and self.ctx.registers)
         else:
             self.ready_ns = now_ns() + RETRY_BACKOFF_NS

@@ -24,7 +24,7 @@ class Watchdog:
 
     async def run(self) -> None:
         misses = 0
-        namespace, name = self.params.template_ref
+        namespace, name = self.params.target.template_ref
         while self.failure is None:
             await asyncio.sleep(EVERY_S)
             try:

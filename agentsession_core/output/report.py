@@ -41,6 +41,12 @@ OUTCOME_COLOURS = {
 BANNER_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "void": "#616161"}
 
 
+def _population_kind(params: dict[str, Any]) -> str:
+    """RunParams.population is a section ({"kind": ...}); older runs stored the kind."""
+    population = params.get("population", "?")
+    return population.get("kind", "?") if isinstance(population, dict) else str(population)
+
+
 # --------------------------------------------------------------------------- reading
 def _text(run_dir: Path, name: str) -> str | None:
     try:
@@ -272,7 +278,7 @@ def render_report(run_dir: Path) -> str:
     started = campaign.get("started_unix") or (status or {}).get("started_unix")
     meta = [
         f"script {esc(campaign.get('script', '?'))}",
-        f"population {esc(params.get('population', '?'))}",
+        f"population {esc(_population_kind(params))}",
         f"tag {esc(params.get('tag', '?'))}",
     ]
     if started:

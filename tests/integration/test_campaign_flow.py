@@ -20,7 +20,8 @@ import orjson
 import pytest
 
 from agentsession_core.campaign.campaign import CampaignError
-from agentsession_core.campaign.params import parse_campaign
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.engine.params import parse
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.output.upload import list_objects, read_object, s3_client
 
@@ -53,7 +54,7 @@ def small_campaign(tmp_path: Path, **overrides) -> dict:
     values = {
         "name": "ci",
         "tag": "flow",
-        "dest": str(tmp_path / "art"),
+        "out": str(tmp_path / "art"),
         "seed": 3,
         "script": "smoke",
         "think_scale": 0.05,
@@ -79,7 +80,7 @@ def small_campaign(tmp_path: Path, **overrides) -> dict:
 async def run_flow(values: dict):
     from flows.campaign import campaign
 
-    return await campaign(params=parse_campaign(values), return_state=True)
+    return await campaign(params=parse(CampaignParams, values), return_state=True)
 
 
 async def task_runs(state) -> dict[str, int]:
@@ -114,7 +115,7 @@ async def test_flow_uploads_to_s3_under_the_upstream_layout(
     values = small_campaign(
         tmp_path,
         dest=f"s3://{BUCKET}/nightly",
-        local_dir=str(tmp_path / "local"),
+        out=str(tmp_path / "local"),
         upload={"endpoint_url": s3_endpoint},
     )
     state = await run_flow(values)
@@ -182,7 +183,7 @@ async def test_s3_down_keeps_the_local_copy_retries_and_says_so(prefect_api, tmp
     values = small_campaign(
         tmp_path,
         dest=f"s3://{BUCKET}/nightly",
-        local_dir=str(tmp_path / "local"),
+        out=str(tmp_path / "local"),
         hold_minutes=0.05,
         upload={"endpoint_url": dead, "attempts": 3},
     )

@@ -25,18 +25,13 @@ async def test_substrate_killed_mid_hold_fails_the_run_and_lists_the_leaks(
     await asyncio.to_thread(proc.start)
     try:
         params = RunParams(
-            substrate=proc.url,
-            atespace="killed",
+            target={"substrate": proc.url, "atespace": "killed", "request_timeout_seconds": 5.0},
             script="smoke",
-            population="closed",
-            sessions=3,
+            population={"kind": "closed", "sessions": 3},
             think_scale=0.05,
-            hold=60.0,
             seed=7,
             out=str(tmp_path / "out"),
-            request_timeout=5.0,
-            cleanup_timeout=10.0,
-            stop_grace=2.0,
+            cleanup={"timeout_seconds": 10.0, "stop_grace_seconds": 2.0},
         )
         run = Run(params)
         async with run:
@@ -44,7 +39,7 @@ async def test_substrate_killed_mid_hold_fails_the_run_and_lists_the_leaks(
             await run.register()
             await run.fill()
             asyncio.get_running_loop().call_later(2.0, proc.kill)
-            _, _, reason = await run.hold(params.hold)
+            _, _, reason = await run.hold(60.0)
             run.finish("completed" if reason is None else "failed", reason)
     finally:
         await asyncio.to_thread(proc.stop)

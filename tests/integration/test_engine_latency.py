@@ -40,24 +40,24 @@ async def test_latency_from_intended_grows_while_service_time_does_not(
     script_path = tmp_path / "slow.yaml"
     script_path.write_text(SLOW_SCRIPT)
     params = RunParams(
-        substrate=substrate.url,
-        token=TOKEN,
+        target={"substrate": substrate.url, "token": TOKEN},
         script=str(script_path),
-        population="turns",
-        sessions=1,
-        turns_per_hour=4 * 3600,
-        turn_mean=0.01,
-        registration_quiet=0.0,
-        hold=8.0,
+        population={
+            "kind": "turns",
+            "sessions": 1,
+            "turns_per_hour": 4 * 3600,
+            "turn_mean_seconds": 0.01,
+            "registration_quiet_seconds": 0.0,
+        },
         seed=3,
-        stop_grace=3.0,
+        cleanup={"stop_grace_seconds": 3.0},
     )
     engine = Engine(params, client, load_script(params.script), Recorder(), atespace=atespace)
     try:
         await engine.preflight()
         await engine.register()
         await engine.fill()
-        start, end, _ = await engine.hold(params.hold)
+        start, end, _ = await engine.hold(8.0)
     finally:
         assert await engine.cleanup() == []
     rec = engine.recorder

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import Engine
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.session import now_ns
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.http import HttpSubstrate
@@ -45,19 +45,16 @@ async def watched(client: HttpSubstrate) -> AsyncIterator[Watched]:
     yield Watched(client)
 
 
-def make_engine(sub: Any, url: str, atespace: str, **values: Any) -> Engine:
-    base: dict[str, Any] = {
-        "substrate": url,
-        "token": TOKEN,
-        "script": "smoke",
-        "think_scale": 0.05,
-        "seed": 7,
-        "registration_quiet": 0.0,
-        "spawn_rate": 50.0,
-        "stop_grace": 5.0,
-    }
-    base.update(values)
-    params = RunParams(**base)
+def make_engine(sub: Any, url: str, atespace: str, *, seed: int = 7, **population: Any) -> Engine:
+    """An engine on the test substrate; keyword arguments are PopulationParams fields."""
+    params = RunParams(
+        target={"substrate": url, "token": TOKEN},
+        script="smoke",
+        think_scale=0.05,
+        seed=seed,
+        population={"registration_quiet_seconds": 0.0, "spawn_rate": 50.0, **population},
+        cleanup={"stop_grace_seconds": 5.0},
+    )
     return Engine(params, sub, load_script(params.script), Recorder(), atespace=atespace)
 
 
@@ -103,9 +100,7 @@ async def test_same_seed_same_think_gaps_in_a_closed_run(
 ) -> None:
     runs = []
     for seed in (7, 7, 8):
-        engine = make_engine(
-            client, substrate.url, atespace, population="closed", sessions=3, seed=seed
-        )
+        engine = make_engine(client, substrate.url, atespace, kind="closed", sessions=3, seed=seed)
         await drive(engine, 2.5, log=True)
         assert engine.ctx.intended_log is not None
         runs.append(per_session(engine.ctx.intended_log, "think"))
@@ -122,10 +117,10 @@ async def test_same_seed_same_turn_arrivals(
             client,
             substrate.url,
             atespace,
-            population="turns",
+            kind="turns",
             sessions=3,
             turns_per_hour=4 * 3600,
-            turn_mean=0.01,
+            turn_mean_seconds=0.01,
             seed=seed,
         )
         await drive(engine, 2.5, log=True)
@@ -144,10 +139,10 @@ async def test_turn_arrivals_follow_the_poisson_rate_and_stop_means_stop(
         watched,
         substrate.url,
         atespace,
-        population="turns",
+        kind="turns",
         sessions=sessions,
         turns_per_hour=per_s * 3600,
-        turn_mean=0.01,
+        turn_mean_seconds=0.01,
         lifecycle_mode="none",
     )
     await drive(engine, hold, log=True)
@@ -197,7 +192,7 @@ async def test_closed_run_in_each_lifecycle_mode(
     park_row: str | None,
 ) -> None:
     engine = make_engine(
-        client, substrate.url, atespace, population="closed", sessions=2, lifecycle_mode=mode
+        client, substrate.url, atespace, kind="closed", sessions=2, lifecycle_mode=mode
     )
     await drive(engine, 2.5)
     steps = sum(row(engine, "http", f"Step_{s.name}").count for s in engine.script.steps)
@@ -223,7 +218,7 @@ async def test_explicit_resume_books_resume_actor(
     substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
 ) -> None:
     engine = make_engine(
-        client, substrate.url, atespace, population="closed", sessions=2, resume_mode="explicit"
+        client, substrate.url, atespace, kind="closed", sessions=2, resume_mode="explicit"
     )
     await drive(engine, 2.5)
     resumes = row(engine, "control", "ResumeActor")
@@ -236,7 +231,7 @@ async def test_explicit_resume_books_resume_actor(
 async def test_closed_level_change_adds_sessions_without_restarting_the_others(
     substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
 ) -> None:
-    engine = make_engine(client, substrate.url, atespace, population="closed", sessions=4)
+    engine = make_engine(client, substrate.url, atespace, kind="closed", sessions=4)
     try:
         await engine.preflight()
         await engine.register()
@@ -264,7 +259,7 @@ async def test_a_killed_worker_is_a_crash_and_the_session_is_replaced(
     substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
 ) -> None:
     engine = make_engine(
-        client, substrate.url, atespace, population="closed", sessions=2, lifecycle_mode="none"
+        client, substrate.url, atespace, kind="closed", sessions=2, lifecycle_mode="none"
     )
     try:
         await engine.preflight()

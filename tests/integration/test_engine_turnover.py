@@ -31,16 +31,15 @@ async def test_turnover_smoke_run(
 ) -> None:
     atespace = "engine-turnover"
     params = RunParams(
-        substrate=substrate.url,
-        token=TOKEN,
-        atespace=atespace,
+        target={"substrate": substrate.url, "token": TOKEN, "atespace": atespace},
         script="smoke",
-        population="turnover",
-        sessions=SESSIONS,
-        awake=AWAKE,
-        target_rps=RATE,
-        registration_quiet=2.0,
-        hold=HOLD,
+        population={
+            "kind": "turnover",
+            "sessions": SESSIONS,
+            "awake": AWAKE,
+            "target_rps": RATE,
+            "registration_quiet_seconds": 2.0,
+        },
         think_scale=0.05,
         seed=7,
         out=str(tmp_path),
@@ -51,7 +50,7 @@ async def test_turnover_smoke_run(
         await run.preflight()
         await run.register()
         await run.fill()
-        _, _, reason = await run.hold(params.hold)
+        _, _, reason = await run.hold(HOLD)
         run.finish("completed" if reason is None else "failed", reason)
         population = run.engine.population  # type: ignore[union-attr]
     assert run.result is not None

@@ -33,21 +33,21 @@ pytestmark = pytest.mark.timeout(180)
 
 def params(url: str, out: Path, name: str) -> RunParams:
     return RunParams(
-        substrate=url,
+        target={"substrate": url, "request_timeout_seconds": 5.0},
         script="smoke",
-        population="turnover",
-        sessions=8,
-        awake=3,
-        target_rps=2.0,
-        registration_quiet=1.0,
+        population={
+            "kind": "turnover",
+            "sessions": 8,
+            "awake": 3,
+            "target_rps": 2.0,
+            "registration_quiet_seconds": 1.0,
+        },
         think_scale=0.05,
         seed=7,
         name=name,
         tag="test",
         out=str(out),
-        request_timeout=5.0,
-        cleanup_timeout=20.0,
-        stop_grace=2.0,
+        cleanup={"timeout_seconds": 20.0, "stop_grace_seconds": 2.0},
     )
 
 
@@ -111,7 +111,7 @@ async def test_an_unmeetable_threshold_breaks_and_the_gate_exits_1(tmp_path: Pat
                         thresholds,
                         index=index,
                         level=1.0,
-                        target=p.target_rps,
+                        target=p.population.target_rps,
                     )
                 )
             add_judged_artifacts(run, verdicts, None)
@@ -164,7 +164,7 @@ async def test_an_abort_rule_trips_within_seconds_of_the_substrate_being_killed(
             await run.register()
             await run.fill()
             monitor = AbortMonitor(
-                run.recorder, rules, sliding_s=3, delay_s=2, target=lambda: p.target_rps
+                run.recorder, rules, sliding_s=3, delay_s=2, target=lambda: p.population.target_rps
             )
             hold = asyncio.create_task(run.hold(120.0, should_stop=monitor.check))
             await asyncio.sleep(6.0)
@@ -179,7 +179,7 @@ async def test_an_abort_rule_trips_within_seconds_of_the_substrate_being_killed(
                     [],
                     index=0,
                     level=1.0,
-                    target=p.target_rps,
+                    target=p.population.target_rps,
                     abort_reason=reason,
                 )
             )

@@ -1,17 +1,19 @@
-"""CampaignParams: window arithmetic, bad input named by parameter, presets, --set paths."""
+"""CampaignParams: window arithmetic, bad input named by parameter, presets, --set paths,
+where the run goes (out, dest) and the defaults that differ from `agentsession run`."""
 
 from __future__ import annotations
 
 import pytest
 
-from agentsession_core.campaign.params import (
-    CampaignParams,
-    apply_settings,
-    load_preset,
-    parse_campaign,
-    preset_names,
-)
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.preset_files import load_preset, preset_names
+from agentsession_core.engine.params import RunParams, parse
+from agentsession_core.engine.params_io import apply_settings
 from agentsession_core.errors import UsageError
+
+
+def parse_campaign(values: dict) -> CampaignParams:
+    return parse(CampaignParams, values)
 
 
 def _refused(values: dict) -> str:
@@ -24,7 +26,7 @@ def test_defaults_hold_an_hour_in_six_windows_at_one_level():
     params = CampaignParams()
     plan = params.windows()
     assert [(w.index, w.level, w.seconds) for w in plan] == [(i, 1.0, 600.0) for i in range(6)]
-    assert params.to_run_params().hold == 3600.0
+    assert params.hold_seconds == 3600.0
 
 
 def test_ramp_holds_each_further_level_for_ramp_minutes():
@@ -62,7 +64,12 @@ def test_fractional_minutes_that_make_whole_windows_are_accepted():
         ({"dest": "s3:///prefix"}, "dest"),
         ({"name": "Bad Name"}, "name"),
         ({"population": {"kind": "crowd"}}, "population.kind"),
-        ({"population": {"sessions": 10, "awake": 50}}, "awake"),
+        ({"population": {"sessions": 10, "awake": 50}}, "population.awake"),
+        ({"population": {"sessions": 10}}, "population.awake: awake (100) exceeds sessions (10)"),
+        ({"window_seconds": "ten minutes"}, "window_seconds"),
+        ({"hold_minutes": float("inf")}, "hold_minutes"),
+        ({"levels": [1, "nan"]}, "levels.1"),
+        ({"dest": "/a", "out": "/b"}, "cannot differ from out"),
         ({"target": {"substrate": "not-a-url"}}, "target.substrate"),
         ({"target": {"local_workers": 0}}, "target.local_workers"),
         ({"hold_minutes": 1, "bogus": 1}, "bogus"),
@@ -73,36 +80,61 @@ def test_bad_parameters_are_refused_naming_the_parameter(values, names):
     assert names in message, message
 
 
-def test_run_params_carry_the_campaign(tmp_path):
+def test_a_campaign_is_run_params(tmp_path):
     params = parse_campaign(
         {
             "name": "nightly",
             "tag": "n1",
-            "dest": str(tmp_path),
+            "out": str(tmp_path),
             "seed": 9,
             "script": "smoke",
             "think_scale": 0.1,
             "hold_minutes": 0.5,
-            "window_seconds": 10,
+            "window_seconds": "10s",
             "population": {"kind": "turnover", "sessions": 12, "awake": 4, "target_rps": 2},
             "target": {"local_workers": 2},
         }
     )
-    run = params.to_run_params()
-    assert (run.name, run.tag, run.out, run.seed, run.script) == (
+    assert isinstance(params, RunParams)
+    assert (params.name, params.tag, params.out, params.seed, params.script) == (
         "nightly",
         "n1",
         str(tmp_path),
         9,
         "smoke",
     )
-    assert (run.population, run.sessions, run.awake, run.target_rps) == ("turnover", 12, 4, 2.0)
-    assert (run.hold, run.local_workers, run.think_scale) == (30.0, 2, 0.1)
+    p = params.population
+    assert (p.kind, p.sessions, p.awake, p.target_rps, p.level) == ("turnover", 12, 4, 2.0, 2.0)
+    assert (params.hold_seconds, params.target.local_workers, params.think_scale) == (30.0, 2, 0.1)
 
 
-def test_s3_destination_writes_the_local_copy_to_local_dir(tmp_path):
-    params = parse_campaign({"dest": "s3://bench/nightly", "local_dir": str(tmp_path)})
-    assert params.is_s3 and params.to_run_params().out == str(tmp_path)
+def test_campaign_defaults_differ_from_the_engine_only_in_the_population():
+    campaign, run = CampaignParams(), RunParams()
+    p = campaign.population
+    assert (p.kind, p.sessions, p.awake, p.target_rps) == ("turnover", 1000, 100, 5.0)
+    r = run.population
+    assert (r.kind, r.sessions, r.awake, r.target_rps) == ("closed", 10, 0, 1.0)
+    shared = {k: v for k, v in campaign.model_dump().items() if k in RunParams.model_fields}
+    assert {**shared, "population": None} == {**run.model_dump(), "population": None}
+    # A partial population keeps the campaign's other defaults.
+    assert parse_campaign({"population": {"awake": 4}}).population.kind == "turnover"
+
+
+def test_without_dest_the_run_stays_in_out(tmp_path):
+    params = parse_campaign({"out": str(tmp_path)})
+    assert params.dest is None and not params.is_s3 and params.destination == str(tmp_path)
+
+
+def test_a_local_dest_is_where_the_run_is_written(tmp_path):
+    params = parse_campaign({"dest": str(tmp_path)})
+    assert params.out == params.destination == str(tmp_path)
+    assert parse_campaign({"dest": "file:///x", "out": "file:///x"}).out == "file:///x"
+
+
+def test_s3_destination_writes_the_local_copy_to_out(tmp_path):
+    params = parse_campaign({"dest": "s3://bench/nightly", "out": str(tmp_path)})
+    assert params.is_s3 and params.out == str(tmp_path)
+    assert params.destination == "s3://bench/nightly"
 
 
 def test_abort_rules_include_thresholds_marked_abort():
@@ -165,8 +197,7 @@ def test_unknown_preset_lists_the_known_ones():
 def test_parameter_schema_is_a_form():
     schema = CampaignParams.model_json_schema()
     assert schema["properties"]["hold_minutes"]["exclusiveMinimum"] == 0
-    assert set(schema["$defs"]["PopulationParams"]["properties"]["kind"]["enum"]) == {
-        "closed",
-        "turnover",
-        "turns",
-    }
+    kind = schema["$defs"]["CampaignPopulationParams"]["properties"]["kind"]
+    assert set(kind["enum"]) == {"closed", "turnover", "turns"}
+    assert kind["default"] == "turnover"
+    assert "run: closed" in kind["description"]

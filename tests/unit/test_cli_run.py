@@ -1,34 +1,101 @@
-"""`agentsession run` argument handling, in process: durations, parameter errors (exit 2,
-one line naming the parameter) and a broken script (exit 1) all refused before any run
-directory or substrate exists."""
+"""`agentsession run` argument handling, in process: flags generated from RunParams,
+durations, --params/--set, parameter errors (exit 2, one line naming the dotted path) and a
+broken script (exit 1) all refused before any run directory or substrate exists."""
 
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from agentsession_core.cli import build_parser, main
+from agentsession_core.cli.model_flags import add_model_flags, leaves
+from agentsession_core.cli.run import resolve
+from agentsession_core.engine.params import RunParams, Section
+
+
+def _resolve(*argv: str) -> RunParams:
+    return resolve(build_parser().parse_args(["run", *argv]))
+
+
+def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    flags = {leaf.path: leaf.flags[0] for leaf in leaves(RunParams)}
+    assert flags["population.awake"] == "--awake"
+    assert flags["population.kind"] == "--population"
+    assert flags["population.registration_quiet_seconds"] == "--registration-quiet-seconds"
+    assert flags["target.local_workers"] == "--local-workers"
+    assert flags["cleanup.concurrency"] == "--cleanup-concurrency"
+    assert len(flags) == 28
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    help_text = capsys.readouterr().out
+    for flag in flags.values():
+        assert flag in help_text
+    assert "--registration-quiet" in help_text  # the historical spelling still works
 
 
 def test_durations_and_flags_reach_the_parameters() -> None:
-    args = build_parser().parse_args(
-        [
-            "run",
-            "--hold",
-            "10m",
-            "--registration-quiet",
-            "2s",
-            "--turn-mean",
-            "1.5s",
-            "--population",
-            "turnover",
-            "--lifecycle-mode",
-            "pause",
-        ]
+    args = build_parser().parse_args(["run", "--hold", "10m"])
+    assert args.hold == 600.0
+    params = _resolve(
+        "--registration-quiet",
+        "2s",
+        "--turn-mean-seconds",
+        "1.5s",
+        "--population",
+        "turnover",
+        "--lifecycle-mode",
+        "pause",
+        "--sessions",
+        "20",
+        "--awake",
+        "4",
+        "--substrate",
+        "http://127.0.0.1:9",
     )
-    assert args.hold == 600.0 and args.registration_quiet == 2.0 and args.turn_mean == 1.5
-    assert args.population == "turnover" and args.lifecycle_mode == "pause"
+    p = params.population
+    assert (p.registration_quiet_seconds, p.turn_mean_seconds) == (2.0, 1.5)
+    assert (p.kind, p.lifecycle_mode, p.sessions, p.awake) == ("turnover", "pause", 20, 4)
+    assert params.target.substrate == "http://127.0.0.1:9"
+    assert build_parser().parse_args(["run"]).hold == 60.0
+
+
+def test_params_file_then_flags_then_set(tmp_path: Path) -> None:
+    file = tmp_path / "run.yaml"
+    file.write_text("population:\n  kind: turnover\n  sessions: 30\n  awake: 2\nseed: 3\n")
+    params = _resolve("--params", str(file), "--awake", "5", "--set", "population.awake=6")
+    assert (params.population.kind, params.population.sessions) == ("turnover", 30)
+    assert params.population.awake == 6 and params.seed == 3
+
+
+def test_the_token_falls_back_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTSESSION_TOKEN", "from-env")
+    assert _resolve().target.token == "from-env"
+    assert _resolve("--token", "flag").target.token == "flag"
+
+
+def test_print_params_redacts_the_token(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--token", "secret", "--awake", "2", "--print-params"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["target"]["token"] == "***" and printed["population"]["awake"] == 2
+
+
+def test_two_leaves_with_one_flag_fail_when_the_parser_is_built() -> None:
+    class A(Section):
+        workers: int = 1
+
+    class B(Section):
+        workers: int = 2
+
+    class Clash(BaseModel):
+        a: A = A()
+        b: B = B()
+
+    with pytest.raises(ValueError, match=r"--workers would set both a\.workers and b\.workers"):
+        add_model_flags(argparse.ArgumentParser(), Clash)
 
 
 def test_a_bad_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,16 +105,36 @@ def test_a_bad_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
     assert "--hold" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["--population", "turnover", "--sessions", "2", "--awake", "3"],
+            "agentsession run: parameter population.awake: awake (3) exceeds sessions (2)",
+        ),
+        (
+            ["--registration-quiet-seconds", "soon"],
+            "agentsession run: parameter population.registration_quiet_seconds: bad duration "
+            "'soon': expected a number at 'soon'",
+        ),
+        (
+            ["--think-scale", "inf"],
+            "agentsession run: parameter think_scale: Input should be a finite number",
+        ),
+        (
+            ["--set", "population.sesions=3"],
+            "agentsession run: parameter population.sesions: Extra inputs are not permitted",
+        ),
+    ],
+)
 def test_a_bad_parameter_exits_2_naming_it(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], line: str
 ) -> None:
     out = tmp_path / "artifacts"
-    code = main(
-        ["run", "--population", "turnover", "--sessions", "2", "--awake", "3", "--out", str(out)]
-    )
+    code = main(["run", *argv, "--out", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert err == ["agentsession run: parameters: awake (3) exceeds sessions (2)"]
+    assert err == [line]
     assert not out.exists()
 
 

@@ -9,7 +9,8 @@ import re
 import pytest
 import yaml
 
-from agentsession_core.campaign.params import CampaignParams, load_preset
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.preset_files import load_preset
 from flows.serve import PREFECT_YAML, build_deployments, deployment_specs
 
 KEY = re.compile(r"^[a-z0-9-]*$")

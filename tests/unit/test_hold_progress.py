@@ -1,6 +1,7 @@
 """The hold's progress, as the Prefect progress artifact shows it inside windows."""
 
-from agentsession_core.campaign.params import parse_campaign
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.engine.params import parse
 from tasks.hold import held_percent
 
 
@@ -10,7 +11,8 @@ class Plan:
 
 
 def test_held_percent_counts_whole_windows_then_time_into_the_current_one():
-    params = parse_campaign(
+    params = parse(
+        CampaignParams,
         {
             "script": "smoke",
             "hold_minutes": 20,

@@ -1,27 +1,42 @@
-"""RunParams: bad values are refused once, with the parameter's name; levels per population."""
+"""RunParams: bad values are refused once, naming the dotted parameter path; durations and
+finite floats everywhere; levels per population."""
 
 from __future__ import annotations
 
-import pytest
+import math
+from typing import Any
 
-from agentsession_core.engine.params import RunParams, parse_params
+import pytest
+from pydantic import BaseModel
+
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.engine.params import (
+    DURATION,
+    PopulationParams,
+    RunParams,
+    parse,
+    parse_params,
+)
 from agentsession_core.errors import UsageError
 
 
 @pytest.mark.parametrize(
     ("values", "where"),
     [
-        ({"sessions": 0}, "parameter sessions:"),
-        ({"population": "open"}, "parameter population:"),
-        ({"template": "glutton"}, "parameter template: must be NAMESPACE/NAME"),
+        ({"population": {"sessions": 0}}, "parameter population.sessions:"),
+        ({"population": {"kind": "open"}}, "parameter population.kind:"),
+        ({"target": {"template": "glutton"}}, "parameter target.template: must be NAMESPACE/NAME"),
+        ({"target": {"substrate": "ftp://x"}}, "parameter target.substrate:"),
         ({"name": "Bad Name"}, "parameter name:"),
         ({"tag": "-x"}, "parameter tag:"),
-        ({"lifecycle_mode": "hibernate"}, "parameter lifecycle_mode:"),
-        ({"resume_mode": "eager"}, "parameter resume_mode:"),
-        ({"spawn_rate": 0}, "parameter spawn_rate:"),
+        ({"population": {"lifecycle_mode": "hibernate"}}, "parameter population.lifecycle_mode:"),
+        ({"population": {"resume_mode": "eager"}}, "parameter population.resume_mode:"),
+        ({"population": {"spawn_rate": 0}}, "parameter population.spawn_rate:"),
         ({"think_scale": -1}, "parameter think_scale:"),
         ({"metrics_port": 70000}, "parameter metrics_port:"),
-        ({"sesions": 3}, "parameter sesions: Extra inputs are not permitted"),
+        ({"cleanup": {"concurrency": 0}}, "parameter cleanup.concurrency:"),
+        ({"population": {"sesions": 3}}, "parameter population.sesions: Extra inputs"),
+        ({"sessions": 3}, "parameter sessions: Extra inputs are not permitted"),
     ],
 )
 def test_bad_values_name_the_parameter(values: dict, where: str) -> None:
@@ -32,20 +47,85 @@ def test_bad_values_name_the_parameter(values: dict, where: str) -> None:
     assert "\n" not in message and caught.value.exit_code == 2
 
 
+def test_the_source_prefixes_the_message() -> None:
+    with pytest.raises(UsageError, match=r"^run.yaml: parameter population.sessions:"):
+        parse(RunParams, {"population": {"sessions": 0}}, source="run.yaml")
+
+
 def test_awake_may_not_exceed_sessions_in_turnover() -> None:
-    with pytest.raises(UsageError, match=r"^parameters: awake \(5\) exceeds sessions \(4\)$"):
-        parse_params({"population": "turnover", "sessions": 4, "awake": 5})
-    assert parse_params({"population": "closed", "sessions": 4, "awake": 5}).awake == 5
+    with pytest.raises(
+        UsageError, match=r"^parameter population.awake: awake \(5\) exceeds sessions \(4\)$"
+    ):
+        parse_params({"population": {"kind": "turnover", "sessions": 4, "awake": 5}})
+    closed = parse_params({"population": {"kind": "closed", "sessions": 4, "awake": 5}})
+    assert closed.population.awake == 5
 
 
 def test_level_is_the_population_knob() -> None:
-    assert RunParams(population="closed", sessions=7).level == 7.0
-    assert RunParams(population="turnover", target_rps=2.5).level == 2.5
-    assert RunParams(population="turns", turns_per_hour=12).level == 12.0
+    assert PopulationParams(kind="closed", sessions=7).level == 7.0
+    assert PopulationParams(kind="turnover", target_rps=2.5).level == 2.5
+    assert PopulationParams(kind="turns", turns_per_hour=12).level == 12.0
 
 
 def test_template_ref_and_assignment_is_validated() -> None:
-    params = RunParams(template="test/small")
-    assert params.template_ref == ("test", "small")
+    params = RunParams(target={"template": "test/small"})
+    assert params.target.template_ref == ("test", "small")
     with pytest.raises(ValueError):
-        params.sessions = -1
+        params.population.sessions = -1
+    with pytest.raises(ValueError):
+        params.name = "Bad Name"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("2s", 2.0), ("500ms", 0.5), ("10m", 600.0), ("1h30m", 5400.0)]
+)
+def test_seconds_take_durations(text: str, seconds: float) -> None:
+    params = parse_params(
+        {
+            "population": {"registration_quiet_seconds": text, "turn_mean_seconds": text},
+            "target": {"request_timeout_seconds": text},
+            "cleanup": {"timeout_seconds": text, "stop_grace_seconds": text},
+        }
+    )
+    assert params.population.registration_quiet_seconds == seconds
+    assert params.population.turn_mean_seconds == seconds
+    assert params.target.request_timeout_seconds == seconds
+    assert params.cleanup.timeout_seconds == params.cleanup.stop_grace_seconds == seconds
+    plain = parse_params({"population": {"turn_mean_seconds": "2.5"}})
+    assert plain.population.turn_mean_seconds == 2.5
+
+
+@pytest.mark.parametrize("bad", ["ten", "-2s", "2 parsecs"])
+def test_bad_durations_name_the_parameter(bad: str) -> None:
+    with pytest.raises(UsageError, match=r"^parameter population.registration_quiet_seconds:"):
+        parse_params({"population": {"registration_quiet_seconds": bad}})
+
+
+def _float_leaves(model: type[BaseModel], prefix: str = "") -> list[tuple[str, Any]]:
+    found = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            found += _float_leaves(annotation, f"{prefix}{name}.")
+        elif annotation in (float, float | None):
+            found.append((f"{prefix}{name}", field))
+    return found
+
+
+@pytest.mark.parametrize("model", [RunParams, CampaignParams])
+def test_every_float_refuses_inf_and_nan_and_every_seconds_field_takes_durations(
+    model: type[BaseModel],
+) -> None:
+    leaves = _float_leaves(model)
+    assert len(leaves) >= 9
+    for path, field in leaves:
+        assert path.endswith("_seconds") == any(m is DURATION for m in field.metadata), path
+        for bad in (math.inf, math.nan, "inf", "-inf", "nan"):
+            values: dict[str, Any] = {}
+            node = values
+            *groups, leaf = path.split(".")
+            for group in groups:
+                node = node.setdefault(group, {})
+            node[leaf] = bad
+            with pytest.raises(UsageError, match=f"parameter {path}: Input should be a finite"):
+                parse(model, values)

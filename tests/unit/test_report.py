@@ -62,7 +62,7 @@ def build_run(run_dir, seconds=20):
     (run_dir / "campaign.json").write_text(
         json.dumps(
             {
-                "params": {"name": "demo<x>", "tag": "t", "population": "turnover"},
+                "params": {"name": "demo<x>", "tag": "t", "population": {"kind": "turnover"}},
                 "script": "smoke",
                 "started_unix": WALL0,
             }
@@ -90,6 +90,7 @@ def test_report_has_every_section_and_no_external_assets(tmp_path):
     assert "<script" not in page.lower()
     assert not re.search(r"""(src|href)=["']?https?:""", page)
     assert "demo&lt;x&gt;" in page and "demo<x>" not in page
+    assert "population turnover" in page
 
 
 def test_latency_series_skips_empty_seconds():

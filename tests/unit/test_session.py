@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from agentsession_core.engine.context import RunContext
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.session import REPLACE_AFTER, RunContext, Session, StepFailed, Stopped
+from agentsession_core.engine.session import REPLACE_AFTER, Session, StepFailed, Stopped
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.errors import SubstrateError
@@ -86,9 +87,11 @@ class MemorySubstrate:
         pass
 
 
-def make_ctx(substrate: MemorySubstrate, **overrides: Any) -> RunContext:
+def make_ctx(
+    substrate: MemorySubstrate, population: dict[str, Any] | None = None, **overrides: Any
+) -> RunContext:
     values: dict[str, Any] = {"script": "smoke", "think_scale": 0.0, "seed": 7}
-    values.update(overrides)
+    values.update(overrides, population=population or {})
     params = RunParams(**values)
     return RunContext(
         substrate, Recorder(), load_script("smoke"), params, ATESPACE, ActorLedger(ATESPACE)
@@ -171,7 +174,7 @@ async def test_turn_wakes_steps_and_parks_advancing_the_cursor() -> None:
 )
 async def test_lifecycle_modes_book_their_own_park(mode: str, row: str, call: str) -> None:
     sub = MemorySubstrate()
-    ctx = make_ctx(sub, lifecycle_mode=mode)
+    ctx = make_ctx(sub, {"lifecycle_mode": mode})
     session = await started(ctx)
     await session.think_and_step()
     assert totals(ctx, "control", row).count == 2
@@ -182,7 +185,7 @@ async def test_lifecycle_modes_book_their_own_park(mode: str, row: str, call: st
 
 async def test_lifecycle_none_never_parks_and_books_no_wake() -> None:
     sub = MemorySubstrate()
-    ctx = make_ctx(sub, lifecycle_mode="none")
+    ctx = make_ctx(sub, {"lifecycle_mode": "none"})
     session = await started(ctx)
     for _ in range(3):
         await session.think_and_step()
@@ -193,7 +196,7 @@ async def test_lifecycle_none_never_parks_and_books_no_wake() -> None:
 
 async def test_explicit_resume_books_resume_actor_before_the_probe() -> None:
     sub = MemorySubstrate()
-    ctx = make_ctx(sub, resume_mode="explicit")
+    ctx = make_ctx(sub, {"resume_mode": "explicit"})
     session = await started(ctx)
     await session.think_and_step()
     calls = [c for c, _ in sub.calls]
@@ -239,7 +242,7 @@ async def test_crash_on_the_probe_counts_a_crash_and_replaces() -> None:
 
 async def test_crash_on_explicit_resume_counts_a_crash_and_replaces() -> None:
     sub = MemorySubstrate()
-    ctx = make_ctx(sub, resume_mode="explicit")
+    ctx = make_ctx(sub, {"resume_mode": "explicit"})
     session = await started(ctx)
     sub.fail["resume"] = [crash()]
     await session.think_and_step()
@@ -458,7 +461,7 @@ async def test_a_refused_create_is_retried_until_the_session_starts() -> None:
 
 async def test_a_failed_explicit_resume_is_a_failed_wake() -> None:
     sub = MemorySubstrate()
-    ctx = make_ctx(sub, resume_mode="explicit")
+    ctx = make_ctx(sub, {"resume_mode": "explicit"})
     session = await started(ctx)
     sub.fail["resume"] = [SubstrateError("UNAVAILABLE", "try later", status=503)]
     with pytest.raises(StepFailed):

@@ -48,7 +48,8 @@ def test_wheel_ships_and_finds_the_built_in_scripts(tmp_path):
         "import json; from agentsession_core import script as s; "
         "print(json.dumps([s.__file__, str(s.builtin_dir()), s.builtin_names(), "
         "len(s.load_script('coding-session').steps)]));"
-        "from agentsession_core.campaign import params as c; print(c.PRESET_DIR, c.preset_names())"
+        "from agentsession_core.campaign import preset_files as c; "
+        "print(c.PRESET_DIR, c.preset_names())"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
     result = subprocess.run(

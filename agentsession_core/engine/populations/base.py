@@ -8,10 +8,14 @@ import contextlib
 import logging
 from collections import Counter
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import ramp_time_ns
-from agentsession_core.engine.session import RunContext, Session, StepFailed, Stopped, now_ns
+from agentsession_core.engine.session import Session, StepFailed, Stopped
+
+if TYPE_CHECKING:
+    from agentsession_core.measure.recorder import Recorder
 
 log = logging.getLogger("agentsession")
 
@@ -46,7 +50,7 @@ class Population:
 
     @property
     def level(self) -> float:
-        return self.ctx.params.level * self.level_multiplier
+        return self.ctx.params.population.level * self.level_multiplier
 
     # ------------------------------------------------------------ helpers
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
@@ -67,7 +71,7 @@ class Population:
 
     def spawn_times(self, count: int, start_ns: int) -> list[int]:
         """Intended start times at the spawn rate (open schedule)."""
-        rate = self.ctx.params.spawn_rate
+        rate = self.ctx.params.population.spawn_rate
         return [ramp_time_ns(start_ns, rate, i) for i in range(count)]
 
     async def start_session(self, session: Session, intended_ns: int, *, prime: bool) -> bool:
@@ -93,12 +97,12 @@ class Population:
     async def register_all(self, *, prime: bool) -> None:
         """docs/SPEC.md §4.2 registration: every session's actor is created at the spawn rate,
         runs step 1 as soon as it serves (prime) and is parked (booked *_Register); then
-        wait until registration has been quiet for registration_quiet seconds.
+        wait until registration has been quiet for registration_quiet_seconds.
 
         Sessions are made as they fall due, at most REGISTRATION_IN_FLIGHT at a time, so a
         100k population never holds 100k coroutines at once; a start held back by that bound
         shows as start lag, measured from its intended time."""
-        params = self.ctx.params
+        params = self.ctx.params.population
         start = now_ns()
         gate = asyncio.Semaphore(REGISTRATION_IN_FLIGHT)
         registered = 0
@@ -120,10 +124,20 @@ class Population:
         log.info("registration: %d of %d sessions registered", registered, params.sessions)
         # Registration is over when it has been quiet this long (or the run stops).
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.ctx.stopping.wait(), params.registration_quiet)
+            await asyncio.wait_for(self.ctx.stopping.wait(), params.registration_quiet_seconds)
 
     def states(self) -> Counter[str]:
         return Counter(s.state for s in self.sessions)
+
+    # ------------------------------------------------------------ what only some populations have
+    def gauges(self) -> dict[str, dict[str, int]]:
+        """Gauges beyond sessions-by-state, sampled once a second: name -> {state: n}."""
+        return {}
+
+    def summary_rows(self, recorder: Recorder) -> dict[str, dict[str, Any]]:
+        """stats.jsonl rows of this population's own phase at the end of the run:
+        row kind -> measurements."""
+        return {}
 
     async def stop(self, grace: float) -> None:
         """Stop guard: no new request after stop; in-flight work gets `grace` seconds, then

@@ -4,8 +4,9 @@ newest ones after their current turn."""
 
 from __future__ import annotations
 
+from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.populations.base import Population
-from agentsession_core.engine.session import Session, Stopped, now_ns
+from agentsession_core.engine.session import Session, Stopped
 
 
 class ClosedPopulation(Population):
@@ -16,7 +17,7 @@ class ClosedPopulation(Population):
         self._retired: set[int] = set()
 
     async def register(self) -> None:
-        self._grow(self.ctx.params.sessions)
+        self._grow(self.ctx.params.population.sessions)
         # The spawn ramp is part of the load; registration ends when it is scheduled.
 
     def _grow(self, target: int) -> None:
@@ -36,7 +37,7 @@ class ClosedPopulation(Population):
 
     def set_level(self, multiplier: float) -> None:
         super().set_level(multiplier)
-        target = max(1, round(self.ctx.params.sessions * multiplier))
+        target = max(1, round(self.ctx.params.population.sessions * multiplier))
         active = [s for s in self.sessions if s.id not in self._retired]
         if target > len(active):
             self._grow(target)

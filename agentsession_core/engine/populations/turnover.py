@@ -14,9 +14,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from typing import TYPE_CHECKING, Any
 
+from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.populations.base import Population
-from agentsession_core.engine.session import Session, StepFailed, Stopped, now_ns
+from agentsession_core.engine.session import Session, StepFailed, Stopped
+from agentsession_core.judge.verdict import achieved
+
+if TYPE_CHECKING:
+    from agentsession_core.measure.recorder import Recorder
+    from agentsession_core.measure.stats import Window
 
 log = logging.getLogger("agentsession")
 
@@ -36,12 +43,11 @@ class TurnoverPopulation(Population):
         # Residents above `awake`: a park that failed while its paired wake went ahead.
         # Later ticks park these without a paired wake, so the resident set comes back.
         self.excess = 0
-        self._ticker: asyncio.Task[None] | None = None
         ctx.registers = True
 
     # ------------------------------------------------------------ registration and fill
     async def register(self) -> None:
-        params = self.ctx.params
+        params = self.ctx.params.population
         prime = params.awake > 0 or params.lifecycle_mode == "none"
         await self.register_all(prime=prime)
         for session in self.sessions:
@@ -50,7 +56,7 @@ class TurnoverPopulation(Population):
 
     async def fill(self) -> None:
         """Wake `awake` sessions, fill_concurrency at a time, then start ticking."""
-        params = self.ctx.params
+        params = self.ctx.params.population
         gate = asyncio.Semaphore(params.fill_concurrency)
         chosen = [self.parked.popleft() for _ in range(min(params.awake, len(self.parked)))]
 
@@ -74,7 +80,7 @@ class TurnoverPopulation(Population):
         log.info(FILL_DONE_MARKER)
         self.steady_start_ns = self.turnover_start_ns = now_ns()
         if params.lifecycle_mode != "none":
-            self._ticker = self.spawn(self._tick_forever(self.turnover_start_ns), "turnover-ticks")
+            self.spawn(self._tick_forever(self.turnover_start_ns), "turnover-ticks")
 
     # ------------------------------------------------------------ ticks
     async def _tick_forever(self, t0_ns: int) -> None:
@@ -124,7 +130,10 @@ class TurnoverPopulation(Population):
             return
         (self.idle if session.awake else self.parked).append(session)
 
-    # ------------------------------------------------------------ gauge
+    # ------------------------------------------------------------ gauge and summary
+    def gauges(self) -> dict[str, dict[str, int]]:
+        return {"turnover_sessions": self.gauge()}
+
     def gauge(self) -> dict[str, int]:
         """agentsession_turnover_sessions{state=awake|parked|waking|parking}."""
         counts = {"awake": 0, "parked": 0, "waking": 0, "parking": 0}
@@ -138,3 +147,47 @@ class TurnoverPopulation(Population):
             elif session.created:
                 counts["parked"] += 1
         return counts
+
+    def summary_rows(self, recorder: Recorder) -> dict[str, dict[str, Any]]:
+        """One `turnover_window` row over whole seconds of turnover only: the first second
+        starts after the fill's own wakes, the last ends when the load stopped (not after
+        cleanup), so achieved_rps is swaps over the time they were asked for."""
+        start = self.turnover_start_ns
+        if start is None:
+            return {}
+        end = self.stopped_ns or now_ns()
+        window = recorder.window(start + 999_999_999, max(end, start + 999_999_999))
+        return {"turnover_window": turnover_measurements(window, self.level)}
+
+
+def turnover_measurements(window: Window, target_rps: float) -> dict[str, Any]:
+    """The turnover phase only: per-request counts, failures and rates, achieved vs target."""
+    duration = window.duration_s or 1.0
+    wakes = window.row("turnover", "TimeToWake")
+    out: dict[str, Any] = {
+        "start_unix": window.start_s,
+        "end_unix": window.end_s,
+        "duration_s": window.duration_s,
+        "target_rps": target_rps,
+        "achieved_rps": achieved(window)[0],
+        "backlog": window.row("turnover", "Backlog").events,
+    }
+    for quantile_key, value in wakes.measurements(duration).items():
+        if quantile_key.startswith("p"):
+            out[f"time_to_wake_{quantile_key}"] = value
+    requests = failures = 0
+    for (kind, name), stats in sorted(window.rows.items()):
+        if kind == "generator" or not stats.count:
+            continue
+        requests += stats.count
+        failures += stats.failures
+        out[f"{kind}_{name}_count"] = stats.count
+        out[f"{kind}_{name}_failures"] = stats.failures
+        out[f"{kind}_{name}_rps"] = stats.count / duration
+    out.update(
+        requests=requests,
+        failures=failures,
+        rps=requests / duration,
+        failure_ratio=failures / requests if requests else 0.0,
+    )
+    return out

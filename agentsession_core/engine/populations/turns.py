@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 
+from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.pacing import poisson_gap_ns, stream
 from agentsession_core.engine.populations.base import Population
-from agentsession_core.engine.session import Session, Stopped, now_ns
+from agentsession_core.engine.session import Session, Stopped
 
 log = logging.getLogger("agentsession")
 
@@ -47,7 +48,9 @@ class TurnsPopulation(Population):
             if not await self.ctx.wait_until(intended):
                 return
             self.turns_started += 1
-            length_ns = int(lengths.uniform(0.5, 1.5) * self.ctx.params.turn_mean * 1e9)
+            length_ns = int(
+                lengths.uniform(0.5, 1.5) * self.ctx.params.population.turn_mean_seconds * 1e9
+            )
             try:
                 await self._turn(session, intended, length_ns)
             except Stopped:

@@ -1,0 +1,119 @@
+"""Command-line flags generated from a parameter model (RunParams).
+
+Every leaf of the model — a field that is not itself a section — gets one flag: `--leaf-name`
+(underscores become dashes), or the spellings its `Flag(...)` metadata gives. The help is the
+field's description and default, choices come from a Literal type, and the value is passed on
+as text for the model to parse and validate (errors name the dotted path). Two leaves that
+would share a flag are refused when the parser is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+from dataclasses import dataclass
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from agentsession_core.engine.params import DURATION, Flag
+from agentsession_core.engine.params_io import set_path
+
+
+@dataclass(frozen=True)
+class Leaf:
+    path: str  # dotted: "population.awake"
+    field: FieldInfo
+    flags: tuple[str, ...]
+
+    @property
+    def dest(self) -> str:
+        return "param:" + self.path
+
+
+def leaves(model: type[BaseModel], prefix: str = "") -> list[Leaf]:
+    """Every leaf of `model`, sections walked in field order."""
+    found: list[Leaf] = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        section = _section(field.annotation)
+        if section is not None:
+            found.extend(leaves(section, f"{path}."))
+            continue
+        marked = [m for m in field.metadata if isinstance(m, Flag)]
+        flags = marked[0].names if marked else ("--" + name.replace("_", "-"),)
+        found.append(Leaf(path, field, flags))
+    return found
+
+
+def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> list[Leaf]:
+    """One flag per leaf of `model`, in one argument group per section."""
+    all_leaves = leaves(model)
+    owner: dict[str, str] = {}
+    for leaf in all_leaves:
+        for flag in leaf.flags:
+            if flag in owner:
+                raise ValueError(
+                    f"{flag} would set both {owner[flag]} and {leaf.path}: "
+                    "give one of them a Flag(...)"
+                )
+            owner[flag] = leaf.path
+    groups: dict[str, Any] = {}
+    for leaf in all_leaves:
+        section = leaf.path.rpartition(".")[0] or "run"
+        if section not in groups:
+            groups[section] = parser.add_argument_group(f"{section} parameters")
+        groups[section].add_argument(*leaf.flags, dest=leaf.dest, default=None, **_options(leaf))
+    return all_leaves
+
+
+def flag_values(args: argparse.Namespace, all_leaves: list[Leaf]) -> dict[str, Any]:
+    """The flags given on the command line, as nested parameter values."""
+    values: dict[str, Any] = {}
+    for leaf in all_leaves:
+        value = getattr(args, leaf.dest, None)
+        if value is not None:
+            set_path(values, leaf.path, value, what=leaf.flags[0])
+    return values
+
+
+def _options(leaf: Leaf) -> dict[str, Any]:
+    field = leaf.field
+    duration = any(m is DURATION for m in field.metadata)
+    text = (field.description or leaf.path).replace("%", "%%")
+    if field.default is not None and not field.is_required():
+        text += f" (default: {field.default:g}s)" if duration else f" (default: {field.default})"
+    options: dict[str, Any] = {"help": text}
+    choices = _literal(field.annotation)
+    if choices is not None:
+        options["choices"] = choices
+    elif duration:
+        options["metavar"] = "DURATION"
+    else:
+        options["metavar"] = _METAVAR.get(_plain(field.annotation), "TEXT")
+    return options
+
+
+_METAVAR = {int: "N", float: "X"}
+
+
+def _plain(annotation: Any) -> Any:
+    """`T | None` -> T."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        return options[0] if len(options) == 1 else annotation
+    return annotation
+
+
+def _section(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _literal(annotation: Any) -> list[str] | None:
+    annotation = _plain(annotation)
+    if get_origin(annotation) is Literal:
+        return [str(a) for a in get_args(annotation)]
+    return None

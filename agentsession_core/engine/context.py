@@ -1,0 +1,113 @@
+"""What every session of one run shares: the RunContext (substrate, recorder, script,
+parameters, ledger), the stop flag and the one clock.
+
+`RunContext.wait_until` is the only way a session sleeps towards an intended time, so a stop
+wakes every sleeper at once and every late wake is booked as dispatch lag. `surface` keeps
+the first message of each misconfiguration code for status.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agentsession_core.engine.failure_log import FailureLog
+from agentsession_core.engine.ledger import ActorLedger
+from agentsession_core.engine.params import RunParams
+from agentsession_core.measure.health import DISPATCH_LAG_ROW
+from agentsession_core.substrate.errors import SubstrateError
+from agentsession_core.substrate.interface import Substrate
+
+if TYPE_CHECKING:
+    from agentsession_core.measure.recorder import Recorder, Row
+    from agentsession_core.script import Script
+
+log = logging.getLogger("agentsession")
+
+
+def now_ns() -> int:
+    return time.monotonic_ns()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class StopSignal(asyncio.Event):
+    """The run's stop flag: an Event that, when set, also wakes every RunContext.wait_until
+    sleeper directly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sleepers: set[asyncio.Future[None]] = set()
+
+    def set(self) -> None:
+        super().set()
+        for wake in list(self.sleepers):
+            _resolve(wake)
+
+
+@dataclass
+class RunContext:
+    """What every session of one run shares."""
+
+    substrate: Substrate
+    recorder: Recorder
+    script: Script
+    params: RunParams
+    atespace: str
+    ledger: ActorLedger
+    stopping: StopSignal = field(default_factory=lambda: StopSignal())
+    misconfigured: dict[str, str] = field(default_factory=dict)  # code -> first message
+    # Opt-in record of the schedule drawn from the seeded streams, as (what, session id,
+    # nanoseconds): think gaps and turn arrivals (offset from the steady start). None in
+    # normal runs, so the hot path pays one `is None` test.
+    intended_log: list[tuple[str, int, int]] | None = None
+    # Turnover and turns register their sessions: first parks are booked *_Register, so
+    # SuspendActor / SuspendActorAsync hold only the population's own parks (docs/SPEC.md §4.2).
+    registers: bool = False
+    failure_log: FailureLog = field(default_factory=FailureLog)
+    dispatch_lag: Row = field(init=False)
+
+    def __post_init__(self) -> None:
+        # How late the loop wakes a sleeper past its intended time: the generator-health
+        # signal that judges a window void (telemetry.GeneratorHealth).
+        self.dispatch_lag = self.recorder.row(*DISPATCH_LAG_ROW)
+
+    async def wait_until(self, deadline_ns: int) -> bool:
+        """Sleep until `deadline_ns` unless the run stops first; True when the deadline was
+        reached. A think or an arrival gap can be minutes long, and stop must not wait it out."""
+        delay = (deadline_ns - time.monotonic_ns()) / 1e9
+        if self.stopping.is_set():
+            return False
+        if delay <= 0:
+            return True
+        stopping = self.stopping
+        # One timer per sleeper; StopSignal.set wakes them all. (wait_for(Event.wait()) costs
+        # a task per sleep and an O(waiters) removal from the Event on every timeout: with
+        # 20k sleeping sessions that alone stalled the loop for seconds at 2k turns/s.)
+        loop = asyncio.get_running_loop()
+        wake = loop.create_future()
+        timer = loop.call_later(delay, _resolve, wake)
+        stopping.sleepers.add(wake)
+        try:
+            await wake
+        finally:
+            timer.cancel()
+            stopping.sleepers.discard(wake)
+        if stopping.is_set():
+            return False
+        woke = time.monotonic_ns()
+        self.dispatch_lag.ok(deadline_ns, woke, woke)
+        return True
+
+    def surface(self, exc: SubstrateError, where: str) -> None:
+        """INVALID_ARGUMENT / UNAUTHENTICATED mean the run itself is wrong: say so loudly,
+        once per code, and keep it for status.json."""
+        if exc.code not in self.misconfigured:
+            self.misconfigured[exc.code] = f"{where}: {exc}"
+            log.error("MISCONFIGURED run: %s: %s", where, exc)

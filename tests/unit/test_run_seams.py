@@ -1,0 +1,75 @@
+"""The Run's seams: it drives any Substrate it is given (and leaves closing it to the
+caller), and the population's own gauges and summary rows reach the artifacts without the
+Run knowing which population it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from agentsession_core.engine.context import RunContext
+from agentsession_core.engine.ledger import ActorLedger
+from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.populations.closed import ClosedPopulation
+from agentsession_core.engine.run import Run
+from agentsession_core.measure.recorder import Recorder
+from agentsession_core.script import load_script
+from tests.unit.test_session import MemorySubstrate
+
+
+class ClosingSubstrate(MemorySubstrate):
+    closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def _drive(run: Run, seconds: float) -> None:
+    async with run:
+        await run.preflight()
+        await run.register()
+        await run.fill()
+        _, _, reason = await run.hold(seconds)
+        run.finish("completed" if reason is None else "failed", reason)
+
+
+def test_a_run_drives_the_substrate_it_is_given(tmp_path: Path) -> None:
+    substrate = ClosingSubstrate()
+    params = RunParams(
+        script="smoke",
+        think_scale=0.2,
+        out=str(tmp_path),
+        population={
+            "kind": "turnover",
+            "sessions": 4,
+            "awake": 2,
+            "target_rps": 2,
+            "registration_quiet_seconds": 0,
+            "spawn_rate": 100,
+        },
+        cleanup={"stop_grace_seconds": 1},
+    )
+    run = Run(params, substrate=substrate, handle_signals=False)
+    asyncio.run(_drive(run, 2.5))
+    assert run.result is not None and run.result.status == "completed", run.result
+    created = {actor for call, actor in substrate.calls if call == "create"}
+    assert len(created) == 4 and set(substrate.deleted) == created  # cleaned up
+    assert not substrate.closed  # the caller's to close
+    run_dir = run.result.run_dir
+    assert not (run_dir / "substrate.log").exists()  # no local substrate was started
+    rows = [json.loads(line) for line in (run_dir / "stats.jsonl").read_text().splitlines()]
+    assert any(row["metric"] == "turnover_window" for row in rows)
+    gauges = {
+        json.loads(line)["name"] for line in (run_dir / "gauges.jsonl").read_text().splitlines()
+    }
+    assert {"sessions", "turnover_sessions"} <= gauges
+
+
+def test_a_population_has_no_extra_gauges_or_rows_by_default() -> None:
+    params = RunParams(script="smoke")
+    ctx = RunContext(
+        MemorySubstrate(), Recorder(), load_script("smoke"), params, "a", ActorLedger("a")
+    )
+    population = ClosedPopulation(ctx)
+    assert population.gauges() == {} and population.summary_rows(ctx.recorder) == {}
