@@ -27,6 +27,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from agentsession_core.substrate.protocol import DEBUG_WORKERS_PATH
+
 _URL = re.compile(r"serving on (http://\S+)")
 
 
@@ -121,7 +123,7 @@ class LocalSubstrateProcess:
         return self.process.returncode
 
     def debug_workers(self) -> dict[str, Any]:
-        request = urllib.request.Request(f"{self.url}/v1/debug/workers")
+        request = urllib.request.Request(f"{self.url}{DEBUG_WORKERS_PATH}")
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         with urllib.request.urlopen(request, timeout=10) as answer:
