@@ -9,16 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-ACTOR_STATUSES = (
-    "RESUMING",
-    "RUNNING",
-    "SUSPENDING",
-    "SUSPENDED",
-    "PAUSING",
-    "PAUSED",
-    "CRASHED",
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Template:
