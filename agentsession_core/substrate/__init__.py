@@ -1,2 +1,37 @@
-"""The substrate under test: its interface (client.py), its errors (errors.py) and the
-embedded local implementation (local/)."""
+"""The substrate under test (docs/SPEC.md §2): the interface the engine drives
+(interface.py), its errors and their classification (errors.py), the wire names
+(protocol.py), the HTTP client (http.py), an in-memory fake for tests (fake.py) and the
+embedded local substrate (local/).
+
+HttpSubstrate is imported on first use: it pulls in httpx and aiohttp, which a test that
+only needs FakeSubstrate should not pay for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentsession_core.substrate.errors import SubstrateError
+from agentsession_core.substrate.fake import FakeSubstrate
+from agentsession_core.substrate.interface import ActorInfo, RouterResponse, Substrate, Template
+
+if TYPE_CHECKING:
+    from agentsession_core.substrate.http import HttpSubstrate
+
+__all__ = [
+    "ActorInfo",
+    "FakeSubstrate",
+    "HttpSubstrate",
+    "RouterResponse",
+    "Substrate",
+    "SubstrateError",
+    "Template",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "HttpSubstrate":
+        from agentsession_core.substrate.http import HttpSubstrate
+
+        return HttpSubstrate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,6 +7,7 @@ from enum import Enum
 import orjson
 
 from agentsession_core.errors import AgentsessionError
+from agentsession_core.substrate.protocol import CODE_FIELD, ERROR_FIELD, MESSAGE_FIELD
 
 
 class FailureClass(Enum):
@@ -67,8 +68,8 @@ def error_from_answer(status: int, body: bytes, *, from_router: bool) -> Substra
     """The SubstrateError for an error answer: its body's `{"error": {"code", "message"}}`,
     or HTTP_<status> and the body's start when the body is not in that form."""
     try:
-        error = orjson.loads(body)["error"]
-        code, message = str(error["code"]), str(error.get("message", ""))
+        error = orjson.loads(body)[ERROR_FIELD]
+        code, message = str(error[CODE_FIELD]), str(error.get(MESSAGE_FIELD, ""))
     except (orjson.JSONDecodeError, KeyError, TypeError):
         code, message = f"HTTP_{status}", body[:200].decode(errors="replace")
     return SubstrateError(code, message, status=status, from_router=from_router)

@@ -1,7 +1,7 @@
 """The Substrate interface over HTTP (docs/SPEC.md §2): control calls with httpx, router requests
 through the router client, the one small class the hot path goes through: FastRouterClient
-(fastrouter.py, a lean keep-alive HTTP/1.1 client) for http:// routers, the aiohttp
-`RouterClient` below otherwise.
+(router_client.py, a lean keep-alive HTTP/1.1 client) for http:// routers, the aiohttp
+`RouterClient` below otherwise. Paths and header names come from protocol.py.
 
 Every failure becomes a SubstrateError: an error body's code and message when the server
 answered, `from_router` true for control answers and router verdicts (`x-ate-router: 1`),
@@ -27,8 +27,18 @@ from agentsession_core.substrate.errors import (
     error_from_answer,
 )
 from agentsession_core.substrate.interface import ActorInfo, RouterResponse, Template
+from agentsession_core.substrate.protocol import (
+    ASYNC_PARAM,
+    PAGE_TOKEN_PARAM,
+    TARGET_HEADER,
+    actor_path,
+    actor_target,
+    actors_path,
+    atespace_path,
+    template_path,
+)
 from agentsession_core.substrate.router_client import FastRouterClient
-from agentsession_core.substrate.router_wire import TARGET_HEADER, router_answer
+from agentsession_core.substrate.router_wire import router_answer
 
 
 class RouterClient:
@@ -156,12 +166,8 @@ class HttpSubstrate:
         except (KeyError, TypeError, ValueError):
             raise SubstrateError(BAD_BODY, f"not an actor: {str(payload)[:200]}") from None
 
-    @staticmethod
-    def _path(atespace: str, name: str, verb: str = "") -> str:
-        return f"/v1/atespaces/{atespace}/actors/{name}{verb}"
-
     async def get_template(self, namespace: str, name: str) -> Template:
-        _, body = await self._call("GET", f"/v1/templates/{namespace}/{name}")
+        _, body = await self._call("GET", template_path(namespace, name))
         limit = body.get("memory_limit_bytes")
         return Template(
             body.get("namespace", namespace),
@@ -170,14 +176,14 @@ class HttpSubstrate:
         )
 
     async def ensure_atespace(self, atespace: str) -> None:
-        await self._call("PUT", f"/v1/atespaces/{atespace}")
+        await self._call("PUT", atespace_path(atespace))
 
     async def create_actor(
         self, atespace: str, name: str, template_namespace: str, template_name: str
     ) -> ActorInfo:
         _, body = await self._call(
             "POST",
-            f"/v1/atespaces/{atespace}/actors",
+            actors_path(atespace),
             json={
                 "name": name,
                 "template": {"namespace": template_namespace, "name": template_name},
@@ -186,7 +192,7 @@ class HttpSubstrate:
         return self._actor(body)
 
     async def get_actor(self, atespace: str, name: str) -> ActorInfo:
-        _, body = await self._call("GET", self._path(atespace, name))
+        _, body = await self._call("GET", actor_path(atespace, name))
         return self._actor(body)
 
     async def list_actors(self, atespace: str) -> list[ActorInfo]:
@@ -194,7 +200,7 @@ class HttpSubstrate:
         token = ""
         while True:
             _, body = await self._call(
-                "GET", f"/v1/atespaces/{atespace}/actors", params={"page_token": token}
+                "GET", actors_path(atespace), params={PAGE_TOKEN_PARAM: token}
             )
             actors += [self._actor(a) for a in body.get("actors", [])]
             token = body.get("next_page_token") or ""
@@ -202,18 +208,18 @@ class HttpSubstrate:
                 return actors
 
     async def resume_actor(self, atespace: str, name: str) -> ActorInfo:
-        _, body = await self._call("POST", self._path(atespace, name, ":resume"))
+        _, body = await self._call("POST", actor_path(atespace, name, "resume"))
         return self._actor(body)
 
     async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
-        params = None if wait else {"async": "true"}
-        await self._call("POST", self._path(atespace, name, ":suspend"), params=params)
+        params = None if wait else {ASYNC_PARAM: "true"}
+        await self._call("POST", actor_path(atespace, name, "suspend"), params=params)
 
     async def pause_actor(self, atespace: str, name: str) -> None:
-        await self._call("POST", self._path(atespace, name, ":pause"))
+        await self._call("POST", actor_path(atespace, name, "pause"))
 
     async def delete_actor(self, atespace: str, name: str) -> None:
-        await self._call("DELETE", self._path(atespace, name))
+        await self._call("DELETE", actor_path(atespace, name))
 
     async def request(
         self,
@@ -227,7 +233,12 @@ class HttpSubstrate:
         timeout: float | None = None,
     ) -> RouterResponse:
         return await self.router.request(
-            f"{atespace}/{actor}", route, json=json, body=body, params=params, timeout=timeout
+            actor_target(atespace, actor),
+            route,
+            json=json,
+            body=body,
+            params=params,
+            timeout=timeout,
         )
 
     async def aclose(self) -> None:

@@ -1,5 +1,6 @@
 """The Substrate interface the engine drives: control API (actor lifecycle) + router
-(requests to actors). docs/SPEC.md §2 is the wire contract; HttpSubstrate implements it.
+(requests to actors). docs/SPEC.md §2 is the wire contract; HttpSubstrate (http.py)
+implements it over that wire, FakeSubstrate (fake.py) in memory for tests.
 
 Every call raises SubstrateError on failure (see errors.py for the classification).
 """
@@ -8,16 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-ACTOR_STATUSES = (
-    "RESUMING",
-    "RUNNING",
-    "SUSPENDING",
-    "SUSPENDED",
-    "PAUSING",
-    "PAUSED",
-    "CRASHED",
-)
 
 
 @dataclass(frozen=True, slots=True)

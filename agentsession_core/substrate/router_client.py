@@ -30,7 +30,8 @@ import orjson
 
 from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
 from agentsession_core.substrate.interface import RouterResponse
-from agentsession_core.substrate.router_wire import TARGET_HEADER, router_answer
+from agentsession_core.substrate.protocol import TARGET_HEADER
+from agentsession_core.substrate.router_wire import router_answer
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers of one answer
 _DRAIN_ABOVE = 64 * 1024  # wait for the socket buffer only when a body is this large

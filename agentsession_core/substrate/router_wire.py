@@ -1,6 +1,7 @@
-"""The router's wire form as the clients see it (docs/SPEC.md §2.3): the headers both router
-clients (http.RouterClient, fastrouter.FastRouterClient) send and read, and how an answer
-becomes a RouterResponse or a SubstrateError. The local server's side is local/wire.py.
+"""The router's answers as the clients see them (docs/SPEC.md §2.2): how an answer becomes a
+RouterResponse or a SubstrateError, shared by both router clients (http.RouterClient,
+router_client.FastRouterClient) and the in-memory fake (fake.py). The header names are in
+protocol.py; the local server's side is local/protocol.py.
 """
 
 from __future__ import annotations
@@ -9,10 +10,7 @@ from collections.abc import Mapping
 
 from agentsession_core.substrate.errors import error_from_answer
 from agentsession_core.substrate.interface import RouterResponse
-
-TARGET_HEADER = "ate-target-actor"  # <atespace>/<actor> a request is for
-ROUTER_HEADER = "x-ate-router"  # "1": the router answered, not the glutton inside the actor
-ELAPSED_HEADER = "x-server-elapsed-us"  # the glutton's own time on the request
+from agentsession_core.substrate.protocol import ELAPSED_HEADER, ROUTER_HEADER, ROUTER_VERDICT
 
 
 def server_elapsed_us(value: str | None) -> int | None:
@@ -26,7 +24,9 @@ def router_answer(status: int, body: bytes, headers: Mapping[str, str]) -> Route
     """The RouterResponse for a 2xx answer; raises the SubstrateError for any other.
     `headers` must look names up case-insensitively or hold them lower-cased."""
     if status >= 300:
-        raise error_from_answer(status, body, from_router=headers.get(ROUTER_HEADER) == "1")
+        raise error_from_answer(
+            status, body, from_router=headers.get(ROUTER_HEADER) == ROUTER_VERDICT
+        )
     return RouterResponse(
         status=status,
         body=body,

@@ -2,7 +2,7 @@
 for the engine when no substrate URL is given and for tests.
 
     async with LocalSubstrate(workers=4, store=tmp) as sub:
-        sub.url, sub.pid, await sub.worker_pids()
+        sub.url
 
     with LocalSubstrateProcess(workers=4) as sub:   # same, from non-async code
         sub.url
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
 import signal
 import subprocess
@@ -26,6 +25,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from agentsession_core.substrate.protocol import DEBUG_WORKERS_PATH
 
 _URL = re.compile(r"serving on (http://\S+)")
 
@@ -73,11 +74,6 @@ class LocalSubstrateProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
 
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
     def start(self) -> str:
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
@@ -121,7 +117,7 @@ class LocalSubstrateProcess:
         return self.process.returncode
 
     def debug_workers(self) -> dict[str, Any]:
-        request = urllib.request.Request(f"{self.url}/v1/debug/workers")
+        request = urllib.request.Request(f"{self.url}{DEBUG_WORKERS_PATH}")
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         with urllib.request.urlopen(request, timeout=10) as answer:
@@ -145,16 +141,8 @@ class LocalSubstrate:
     def url(self) -> str:
         return self.proc.url
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
     def kill(self) -> None:
         self.proc.kill()
-
-    async def worker_pids(self) -> dict[str, int]:
-        state = await asyncio.to_thread(self.proc.debug_workers)
-        return {w["name"]: w["pid"] for w in state["workers"]}
 
     async def __aenter__(self) -> LocalSubstrate:
         await asyncio.to_thread(self.proc.start)
@@ -162,8 +150,3 @@ class LocalSubstrate:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.proc.stop)
-
-
-def kill_pid(pid: int) -> None:
-    """SIGKILL one process by id (fault tests)."""
-    os.kill(pid, signal.SIGKILL)

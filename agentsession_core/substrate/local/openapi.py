@@ -5,20 +5,41 @@ from __future__ import annotations
 
 from typing import Any
 
-_ERROR_CODES = [
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "RESOURCE_EXHAUSTED",
-    "UNAVAILABLE",
-    "DEADLINE_EXCEEDED",
-    "INVALID_ARGUMENT",
-    "UNAUTHENTICATED",
-    "ACTOR_NOT_FOUND",
-]
+from agentsession_core.substrate.protocol import (
+    ACTOR_STATUSES,
+    ASYNC_PARAM,
+    BURNCPU,
+    CODE_FIELD,
+    DEBUG_WORKERS_PATH,
+    ELAPSED_HEADER,
+    ERROR_FIELD,
+    HEALTHZ_PATH,
+    INGEST,
+    INGEST_KEY_PARAM,
+    KEY_PATTERN,
+    MESSAGE_FIELD,
+    OPENAPI_PATH,
+    PAGE_SIZE_PARAM,
+    PAGE_TOKEN_PARAM,
+    PING,
+    READDISK,
+    READRAM,
+    READYZ,
+    ROUTER_HEADER,
+    ROUTER_VERDICT,
+    STATUS_OF,
+    TARGET_HEADER,
+    WRITEDISK,
+    WRITERAM,
+    actor_path,
+    actors_path,
+    atespace_path,
+    template_path,
+)
 
-_STATUSES = ["RESUMING", "RUNNING", "SUSPENDING", "SUSPENDED", "PAUSING", "PAUSED", "CRASHED"]
+# INTERNAL is left out: it is the server's answer to its own bugs, not a code of the contract.
+_ERROR_CODES = [code for code in STATUS_OF if code != "INTERNAL"]
+_ROUTER_MARK = f"{ROUTER_HEADER}: {ROUTER_VERDICT}"
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -30,7 +51,7 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _errors(*codes: int, router: bool = False) -> dict[str, Any]:
-    note = " (router verdict: carries x-ate-router: 1)" if router else ""
+    note = f" (router verdict: carries {_ROUTER_MARK})" if router else ""
     return {str(c): {"description": f"error{note}", **_json(_ref("Error"))} for c in codes}
 
 
@@ -44,18 +65,21 @@ def _obj(**props: Any) -> dict[str, Any]:
 
 _INT = {"type": "integer"}
 _STR = {"type": "string"}
-_KEY = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"}
+_KEY = {"type": "string", "pattern": KEY_PATTERN.pattern}
 _CONTROL_ERRORS = (400, 401, 404, 409, 412, 429, 503, 504)
 _GLUTTON_ERRORS = (400, 404, 429)
+_ERROR_BODY = _obj(
+    **{ERROR_FIELD: _obj(**{CODE_FIELD: {"enum": _ERROR_CODES}, MESSAGE_FIELD: _STR})}
+)
 
 
-def _actor_path(verb: str, summary: str, extra: dict[str, Any] | None = None) -> dict:
+def _actor_verb(summary: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     op = {"summary": summary, "responses": {**_ok(_ref("Actor")), **_errors(*_CONTROL_ERRORS)}}
     op.update(extra or {})
     return {"post": op}
 
 
-def _glutton(summary: str, request: dict[str, Any], response: dict[str, Any]) -> dict:
+def _glutton(summary: str, request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
     return {
         "post": {
             "summary": summary,
@@ -72,7 +96,8 @@ def _glutton(summary: str, request: dict[str, Any], response: dict[str, Any]) ->
 
 
 def openapi_document() -> dict[str, Any]:
-    actors = "/v1/atespaces/{atespace}/actors"
+    actors = actors_path("{atespace}")
+    actor = actor_path("{atespace}", "{actor}")
     return {
         "openapi": "3.1.0",
         "info": {
@@ -80,21 +105,21 @@ def openapi_document() -> dict[str, Any]:
             "version": "1",
             "description": (
                 "Control API under /v1/ and the router on every other path. Router requests "
-                "name their actor in the `ate-target-actor: <atespace>/<actor>` header; a "
+                f"name their actor in the `{TARGET_HEADER}: <atespace>/<actor>` header; a "
                 "suspended or paused actor is resumed while the request is parked. Router "
-                "verdicts carry `x-ate-router: 1`; glutton answers do not. Every response "
-                "carries `x-server-elapsed-us`. Optional bearer token on everything but "
-                "/openapi.json and /v1/healthz."
+                f"verdicts carry `{_ROUTER_MARK}`; glutton answers do not. Every response "
+                f"carries `{ELAPSED_HEADER}`. Optional bearer token on everything but "
+                f"{OPENAPI_PATH} and {HEALTHZ_PATH}."
             ),
         },
         "paths": {
-            "/v1/templates/{namespace}/{name}": {
+            template_path("{namespace}", "{name}"): {
                 "get": {
                     "summary": "GetTemplate",
                     "responses": {**_ok(_ref("Template")), **_errors(401, 404)},
                 }
             },
-            "/v1/atespaces/{atespace}": {
+            atespace_path("{atespace}"): {
                 "put": {
                     "summary": "EnsureAtespace (idempotent)",
                     "responses": {**_ok(_obj(name=_STR)), **_errors(400, 401)},
@@ -109,8 +134,8 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "ListActors",
                     "parameters": [
-                        {"name": "page_token", "in": "query", "schema": _STR},
-                        {"name": "page_size", "in": "query", "schema": _INT},
+                        {"name": PAGE_TOKEN_PARAM, "in": "query", "schema": _STR},
+                        {"name": PAGE_SIZE_PARAM, "in": "query", "schema": _INT},
                     ],
                     "responses": {
                         **_ok(
@@ -123,7 +148,7 @@ def openapi_document() -> dict[str, Any]:
                     },
                 },
             },
-            actors + "/{actor}": {
+            actor: {
                 "get": {
                     "summary": "GetActor",
                     "responses": {**_ok(_ref("Actor")), **_errors(401, 404)},
@@ -133,27 +158,30 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {**_ok(_obj()), **_errors(401, 404)},
                 },
             },
-            actors + "/{actor}:resume": _actor_path("resume", "ResumeActor: returns when RUNNING"),
-            actors + "/{actor}:suspend": _actor_path(
-                "suspend",
-                "SuspendActor: returns when SUSPENDED; async=true answers 202 at once",
-                {"parameters": [{"name": "async", "in": "query", "schema": {"type": "boolean"}}]},
+            f"{actor}:resume": _actor_verb("ResumeActor: returns when RUNNING"),
+            f"{actor}:suspend": _actor_verb(
+                f"SuspendActor: returns when SUSPENDED; {ASYNC_PARAM}=true answers 202 at once",
+                {
+                    "parameters": [
+                        {"name": ASYNC_PARAM, "in": "query", "schema": {"type": "boolean"}}
+                    ]
+                },
             ),
-            actors + "/{actor}:pause": _actor_path("pause", "PauseActor: node-local snapshot"),
-            "/v1/healthz": {
+            f"{actor}:pause": _actor_verb("PauseActor: node-local snapshot"),
+            HEALTHZ_PATH: {
                 "get": {
                     "summary": "server liveness",
                     "responses": _ok(_obj(ok={"type": "boolean"})),
                 }
             },
-            "/v1/debug/workers": {
+            DEBUG_WORKERS_PATH: {
                 "get": {
                     "summary": "worker pool: pids, hosted and paused actors",
                     "responses": _ok(_obj()),
                 }
             },
-            "/ping": _glutton("echo", _json(_obj(message=_STR)), _obj(message=_STR)),
-            "/writeram": _glutton(
+            PING: _glutton("echo", _json(_obj(message=_STR)), _obj(message=_STR)),
+            WRITERAM: _glutton(
                 "write a RAM array (truncate / overwrite / overwrite_rotate)",
                 _json(
                     _obj(
@@ -164,28 +192,28 @@ def openapi_document() -> dict[str, Any]:
                 ),
                 _obj(size=_INT),
             ),
-            "/readram": _glutton(
+            READRAM: _glutton(
                 "touch one byte per 4 KiB page; digest=true adds the array's sha256",
                 _json(_obj(key=_KEY, size=_INT, digest={"type": "boolean"})),
                 _obj(size=_INT, checksum=_INT, sha256=_STR),
             ),
-            "/writedisk": _glutton(
+            WRITEDISK: _glutton(
                 "write random bytes to a file",
                 _json(_obj(key=_KEY, size=_INT, mode={"enum": ["truncate", "overwrite"]})),
                 _obj(size=_INT, sha256=_STR),
             ),
-            "/readdisk": _glutton(
+            READDISK: _glutton(
                 "digest: size + sha256; data: the bytes (application/octet-stream)",
                 _json(_obj(key=_KEY, mode={"enum": ["digest", "data"]})),
                 _obj(size=_INT, sha256=_STR),
             ),
-            "/burncpu": _glutton(
+            BURNCPU: _glutton(
                 "hash on `parallel` threads for `millis` of wall clock",
                 _json(_obj(millis=_INT, parallel=_INT)),
                 _obj(iterations=_INT),
             ),
-            "/ingest": _glutton(
-                "raw body written to file ?key=K",
+            INGEST: _glutton(
+                f"raw body written to file ?{INGEST_KEY_PARAM}=K",
                 {
                     "content": {
                         "application/octet-stream": {
@@ -195,7 +223,7 @@ def openapi_document() -> dict[str, Any]:
                 },
                 _obj(size=_INT, sha256=_STR),
             ),
-            "/readyz": {
+            READYZ: {
                 "get": {
                     "summary": "200 when the actor serves",
                     "tags": ["glutton"],
@@ -207,7 +235,7 @@ def openapi_document() -> dict[str, Any]:
         "components": {
             "parameters": {
                 "Target": {
-                    "name": "ate-target-actor",
+                    "name": TARGET_HEADER,
                     "in": "header",
                     "required": True,
                     "schema": _STR,
@@ -215,22 +243,22 @@ def openapi_document() -> dict[str, Any]:
                 }
             },
             "schemas": {
-                "Error": _obj(error=_obj(code={"enum": _ERROR_CODES}, message=_STR)),
+                "Error": _ERROR_BODY,
                 "Template": _obj(
                     namespace=_STR, name=_STR, memory_limit_bytes={"type": ["integer", "null"]}
                 ),
                 "Actor": _obj(
                     atespace=_STR,
                     name=_STR,
-                    status={"enum": _STATUSES},
+                    status={"enum": list(ACTOR_STATUSES)},
                     worker={"type": ["string", "null"]},
                     version=_INT,
                     template=_obj(namespace=_STR, name=_STR),
                 ),
             },
             "headers": {
-                "x-ate-router": {"description": "1 on the router's own verdicts"},
-                "x-server-elapsed-us": {"description": "server handling time, microseconds"},
+                ROUTER_HEADER: {"description": f"{ROUTER_VERDICT} on the router's own verdicts"},
+                ELAPSED_HEADER: {"description": "server handling time, microseconds"},
             },
         },
     }

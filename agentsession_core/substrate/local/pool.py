@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentsession_core.substrate.local.worker import SECRET_ENV
+from agentsession_core.substrate.protocol import WORKER_READY, WORKER_SECRET_ENV
 
 SPAWN_TIMEOUT = 60.0
 
@@ -98,13 +98,13 @@ class Pool:
             *self.worker_args,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, SECRET_ENV: self.secret},
+            env={**os.environ, WORKER_SECRET_ENV: self.secret},
         )
         assert process.stdout is not None
         try:
             line = await asyncio.wait_for(process.stdout.readline(), SPAWN_TIMEOUT)
             word, port = line.decode().split()
-            if word != "LISTENING":
+            if word != WORKER_READY:
                 raise ValueError(line)
         except (TimeoutError, ValueError) as exc:
             with contextlib.suppress(ProcessLookupError):

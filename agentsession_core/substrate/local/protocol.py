@@ -11,25 +11,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-ROUTER_HEADER = "x-ate-router"
-ELAPSED_HEADER = "x-server-elapsed-us"
-TARGET_HEADER = "ate-target-actor"
-
-# Code → HTTP status for control-API answers (docs/SPEC.md §2.1). Router verdicts pick their own
-# status (§2.2: 503 for RESOURCE_EXHAUSTED, 404 for ACTOR_NOT_FOUND).
-STATUS_OF = {
-    "NOT_FOUND": 404,
-    "ACTOR_NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409,
-    "FAILED_PRECONDITION": 412,
-    "ABORTED": 409,
-    "RESOURCE_EXHAUSTED": 429,
-    "UNAVAILABLE": 503,
-    "DEADLINE_EXCEEDED": 504,
-    "INVALID_ARGUMENT": 400,
-    "UNAUTHENTICATED": 401,
-    "INTERNAL": 500,
-}
+from agentsession_core.substrate.protocol import (
+    ELAPSED_HEADER,
+    ROUTER_HEADER,
+    ROUTER_VERDICT,
+    error_body,
+    status_of,
+)
 
 
 class WireError(Exception):
@@ -41,14 +29,14 @@ class WireError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.status = status if status is not None else STATUS_OF.get(code, 500)
+        self.status = status if status is not None else status_of(code, router=router)
         self.router = router
 
     def response(self) -> web.Response:
-        headers = {ROUTER_HEADER: "1"} if self.router else {}
+        headers = {ROUTER_HEADER: ROUTER_VERDICT} if self.router else {}
         return web.Response(
             status=self.status,
-            body=orjson.dumps({"error": {"code": self.code, "message": self.message}}),
+            body=orjson.dumps(error_body(self.code, self.message)),
             content_type="application/json",
             headers=headers,
         )

@@ -16,7 +16,7 @@ store survives a killed process, not a power cut; that is the trade a benchmark 
 
 Files move between a worker's data dir and the store by hard link when both sit on one
 filesystem (copy otherwise). That is safe because the glutton never writes a file in
-place: every write goes to a temp file renamed over the key (see worker.py), so a link
+place: every write goes to a temp file renamed over the key (see glutton.py), so a link
 shared with a snapshot is never mutated.
 
 Everything here is blocking file work: callers on an event loop run it in a thread.
@@ -27,14 +27,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
-# Atespace and actor names become path segments, so they are held to a DNS-label-like
-# pattern; glutton keys (docs/SPEC.md §1.2) become file names.
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+from agentsession_core.substrate.protocol import KEY_PATTERN
 
 _LATEST = "LATEST"
 _CHUNK = 1 << 20

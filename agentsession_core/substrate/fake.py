@@ -1,0 +1,351 @@
+"""FakeSubstrate: the Substrate interface in memory, for tests (no sockets, no processes).
+
+It keeps what a caller of the interface can observe (docs/SPEC.md §2): templates and their
+memory limits, atespaces, actors and their lifecycle (§2.1: SUSPENDED on creation, then
+RUNNING, SUSPENDING, PAUSING, PAUSED, CRASHED; a deleted actor is gone), implicit wakes by
+the router (§2.2) and the glutton routes (§2.3, fake_glutton.py). Its rules are the local
+substrate's (local/actors.py): lifecycle calls on one actor are serialised on its lock, a
+suspend or pause waits for the requests in flight, a call that finds the actor where it
+leads is a no-op, a CRASHED actor refuses everything but GetActor and DeleteActor, and the
+memory limit covers an actor's RAM arrays plus its files.
+
+Errors take the clients' path: a control refusal is decoded by errors.error_from_answer
+and a router answer by router_wire.router_answer, from the status, body and headers of
+the wire form (protocol.py), so every SubstrateError classifies (errors.classify, §3.4)
+exactly as it would against a server.
+
+Not modelled: a worker pool (a wake never waits for room), per-op size caps, the pause
+budget, real bytes (see fake_glutton.py). Faults: `fail_wakes` and `crash_wakes` are the
+shares of wakes (explicit or implicit) that fail with RESOURCE_EXHAUSTED (the actor stays
+parked) or crash the actor, drawn once per wake from a stream seeded by `seed`; crash()
+kills one actor's worker on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
+
+import orjson
+
+from agentsession_core.substrate.errors import TIMEOUT, SubstrateError, error_from_answer
+from agentsession_core.substrate.fake_glutton import JSON, GluttonState, Origin, Refused, serve
+from agentsession_core.substrate.interface import ActorInfo, RouterResponse, Substrate, Template
+from agentsession_core.substrate.protocol import (
+    DEFAULT_TEMPLATE,
+    ELAPSED_HEADER,
+    NAME_PATTERN,
+    ROUTER_HEADER,
+    ROUTER_VERDICT,
+    actor_target,
+)
+from agentsession_core.substrate.router_wire import router_answer
+
+FAKE_WORKER = "fake"  # ActorInfo.worker while a worker holds the actor's state
+_HELD = ("RUNNING", "SUSPENDING", "PAUSING", "PAUSED")  # the states a worker holds (§2.4)
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _control_call(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
+    """A control-API call: a refusal leaves as HttpSubstrate decodes the answer it gets."""
+
+    @functools.wraps(method)
+    async def call(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return await method(*args, **kwargs)
+        except Refused as refused:
+            raise error_from_answer(refused.status, refused.body(), from_router=True) from None
+
+    return call
+
+
+@dataclass(eq=False)
+class _Actor:
+    atespace: str
+    name: str
+    state: GluttonState
+    status: str = "SUSPENDED"
+    version: int = 0
+    deleted: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    inflight: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def key(self) -> str:
+        return actor_target(self.atespace, self.name)
+
+    def info(self) -> ActorInfo:
+        worker = FAKE_WORKER if self.status in _HELD else None
+        return ActorInfo(self.atespace, self.name, self.status, worker, self.version)
+
+
+class FakeSubstrate(Substrate):
+    """`templates` maps (namespace, name) to a memory limit in bytes (None: no limit); the
+    default is the local substrate's, benchmark-workloads/glutton with 1 GiB."""
+
+    def __init__(
+        self,
+        templates: Mapping[tuple[str, str], int | None] | None = None,
+        *,
+        fail_wakes: float = 0.0,
+        crash_wakes: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        if min(fail_wakes, crash_wakes) < 0 or fail_wakes + crash_wakes > 1:
+            raise ValueError("fail_wakes and crash_wakes are shares: >= 0 and at most 1 together")
+        self.templates: dict[tuple[str, str], int | None] = (
+            dict(templates) if templates is not None else {DEFAULT_TEMPLATE: 1 << 30}
+        )
+        self.fail_wakes, self.crash_wakes = fail_wakes, crash_wakes
+        self.atespaces: set[str] = set()
+        self.wakes = 0  # wakes that brought an actor to RUNNING
+        self._actors: dict[tuple[str, str], _Actor] = {}
+        self._rng = random.Random(seed)
+        self._background: set[asyncio.Task[None]] = set()
+
+    def crash(self, atespace: str, name: str) -> bool:
+        """The actor's worker dies: an actor a worker holds (RUNNING, PAUSED) becomes CRASHED;
+        a suspended one lives in the store and is unharmed. Returns whether it crashed."""
+        actor = self._actors.get((atespace, name))
+        if actor is None or actor.status not in _HELD:
+            return False
+        actor.status = "CRASHED"
+        return True
+
+    # ---- control API --------------------------------------------------------------------
+
+    @_control_call
+    async def get_template(self, namespace: str, name: str) -> Template:
+        if (namespace, name) not in self.templates:
+            raise Refused("NOT_FOUND", f"template {namespace}/{name} not found")
+        return Template(namespace, name, self.templates[(namespace, name)])
+
+    @_control_call
+    async def ensure_atespace(self, atespace: str) -> None:
+        self.atespaces.add(_checked_name(atespace, "atespace"))
+
+    @_control_call
+    async def create_actor(
+        self, atespace: str, name: str, template_namespace: str, template_name: str
+    ) -> ActorInfo:
+        self._atespace(atespace)
+        where = f"CreateActor in {atespace}"
+        _checked_name(name, f"{where}: field 'name'")
+        ref = (template_namespace, template_name)
+        if ref not in self.templates:
+            raise Refused("NOT_FOUND", f"{where}: template {ref[0]}/{ref[1]} not found")
+        if (atespace, name) in self._actors:
+            raise Refused("ALREADY_EXISTS", f"actor {atespace}/{name} already exists")
+        limit = self.templates[ref]
+        actor = _Actor(atespace, name, GluttonState(actor_target(atespace, name), limit))
+        actor.idle.set()
+        self._actors[(atespace, name)] = actor
+        return actor.info()
+
+    @_control_call
+    async def get_actor(self, atespace: str, name: str) -> ActorInfo:
+        return self._actor(atespace, name).info()
+
+    @_control_call
+    async def list_actors(self, atespace: str) -> list[ActorInfo]:
+        self._atespace(atespace)
+        return [a.info() for (space, _), a in sorted(self._actors.items()) if space == atespace]
+
+    @_control_call
+    async def resume_actor(self, atespace: str, name: str) -> ActorInfo:
+        actor = self._actor(atespace, name)
+        await self._wake(actor, "control")
+        return actor.info()
+
+    @_control_call
+    async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
+        actor = self._actor(atespace, name)
+        if not wait:
+            await self._suspend_in_background(actor)
+            return
+        async with actor.lock:
+            _usable(actor, "control")
+            await _suspend_locked(actor)
+
+    @_control_call
+    async def pause_actor(self, atespace: str, name: str) -> None:
+        actor = self._actor(atespace, name)
+        async with actor.lock:
+            _usable(actor, "control")
+            if actor.status == "RUNNING":
+                actor.status = "PAUSING"
+                await _drain(actor)
+                _usable(actor, "control")  # crash() while it drained
+                actor.status = "PAUSED"
+                actor.version += 1
+
+    @_control_call
+    async def delete_actor(self, atespace: str, name: str) -> None:
+        actor = self._actor(atespace, name)
+        async with actor.lock:
+            if actor.deleted:  # deleted by a call that held the lock before us
+                raise Refused("NOT_FOUND", f"actor {actor.key} not found")
+            actor.deleted = True
+            self._actors.pop((atespace, name), None)
+
+    def _atespace(self, atespace: str) -> None:
+        if atespace not in self.atespaces:
+            raise Refused("NOT_FOUND", f"atespace {atespace!r} not found (PUT it first)")
+
+    def _actor(self, atespace: str, name: str) -> _Actor:
+        self._atespace(atespace)
+        actor = self._actors.get((atespace, name))
+        if actor is None:
+            raise Refused("NOT_FOUND", f"actor {atespace}/{name} not found")
+        return actor
+
+    # ---- router -------------------------------------------------------------------------
+
+    async def request(
+        self,
+        atespace: str,
+        actor: str,
+        route: str,
+        *,
+        json: Any = None,
+        body: bytes | None = None,
+        params: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> RouterResponse:
+        raw = orjson.dumps(json) if json is not None else (body or b"")
+        path = "/" + route.lstrip("/")
+        start = time.perf_counter_ns()
+        headers: dict[str, str] = {}
+        try:
+            async with asyncio.timeout(timeout):
+                status, payload, kind = await self._route(atespace, actor, path, raw, params or {})
+        except TimeoutError:
+            raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
+        except Refused as refused:
+            status, payload, kind = refused.status, refused.body(), JSON
+            if refused.origin == "router":
+                headers[ROUTER_HEADER] = ROUTER_VERDICT
+        headers["content-type"] = kind
+        headers[ELAPSED_HEADER] = str((time.perf_counter_ns() - start) // 1000)
+        return router_answer(status, payload, headers)
+
+    async def _route(
+        self, atespace: str, name: str, path: str, raw: bytes, params: dict[str, str]
+    ) -> tuple[int, bytes, str]:
+        actor = self._actors.get((atespace, name))
+        if actor is None:
+            raise Refused("ACTOR_NOT_FOUND", f"actor {atespace}/{name} not found", "router")
+        if actor.status != "RUNNING" or actor.lock.locked():
+            await self._wake(actor, "router")  # parks on the lock, as the router does
+        actor.inflight += 1
+        try:
+            answer = await serve(actor.state, path, raw, params)
+        finally:
+            actor.inflight -= 1
+            if actor.inflight == 0:
+                actor.idle.set()
+        if actor.status == "CRASHED":  # crash() while the request was inside the actor
+            raise _crashed(actor, "router", mid_request=True)
+        return answer
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    async def _wake(self, actor: _Actor, origin: Origin) -> None:
+        async with actor.lock:
+            _usable(actor, origin)
+            if actor.status == "RUNNING":
+                return
+            draw = self._rng.random()
+            if draw < self.crash_wakes:
+                actor.status = "CRASHED"  # its worker died loading it
+                raise _crashed(actor, origin)
+            if draw < self.crash_wakes + self.fail_wakes:
+                message = f"no room to wake actor {actor.key} (FakeSubstrate fail_wakes)"
+                raise Refused("RESOURCE_EXHAUSTED", message, origin)
+            actor.status = "RUNNING"
+            actor.version += 1
+            self.wakes += 1
+
+    async def _suspend_in_background(self, actor: _Actor) -> None:
+        """SuspendActorAsync: a free lock is taken at once, so a later call queues behind the
+        suspend, which finishes in a task."""
+        held = not actor.lock.locked()
+        if held:
+            await actor.lock.acquire()
+            try:
+                _usable(actor, "control")
+            except Refused:
+                actor.lock.release()
+                raise
+            if actor.status == "RUNNING":
+                actor.status = "SUSPENDING"
+
+        async def run() -> None:
+            if not held:
+                await actor.lock.acquire()
+            try:
+                # Nobody hears a background refusal: the actor's status tells it.
+                with contextlib.suppress(Refused):
+                    _usable(actor, "control")
+                    await _suspend_locked(actor)
+            finally:
+                actor.lock.release()
+
+        task = asyncio.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def aclose(self) -> None:
+        """Let the background suspends finish."""
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+
+def _usable(actor: _Actor, origin: Origin) -> None:
+    if actor.deleted:
+        code = "ACTOR_NOT_FOUND" if origin == "router" else "NOT_FOUND"
+        raise Refused(code, f"actor {actor.key} was deleted", origin)
+    if actor.status == "CRASHED":
+        raise _crashed(actor, origin)
+
+
+def _crashed(actor: _Actor, origin: Origin, *, mid_request: bool = False) -> Refused:
+    # "crashed" in an ABORTED message is what §3.4 replaces an actor on; the local
+    # substrate's words otherwise.
+    if mid_request:
+        return Refused(
+            "ABORTED", f"actor {actor.key} crashed (its worker died mid-request)", origin
+        )
+    return Refused("ABORTED", f"actor {actor.key} crashed (its worker died); delete it", origin)
+
+
+async def _suspend_locked(actor: _Actor) -> None:
+    if actor.status == "PAUSED":  # the paused state moves to the store
+        actor.status = "SUSPENDED"
+        actor.version += 1
+    elif actor.status in ("RUNNING", "SUSPENDING"):  # SUSPENDING: an async suspend's start
+        actor.status = "SUSPENDING"
+        await _drain(actor)
+        _usable(actor, "control")  # crash() while it drained
+        actor.status = "SUSPENDED"
+        actor.version += 1
+
+
+async def _drain(actor: _Actor) -> None:
+    while actor.inflight:
+        actor.idle.clear()
+        await actor.idle.wait()
+
+
+def _checked_name(value: str, where: str) -> str:
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        raise Refused("INVALID_ARGUMENT", f"{where}: {value!r} must match {NAME_PATTERN.pattern}")
+    return value

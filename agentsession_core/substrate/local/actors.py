@@ -1,0 +1,399 @@
+"""The local substrate's actors and their lifecycle (docs/SPEC.md §2.1, §2.4).
+
+Every actor has an asyncio.Lock; every lifecycle change (resume, suspend, pause, delete, and
+the implicit resume of a parked router request) runs under it, so concurrent calls on one
+actor are serialised in arrival order, never interleaved. States:
+
+    SUSPENDED --resume--> RESUMING --> RUNNING --suspend--> SUSPENDING --> SUSPENDED
+                                       RUNNING --pause----> PAUSING    --> PAUSED
+    PAUSED --resume--> RESUMING --> RUNNING          any --worker died--> CRASHED
+
+Calls that find the actor already where they lead are no-ops (resume of a RUNNING actor,
+suspend of a SUSPENDED one). A CRASHED actor answers ABORTED "... crashed" to everything
+but GetActor and DeleteActor (§3.4 replaces an actor on exactly that message).
+
+Where the state lives. RUNNING: in its worker. SUSPENDED: in the snapshot store (or
+nowhere: a new actor's golden state is empty). PAUSED: in the worker it ran on, which is
+free for other actors meanwhile; resume takes that worker when it is free (a local swap),
+otherwise the paused state is spilled to the store and loaded on any free worker
+(migration on demand). A worker keeps at most `pause_budget` bytes of paused state; a
+pause beyond it is carried out as a suspend. Paused state dies with its worker.
+
+A request in flight is counted on its actor (begin_request / end_request), so a suspend
+or pause waits for it to finish rather than snapshotting under it. Waiting for a free
+worker is bounded by `park_timeout`: RESOURCE_EXHAUSTED past it (§2.4).
+
+SuspendActor `?async=true` takes the lock at once if it is free (so a later call queues
+behind it), answers 202 and finishes in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from agentsession_core.substrate.local import store
+from agentsession_core.substrate.local.pool import Pool, WorkerProc
+from agentsession_core.substrate.local.protocol import WireError
+from agentsession_core.substrate.protocol import (
+    WORKER_ADMIN_PREFIX,
+    WORKER_SECRET_HEADER,
+    actor_target,
+)
+
+
+@dataclass(eq=False)
+class Actor:
+    atespace: str
+    name: str
+    template: tuple[str, str]
+    limit: int | None
+    status: str = "SUSPENDED"
+    worker: WorkerProc | None = None
+    paused_on: WorkerProc | None = None
+    version: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    inflight: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    deleted: bool = False
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+    @property
+    def key(self) -> str:
+        """How workers and logs name the actor: the router target's own form."""
+        return actor_target(self.atespace, self.name)
+
+    def describe(self) -> dict[str, Any]:
+        where = self.worker or self.paused_on
+        return {
+            "atespace": self.atespace,
+            "name": self.name,
+            "status": self.status,
+            "worker": where.name if where else None,
+            "version": self.version,
+            "template": {"namespace": self.template[0], "name": self.template[1]},
+        }
+
+
+class WorkerFailed(Exception):
+    """An admin call to a worker got no usable answer."""
+
+
+class ActorLifecycle:
+    """Every actor of one server, and every change of their states."""
+
+    def __init__(self, store_root: Path, *, park_timeout: float, pause_budget: int) -> None:
+        self.store_root = store_root
+        self.park_timeout = park_timeout
+        self.pause_budget = pause_budget
+        self.actors: dict[tuple[str, str], Actor] = {}
+        self._pool: Pool | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    def bind(self, pool: Pool, session: aiohttp.ClientSession) -> None:
+        """The server's worker pool and HTTP session, once it has started them (the pool
+        needs `worker_died` before it starts, so they cannot be constructor arguments)."""
+        self._pool, self._session = pool, session
+
+    @property
+    def pool(self) -> Pool:
+        assert self._pool is not None, "the server has not started"
+        return self._pool
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        assert self._session is not None, "the server has not started"
+        return self._session
+
+    def stop(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+
+    # ---- lookup ---------------------------------------------------------------------------
+
+    def add(self, actor: Actor) -> None:
+        self.actors[(actor.atespace, actor.name)] = actor
+
+    def lookup(self, atespace: str, name: str, *, router: bool = False) -> Actor:
+        """The actor; NOT_FOUND (control API) or the router's ACTOR_NOT_FOUND verdict."""
+        actor = self.actors.get((atespace, name))
+        if actor is None or actor.deleted:
+            if router:
+                raise WireError(
+                    "ACTOR_NOT_FOUND", f"actor {atespace}/{name} not found", router=True
+                )
+            raise WireError("NOT_FOUND", f"actor {atespace}/{name} not found")
+        return actor
+
+    def usable(self, actor: Actor, *, router: bool) -> None:
+        if actor.deleted:
+            raise WireError(
+                "ACTOR_NOT_FOUND" if router else "NOT_FOUND",
+                f"actor {actor.key} was deleted",
+                router=router,
+            )
+        if actor.status == "CRASHED":
+            raise WireError(
+                "ABORTED",
+                f"actor {actor.key} crashed (its worker died); delete it",
+                router=router,
+            )
+
+    # ---- the control API's calls ------------------------------------------------------------
+
+    async def resume(self, actor: Actor) -> None:
+        await self.wake(actor, router=False)
+
+    async def suspend(self, actor: Actor) -> None:
+        async with actor.lock:
+            self.usable(actor, router=False)
+            await self._suspend_locked(actor)
+
+    async def pause(self, actor: Actor) -> None:
+        async with actor.lock:
+            self.usable(actor, router=False)
+            await self._pause_locked(actor)
+
+    async def suspend_in_background(self, actor: Actor) -> None:
+        held = not actor.lock.locked()
+        if held:
+            # A free lock is taken without suspending, so later calls queue behind us.
+            await actor.lock.acquire()
+            try:
+                self.usable(actor, router=False)
+            except WireError:
+                actor.lock.release()
+                raise
+            if actor.status == "RUNNING":
+                actor.status = "SUSPENDING"
+
+        async def run() -> None:
+            if not held:
+                await actor.lock.acquire()
+            try:
+                if actor.deleted or actor.status == "CRASHED":
+                    return
+                if actor.status == "SUSPENDING" and actor.worker is not None:
+                    actor.status = "RUNNING"
+                await self._suspend_locked(actor)
+            except WireError as exc:
+                print(f"agentsession substrate: async suspend: {exc}", file=sys.stderr)
+            finally:
+                actor.lock.release()
+
+        task = asyncio.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def delete(self, actor: Actor) -> None:
+        async with actor.lock:
+            if actor.deleted:
+                raise WireError("NOT_FOUND", f"actor {actor.key} not found")
+            actor.deleted = True
+            self.actors.pop((actor.atespace, actor.name), None)
+            holder = actor.worker or actor.paused_on
+            if holder is not None and holder.alive:
+                with contextlib.suppress(WorkerFailed):
+                    await self.admin(holder, "drop", actor=actor.key)
+                holder.paused.pop(actor.key, None)
+            if actor.worker is not None:
+                self.pool.release(actor.worker)
+            actor.worker = actor.paused_on = None
+            await asyncio.to_thread(store.delete_actor, self.snapshot_dir(actor))
+
+    # ---- the router's side ------------------------------------------------------------------
+
+    async def begin_request(self, actor: Actor) -> WorkerProc:
+        """The worker to forward a request to, the actor RUNNING and the request counted in
+        flight until end_request. A RUNNING actor nobody is changing goes straight through;
+        otherwise the request parks on the lock and wakes the actor (§2.2)."""
+        if actor.status == "RUNNING" and not actor.lock.locked() and actor.worker is not None:
+            worker = actor.worker
+        else:
+            worker = await self.wake(actor, router=True)
+        actor.inflight += 1
+        return worker
+
+    def end_request(self, actor: Actor) -> None:
+        actor.inflight -= 1
+        if actor.inflight == 0:
+            actor.idle.set()
+
+    # ---- transitions ------------------------------------------------------------------------
+
+    def snapshot_dir(self, actor: Actor) -> Path:
+        return store.actor_dir(self.store_root, actor.atespace, actor.name)
+
+    async def admin(self, worker: WorkerProc, op: str, **body: Any) -> dict[str, Any]:
+        try:
+            async with self.session.post(
+                f"{worker.url}{WORKER_ADMIN_PREFIX}/{op}",
+                json=body,
+                headers={WORKER_SECRET_HEADER: self.pool.secret},
+            ) as resp:
+                payload = await resp.json(content_type=None)
+                if resp.status != 200:
+                    raise WorkerFailed(f"worker {worker.name} {op}: {payload}")
+                return payload
+        except (aiohttp.ClientError, ValueError) as exc:
+            raise WorkerFailed(f"worker {worker.name} {op}: {exc!r}") from exc
+
+    async def wake(self, actor: Actor, *, router: bool) -> WorkerProc:
+        """The actor RUNNING, resuming it if needed; its worker."""
+        try:
+            await asyncio.wait_for(actor.lock.acquire(), self.park_timeout)
+        except TimeoutError:
+            raise WireError(
+                "DEADLINE_EXCEEDED",
+                f"actor {actor.key} stayed busy in another lifecycle call for {self.park_timeout}s",
+                router=router,
+            ) from None
+        try:
+            self.usable(actor, router=router)
+            if actor.status != "RUNNING":
+                await self._resume_locked(actor, router=router)
+            assert actor.worker is not None
+            return actor.worker
+        finally:
+            actor.lock.release()
+
+    async def _resume_locked(self, actor: Actor, *, router: bool) -> None:
+        pool = self.pool
+        before = actor.status
+        actor.status = "RESUMING"
+        try:
+            worker = await pool.acquire(actor.paused_on, self.park_timeout)
+        except TimeoutError:
+            actor.status = before
+            raise WireError(
+                "RESOURCE_EXHAUSTED",
+                f"no worker freed up for actor {actor.key} within the park timeout of "
+                f"{self.park_timeout}s ({pool.size} workers, all busy)",
+                router=router,
+            ) from None
+        try:
+            if actor.paused_on is worker:
+                await self.admin(worker, "unpause", actor=actor.key)
+                worker.paused.pop(actor.key, None)
+            else:
+                if actor.paused_on is not None:
+                    await self._spill(actor)
+                directory = self.snapshot_dir(actor)
+                has_snapshot = await asyncio.to_thread(store.latest, directory)
+                await self.admin(
+                    worker,
+                    "load",
+                    actor=actor.key,
+                    limit=actor.limit,
+                    snapshot=str(directory) if has_snapshot else None,
+                )
+        except WorkerFailed as exc:
+            pool.release(worker)
+            if actor.status != "CRASHED":
+                actor.status = "PAUSED" if actor.paused_on is not None else "SUSPENDED"
+            self.usable(actor, router=router)
+            raise WireError("UNAVAILABLE", f"resume of {actor.key}: {exc}", router=router) from None
+        worker.hosting = actor.key
+        actor.worker, actor.paused_on = worker, None
+        actor.status = "RUNNING"
+        actor.version += 1
+
+    async def _spill(self, actor: Actor) -> None:
+        """Move a paused state from its worker into the store."""
+        holder = actor.paused_on
+        assert holder is not None
+        await self.admin(
+            holder,
+            "spill",
+            actor=actor.key,
+            snapshot=str(self.snapshot_dir(actor)),
+            version=actor.version + 1,
+        )
+        holder.paused.pop(actor.key, None)
+        actor.paused_on = None
+        actor.version += 1
+
+    async def _drain(self, actor: Actor) -> None:
+        while actor.inflight:
+            actor.idle.clear()
+            await actor.idle.wait()
+
+    async def _suspend_locked(self, actor: Actor) -> None:
+        if actor.status == "PAUSED":
+            actor.status = "SUSPENDING"
+            try:
+                await self._spill(actor)
+            except WorkerFailed as exc:
+                self.usable(actor, router=False)
+                actor.status = "PAUSED"
+                raise WireError("UNAVAILABLE", f"suspend of {actor.key}: {exc}") from None
+            actor.status = "SUSPENDED"
+            return
+        if actor.status != "RUNNING":
+            return
+        worker = actor.worker
+        assert worker is not None
+        actor.status = "SUSPENDING"
+        await self._drain(actor)
+        try:
+            await self.admin(
+                worker,
+                "save",
+                actor=actor.key,
+                snapshot=str(self.snapshot_dir(actor)),
+                version=actor.version + 1,
+            )
+        except WorkerFailed as exc:
+            self.usable(actor, router=False)
+            actor.status = "RUNNING"
+            raise WireError("UNAVAILABLE", f"suspend of {actor.key}: {exc}") from None
+        actor.worker = None
+        actor.version += 1
+        actor.status = "SUSPENDED"
+        self.pool.release(worker)
+
+    async def _pause_locked(self, actor: Actor) -> None:
+        if actor.status != "RUNNING":
+            return
+        worker = actor.worker
+        assert worker is not None
+        actor.status = "PAUSING"
+        await self._drain(actor)
+        try:
+            state = await self.admin(worker, "state")
+            if sum(worker.paused.values()) + state["bytes"] > self.pause_budget:
+                actor.status = "RUNNING"
+                await self._suspend_locked(actor)
+                return
+            held = await self.admin(worker, "pause", actor=actor.key)
+        except WorkerFailed as exc:
+            self.usable(actor, router=False)
+            actor.status = "RUNNING"
+            raise WireError("UNAVAILABLE", f"pause of {actor.key}: {exc}") from None
+        worker.paused[actor.key] = held["bytes"]
+        actor.worker, actor.paused_on = None, worker
+        actor.version += 1
+        actor.status = "PAUSED"
+        self.pool.release(worker)
+
+    def worker_died(self, worker: WorkerProc) -> None:
+        """The pool's crash report: the worker's running and paused actors are CRASHED."""
+        for actor in self.actors.values():
+            if actor.worker is worker or actor.paused_on is worker:
+                actor.status = "CRASHED"
+                actor.worker = actor.paused_on = None
+        worker.paused.clear()
+        print(
+            f"agentsession substrate: worker {worker.name} (pid {worker.pid}) died "
+            f"with code {worker.process.returncode}; replacing it",
+            file=sys.stderr,
+        )

@@ -1,0 +1,169 @@
+"""The local substrate's control API under `/v1/` (docs/SPEC.md §2.1): templates, atespaces,
+actor CRUD and the lifecycle verbs, plus /openapi.json, healthz and the worker debug view.
+
+Handlers only decode requests and encode answers; every state change is ActorLifecycle's
+(actors.py), so the router's implicit wakes and these calls share one set of rules.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp import web
+
+from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
+from agentsession_core.substrate.local.openapi import openapi_document
+from agentsession_core.substrate.local.protocol import WireError, json_response, read_object
+from agentsession_core.substrate.protocol import (
+    ACTOR_VERBS,
+    ASYNC_PARAM,
+    DEBUG_WORKERS_PATH,
+    DEFAULT_TEMPLATE,
+    HEALTHZ_PATH,
+    NAME_PATTERN,
+    OPENAPI_PATH,
+    PAGE_SIZE_PARAM,
+    PAGE_TOKEN_PARAM,
+    actors_path,
+    atespace_path,
+    template_path,
+)
+
+# "{actor}" or "{actor}:{verb}", the last segment of an actor's path.
+_ACTOR_TAIL = re.compile(rf"^([^:]+)(?::({'|'.join(ACTOR_VERBS)}))?$")
+
+
+class ControlAPI:
+    def __init__(
+        self, templates: dict[tuple[str, str], int | None], lifecycle: ActorLifecycle
+    ) -> None:
+        self.templates = templates
+        self.lifecycle = lifecycle
+        self.atespaces: set[str] = set()
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_get(OPENAPI_PATH, self.openapi)
+        router.add_get(HEALTHZ_PATH, self.healthz)
+        router.add_get(DEBUG_WORKERS_PATH, self.debug_workers)
+        router.add_get(template_path("{ns}", "{name}"), self.get_template)
+        router.add_put(atespace_path("{a}"), self.ensure_atespace)
+        router.add_post(actors_path("{a}"), self.create_actor)
+        router.add_get(actors_path("{a}"), self.list_actors)
+        router.add_route("*", actors_path("{a}") + "/{tail}", self.actor_call)
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return json_response(openapi_document())
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return json_response({"ok": True, "workers": len(self.lifecycle.pool.workers)})
+
+    async def debug_workers(self, request: web.Request) -> web.Response:
+        pool = self.lifecycle.pool
+        workers = [
+            {
+                "name": w.name,
+                "pid": w.pid,
+                "port": w.port,
+                "alive": w.alive,
+                "actor": w.hosting,
+                "paused": sorted(w.paused),
+            }
+            for w in sorted(pool.workers.values(), key=lambda w: w.slot)
+        ]
+        return json_response(
+            {"workers": workers, "free": pool.free_count(), "crashes": pool.crashes}
+        )
+
+    async def get_template(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        if (ns, name) not in self.templates:
+            raise WireError("NOT_FOUND", f"template {ns}/{name} not found")
+        limit = self.templates[(ns, name)]
+        return json_response({"namespace": ns, "name": name, "memory_limit_bytes": limit})
+
+    async def ensure_atespace(self, request: web.Request) -> web.Response:
+        atespace = _name(request.match_info["a"], "atespace")
+        self.atespaces.add(atespace)
+        return json_response({"name": atespace})
+
+    def _atespace(self, request: web.Request) -> str:
+        atespace = request.match_info["a"]
+        if atespace not in self.atespaces:
+            raise WireError("NOT_FOUND", f"atespace {atespace!r} not found (PUT it first)")
+        return atespace
+
+    async def create_actor(self, request: web.Request) -> web.Response:
+        atespace = self._atespace(request)
+        where = f"CreateActor in {atespace}"
+        body = await read_object(request, where)
+        name = _name(body.get("name"), f"{where}: field 'name'")
+        template = body.get("template") or {}
+        if not isinstance(template, dict):
+            raise WireError("INVALID_ARGUMENT", f"{where}: field 'template' must be an object")
+        ref = (
+            str(template.get("namespace", DEFAULT_TEMPLATE[0])),
+            str(template.get("name", DEFAULT_TEMPLATE[1])),
+        )
+        if ref not in self.templates:
+            raise WireError("NOT_FOUND", f"{where}: template {ref[0]}/{ref[1]} not found")
+        if (atespace, name) in self.lifecycle.actors:
+            raise WireError("ALREADY_EXISTS", f"actor {atespace}/{name} already exists")
+        actor = Actor(atespace, name, ref, self.templates[ref])
+        self.lifecycle.add(actor)
+        return json_response(actor.describe(), status=200)
+
+    async def list_actors(self, request: web.Request) -> web.Response:
+        atespace = self._atespace(request)
+        token = request.query.get(PAGE_TOKEN_PARAM, "")
+        try:
+            size = int(request.query.get(PAGE_SIZE_PARAM, "100"))
+        except ValueError:
+            raise WireError("INVALID_ARGUMENT", f"{PAGE_SIZE_PARAM} must be an integer") from None
+        size = max(1, min(size, 1000))
+        actors = self.lifecycle.actors
+        names = sorted(n for (a, n) in actors if a == atespace and n > token)
+        page = names[:size]
+        next_token = page[-1] if len(names) > size else ""
+        return json_response(
+            {
+                "actors": [actors[(atespace, n)].describe() for n in page],
+                "next_page_token": next_token,
+            }
+        )
+
+    async def actor_call(self, request: web.Request) -> web.Response:
+        atespace = self._atespace(request)
+        match = _ACTOR_TAIL.match(request.match_info["tail"])
+        if match is None:
+            raise WireError("NOT_FOUND", f"no route {request.method} {request.path}")
+        name, verb = match.groups()
+        lifecycle = self.lifecycle
+        actor = lifecycle.lookup(atespace, name)
+        method = request.method
+        if verb is None and method == "GET":
+            return json_response(actor.describe())
+        if verb is None and method == "DELETE":
+            await lifecycle.delete(actor)
+            return json_response({})
+        if verb is None or method != "POST":
+            raise WireError("NOT_FOUND", f"no route {method} {request.path}")
+        if verb == "resume":
+            await lifecycle.resume(actor)
+        elif verb == "pause":
+            await lifecycle.pause(actor)
+        elif request.query.get(ASYNC_PARAM, "").lower() in ("1", "true"):
+            await lifecycle.suspend_in_background(actor)
+            return json_response(actor.describe(), status=202)
+        else:
+            await lifecycle.suspend(actor)
+        return json_response(actor.describe())
+
+
+def _name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        raise WireError(
+            "INVALID_ARGUMENT",
+            f"{where}: {value!r} must match {NAME_PATTERN.pattern}",
+        )
+    return value

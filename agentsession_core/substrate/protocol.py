@@ -1,0 +1,140 @@
+"""The names of the substrate's JSON wire form (docs/SPEC.md §2), each defined once.
+
+Both sides import from here: the clients (http.py, router_client.py, router_wire.py,
+errors.py), the in-memory fake (fake.py) and the local substrate (local/). A name that a
+client and a server spell differently is a bug no test of either side alone can see.
+
+Plain constants and pure functions only: this module must stay importable without aiohttp,
+httpx or the local server.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ---- router (§2.2) -------------------------------------------------------------------------
+
+TARGET_HEADER = "ate-target-actor"  # <atespace>/<actor> a request is for
+ROUTER_HEADER = "x-ate-router"  # on the router's own verdicts, never on the glutton's answers
+ROUTER_VERDICT = "1"  # ROUTER_HEADER's value
+ELAPSED_HEADER = "x-server-elapsed-us"  # server handling time in microseconds, on every answer
+
+
+def actor_target(atespace: str, actor: str) -> str:
+    """TARGET_HEADER's value for one actor."""
+    return f"{atespace}/{actor}"
+
+
+# ---- error body (§2.1) and the status each code answers with ---------------------------------
+
+ERROR_FIELD = "error"  # {"error": {"code": C, "message": M}}
+CODE_FIELD = "code"
+MESSAGE_FIELD = "message"
+
+# Control-API answers (§2.1). INTERNAL is not in the contract: it is the local substrate's
+# answer to its own bugs, so a client sees the protocol's shape even then.
+STATUS_OF = {
+    "NOT_FOUND": 404,
+    "ACTOR_NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "FAILED_PRECONDITION": 412,
+    "ABORTED": 409,
+    "RESOURCE_EXHAUSTED": 429,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+    "INVALID_ARGUMENT": 400,
+    "UNAUTHENTICATED": 401,
+    "INTERNAL": 500,
+}
+# Router verdicts (§2.2) differ in one place: no room before the park timeout is a 503, the
+# status load balancers and the session's retry rule (§3.4) both read as "try again later".
+_ROUTER_STATUS_OF = {**STATUS_OF, "RESOURCE_EXHAUSTED": 503}
+
+
+def status_of(code: str, *, router: bool = False) -> int:
+    """The HTTP status an error code answers with (500 for a code outside the table)."""
+    return (_ROUTER_STATUS_OF if router else STATUS_OF).get(code, 500)
+
+
+def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
+    return {ERROR_FIELD: {CODE_FIELD: code, MESSAGE_FIELD: message}}
+
+
+# ---- actors (§2.1) ---------------------------------------------------------------------------
+
+ACTOR_STATUSES = (
+    "RESUMING",
+    "RUNNING",
+    "SUSPENDING",
+    "SUSPENDED",
+    "PAUSING",
+    "PAUSED",
+    "CRASHED",
+)
+
+# Atespace and actor names become path segments (in URLs and in the local snapshot store),
+# so they are held to a DNS-label-like pattern; glutton keys (§1.2) become file names.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+KEY_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+# The template CreateActor uses when its body names none.
+DEFAULT_TEMPLATE = ("benchmark-workloads", "glutton")
+
+
+# ---- control API paths (§2.1) ----------------------------------------------------------------
+# Builders rather than strings so the server's route patterns and the OpenAPI document are
+# the same text as the client's URLs: pass "{placeholder}" names to get a pattern.
+
+CONTROL_PREFIX = "/v1"
+OPENAPI_PATH = "/openapi.json"
+HEALTHZ_PATH = f"{CONTROL_PREFIX}/healthz"
+DEBUG_WORKERS_PATH = f"{CONTROL_PREFIX}/debug/workers"
+ACTOR_VERBS = ("resume", "suspend", "pause")  # POST …/actors/{n}:<verb>
+ASYNC_PARAM = "async"  # SuspendActor ?async=true: SuspendActorAsync, 202 at once
+PAGE_TOKEN_PARAM = "page_token"
+PAGE_SIZE_PARAM = "page_size"
+
+
+def template_path(namespace: str, name: str) -> str:
+    return f"{CONTROL_PREFIX}/templates/{namespace}/{name}"
+
+
+def atespace_path(atespace: str) -> str:
+    return f"{CONTROL_PREFIX}/atespaces/{atespace}"
+
+
+def actors_path(atespace: str) -> str:
+    return f"{atespace_path(atespace)}/actors"
+
+
+def actor_path(atespace: str, actor: str, verb: str | None = None) -> str:
+    return f"{actors_path(atespace)}/{actor}" + (f":{verb}" if verb else "")
+
+
+def is_control_path(path: str) -> bool:
+    """The control API owns /v1 and everything under it; the router every other path."""
+    return path == CONTROL_PREFIX or path.startswith(f"{CONTROL_PREFIX}/")
+
+
+# ---- glutton routes (§2.3) -------------------------------------------------------------------
+
+PING = "/ping"
+WRITERAM = "/writeram"
+READRAM = "/readram"
+WRITEDISK = "/writedisk"
+READDISK = "/readdisk"
+INGEST = "/ingest"  # raw body, the key in the query
+BURNCPU = "/burncpu"
+READYZ = "/readyz"  # GET, the only one that is not a POST
+INGEST_KEY_PARAM = "key"
+PAGE = 4096  # /readram touches one byte per page of the array (§1.2 walk_ram)
+
+
+# ---- local substrate: server <-> worker (§2.4) -----------------------------------------------
+# Not part of the public protocol: the admin routes of a worker process are reachable only
+# with the per-pool secret, which the pool hands each worker in its environment.
+
+WORKER_SECRET_HEADER = "x-worker-secret"
+WORKER_SECRET_ENV = "AGENTSESSION_WORKER_SECRET"
+WORKER_ADMIN_PREFIX = "/_admin"
+WORKER_READY = "LISTENING"  # a worker's first stdout line: "LISTENING <port>"
