@@ -138,3 +138,22 @@ WORKER_SECRET_HEADER = "x-worker-secret"
 WORKER_SECRET_ENV = "AGENTSESSION_WORKER_SECRET"
 WORKER_ADMIN_PREFIX = "/_admin"
 WORKER_READY = "LISTENING"  # a worker's first stdout line: "LISTENING <port>"
+
+
+# ---- the ate wire's router (Agent Substrate's own; docs/SPEC.md §2, §3.4) ----------------------
+# A real router sets no verdict header: it answers its denials with a short text/plain body
+# and the status alone says what happened. Both the ate client (which classifies them) and the
+# local substrate (which answers like a real router on this wire) use these names.
+
+PROTOBUF_CONTENT_TYPE = "application/x-protobuf"
+TEXT_CONTENT_TYPE = "text/plain"
+STALE_ASSIGNMENT_HEADER = "x-ate-assignment-stale"  # with 421: the actor left that worker
+# The router's 404 when the actor does not exist (ResumeActor said NotFound). The glutton's own
+# 404s name the missing array or file and never say "actor", which is how a client tells an
+# actor that is gone (replace it) from an op that failed (count it).
+ROUTER_ACTOR_GONE = "actor {target} not found"
+
+
+def router_says_actor_gone(status: int, body: str) -> bool:
+    """A 404 from the ate wire's router, not from the glutton inside the actor."""
+    return status == 404 and "actor" in body.lower()
