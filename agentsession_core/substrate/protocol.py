@@ -138,6 +138,9 @@ WORKER_SECRET_HEADER = "x-worker-secret"
 WORKER_SECRET_ENV = "AGENTSESSION_WORKER_SECRET"
 WORKER_ADMIN_PREFIX = "/_admin"
 WORKER_READY = "LISTENING"  # a worker's first stdout line: "LISTENING <port>"
+# Router -> worker: the actor the router resolved the request to, so the worker can tell a
+# request that arrived after its actor left (the ate wire's 421 stale assignment).
+HOSTED_ACTOR_HEADER = "x-worker-actor"
 
 
 # ---- the ate wire's router (Agent Substrate's own; docs/SPEC.md §2, §3.4) ----------------------

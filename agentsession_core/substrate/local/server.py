@@ -24,7 +24,13 @@ from aiohttp import web
 from agentsession_core.substrate.local.actors import ActorLifecycle
 from agentsession_core.substrate.local.control import ControlAPI
 from agentsession_core.substrate.local.pool import Pool
-from agentsession_core.substrate.local.protocol import Handler, WireError, elapsed_and_errors
+from agentsession_core.substrate.local.protocol import (
+    Handler,
+    WireError,
+    elapsed_and_errors,
+    is_protobuf,
+    plain,
+)
 from agentsession_core.substrate.local.router import Router
 from agentsession_core.substrate.protocol import (
     DEFAULT_TEMPLATE,
@@ -137,6 +143,8 @@ class LocalSubstrateServer:
         # The OpenAPI document and liveness stay open so a prober needs no secret.
         if token and request.path not in (OPENAPI_PATH, HEALTHZ_PATH):
             if request.headers.get("Authorization", "") != f"Bearer {token}":
+                if is_protobuf(request) and not is_control_path(request.path):
+                    return plain(401, "unauthenticated")  # the ate wire's router (router.py)
                 raise WireError(
                     "UNAUTHENTICATED",
                     "missing or wrong bearer token",
