@@ -6,9 +6,13 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from agentsession_core.engine.context import now_ns
 from agentsession_core.measure.recorder import Recorder
+
+if TYPE_CHECKING:
+    from agentsession_core.engine.engine import Engine
 
 log = logging.getLogger("agentsession")
 
@@ -17,7 +21,7 @@ PLAIN_EVERY_S = 10.0
 
 
 class Progress:
-    def __init__(self, engine, recorder: Recorder, *, live: bool) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, engine: Engine, recorder: Recorder, *, live: bool) -> None:
         self.engine = engine
         self.recorder = recorder
         self.live = live

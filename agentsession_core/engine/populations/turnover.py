@@ -16,7 +16,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.populations.base import Population
 from agentsession_core.engine.session import Session, StepFailed, Stopped
 from agentsession_core.judge.verdict import achieved
@@ -34,7 +34,7 @@ TICK_NS = 1_000_000_000
 class TurnoverPopulation(Population):
     kind = "turnover"
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         self.idle: deque[Session] = deque()  # awake, not in a step; oldest first
         self.parked: deque[Session] = deque()  # hibernated; longest parked first

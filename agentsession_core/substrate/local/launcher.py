@@ -79,7 +79,7 @@ class LocalSubstrateProcess:
         self.process = subprocess.Popen(
             self.args, stdout=subprocess.PIPE, stderr=log, start_new_session=True
         )
-        if log is not subprocess.DEVNULL:
+        if not isinstance(log, int):  # not subprocess.DEVNULL
             log.close()
         assert self.process.stdout is not None
         deadline = time.monotonic() + self.start_timeout
