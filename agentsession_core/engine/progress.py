@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 
 from agentsession_core.engine.context import now_ns
 from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW
 
 if TYPE_CHECKING:
     from agentsession_core.engine.engine import Engine
 
 log = logging.getLogger("agentsession")
 
-HEADLINE_ROWS = (("turnover", "TimeToWake"), ("http", "WakeFirstTouch"))
+HEADLINE_ROWS = (TIME_TO_WAKE_ROW, (ROUTER_KIND, "WakeFirstTouch"))
 PLAIN_EVERY_S = 10.0
 
 
@@ -40,7 +41,7 @@ class Progress:
             "sessions " + " ".join(f"{k}={v}" for k, v in sorted(states.items())),
         ]
         if engine.params.population.kind == "turnover":
-            woke = recent.row("turnover", "TimeToWake")
+            woke = recent.row(*TIME_TO_WAKE_ROW)
             rate = woke.count / recent.duration_s if recent.duration_s else 0.0
             parts.append(f"swaps {rate:.1f}/{engine.population.level:.1f}/s")
         for kind, name in HEADLINE_ROWS:
