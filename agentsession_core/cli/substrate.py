@@ -10,6 +10,7 @@ from pathlib import Path
 from agentsession_core.errors import UsageError
 from agentsession_core.script.quantity import QuantityError, parse_quantity
 from agentsession_core.substrate.local.ate_control import GrpcTls
+from agentsession_core.substrate.local.fault_rules import LANGUAGE, parse_rules
 from agentsession_core.substrate.local.server import (
     DEFAULT_TEMPLATE,
     ServerConfig,
@@ -25,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "serve",
         help="serve the JSON control API and router on one loopback port, and the ate control "
         "API (gRPC) on another, until SIGINT/SIGTERM",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="fault rules (--fault, repeatable; PUT /v1/debug/faults changes them while "
+        "it runs):\n\n" + LANGUAGE,
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
@@ -86,7 +90,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="4Gi",
         help="paused state a worker may hold before a pause becomes a suspend",
     )
+    serve.add_argument(
+        "--max-buffered",
+        default="1Gi",
+        help="request and answer bodies the router may hold at once (at least --max-op-size); "
+        "beyond it a request waits up to --park-timeout, then gets RESOURCE_EXHAUSTED",
+    )
     serve.add_argument("--seed", type=int, default=0)
+    serve.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="inject a fault, e.g. wake:refuse:0.2 or router:latency:exp:50ms (the rules are "
+        "below)",
+    )
+    serve.add_argument(
+        "--fault-seed", type=int, default=0, help="seed of every random choice the faults make"
+    )
+    serve.add_argument(
+        "--embedded",
+        action="store_true",
+        help="for launchers: stdin is a pipe from the parent; when the parent goes (even "
+        "killed), stop and delete every actor and the store",
+    )
     serve.set_defaults(handler=run_serve)
     group.set_defaults(handler=lambda args: _usage(group))
 
@@ -160,6 +187,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         raise UsageError(f"--park-timeout {args.park_timeout}: must be > 0")
     max_op = parse_size(args.max_op_size, "--max-op-size")
     budget = parse_size(args.pause_budget, "--pause-budget")
+    buffered = parse_size(args.max_buffered, "--max-buffered")
+    if buffered < max_op:
+        raise UsageError(
+            f"--max-buffered {args.max_buffered}: must be at least --max-op-size "
+            f"{args.max_op_size}, or one op's body could never be buffered"
+        )
+    parse_rules(args.fault)  # refused here, in one line, before anything starts
     grpc_port = parse_grpc_port(args.grpc_port)
     return ServerConfig(
         host=args.host,
@@ -176,6 +210,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         seed=args.seed,
         grpc_port=grpc_port,
         grpc_tls=grpc_tls(args, grpc_port),
+        max_buffered_bytes=buffered,
+        faults=[rule.strip() for rule in args.fault],
+        fault_seed=args.fault_seed,
+        embedded=args.embedded,
     )
 
 

@@ -89,6 +89,8 @@ CONTROL_PREFIX = "/v1"
 OPENAPI_PATH = "/openapi.json"
 HEALTHZ_PATH = f"{CONTROL_PREFIX}/healthz"
 DEBUG_WORKERS_PATH = f"{CONTROL_PREFIX}/debug/workers"
+# The local substrate's fault rules (§2.4): GET reads them, PUT a JSON list replaces them.
+DEBUG_FAULTS_PATH = f"{CONTROL_PREFIX}/debug/faults"
 ACTOR_VERBS = ("resume", "suspend", "pause")  # POST …/actors/{n}:<verb>
 ASYNC_PARAM = "async"  # SuspendActor ?async=true: SuspendActorAsync, 202 at once
 PAGE_TOKEN_PARAM = "page_token"

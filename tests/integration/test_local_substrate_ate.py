@@ -18,6 +18,7 @@ from pathlib import Path
 import grpc
 import httpx
 import orjson
+import psutil
 import pytest
 
 from agentsession_core.substrate.ate import control_codec as cc
@@ -37,6 +38,8 @@ from agentsession_core.substrate.protocol import (
     STALE_ASSIGNMENT_HEADER,
     TARGET_HEADER,
     TOKEN_ENV,
+    WORKER_SECRET_ENV,
+    WORKER_SECRET_HEADER,
     router_says_actor_gone,
 )
 
@@ -318,8 +321,13 @@ async def test_a_worker_without_the_actor_answers_421_stale(
     while the request was on its way), asked of a worker directly."""
     await control.create_actor(space, "here", *GLUTTON)
     host = cc.worker_name((await control.resume_actor(space, "here")).message.actor)
-    port = next(w["port"] for w in sub.debug_workers()["workers"] if w["name"] == host)
-    headers = {"content-type": PROTOBUF_CONTENT_TYPE, HOSTED_ACTOR_HEADER: f"{space}/elsewhere"}
+    worker = next(w for w in sub.debug_workers()["workers"] if w["name"] == host)
+    port, secret = worker["port"], psutil.Process(worker["pid"]).environ()[WORKER_SECRET_ENV]
+    headers = {
+        "content-type": PROTOBUF_CONTENT_TYPE,
+        HOSTED_ACTOR_HEADER: f"{space}/elsewhere",
+        WORKER_SECRET_HEADER: secret,  # as the router sends it: a worker serves nobody else
+    }
     async with httpx.AsyncClient(timeout=10) as http:
         url = f"http://127.0.0.1:{port}/ping"
         stale = await http.post(url, content=gc.ping(), headers=headers)

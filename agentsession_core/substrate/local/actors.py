@@ -23,6 +23,10 @@ A request in flight is counted on its actor (begin_request / end_request), so a 
 or pause waits for it to finish rather than snapshotting under it. Waiting for a free
 worker is bounded by `park_timeout`: RESOURCE_EXHAUSTED past it (§2.4).
 
+Faults (docs/SPEC.md §2.4): every wake asks `faults` (faults.py) first, which may delay it,
+refuse it, or have its worker killed once it has loaded; every create asks it for room.
+What the store keeps across a restart (actor.json, the LIVE marker) is persist.py's.
+
 SuspendActor `?async=true` takes the lock at once if it is free (so a later call queues
 behind it), answers 202 and finishes in the background.
 """
@@ -40,7 +44,8 @@ from typing import Any
 
 import aiohttp
 
-from agentsession_core.substrate.local import store
+from agentsession_core.substrate.local import persist, store
+from agentsession_core.substrate.local.faults import Faults
 from agentsession_core.substrate.local.pool import Pool, WorkerProc
 from agentsession_core.substrate.local.protocol import WireError
 from agentsession_core.substrate.protocol import (
@@ -100,6 +105,7 @@ class ActorLifecycle:
         self.park_timeout = park_timeout
         self.pause_budget = pause_budget
         self.actors: dict[tuple[str, str], Actor] = {}
+        self.faults = Faults()  # none until the server sets its own
         self._pool: Pool | None = None
         self._session: aiohttp.ClientSession | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -125,8 +131,23 @@ class ActorLifecycle:
 
     # ---- lookup ---------------------------------------------------------------------------
 
-    def add(self, actor: Actor) -> None:
-        self.actors[(actor.atespace, actor.name)] = actor
+    async def add(self, actor: Actor) -> None:
+        """A new actor (CreateActor), kept in the store's metadata so a restart keeps it."""
+        self.faults.check_create(len(self.actors))
+        key = (actor.atespace, actor.name)
+        self.actors[key] = actor  # before any await, so a second create of the name fails
+        try:
+            await asyncio.to_thread(
+                persist.record_actor,
+                self.snapshot_dir(actor),
+                actor.template,
+                actor.limit,
+                actor.uid,
+                actor.created_ns,
+            )
+        except BaseException:
+            self.actors.pop(key, None)
+            raise
 
     def lookup(self, atespace: str, name: str, *, router: bool = False) -> Actor:
         """The actor; NOT_FOUND (control API) or the router's ACTOR_NOT_FOUND verdict."""
@@ -276,6 +297,7 @@ class ActorLifecycle:
 
     async def _resume_locked(self, actor: Actor, *, router: bool) -> None:
         pool = self.pool
+        fault = await self.faults.before_wake(actor, router=router)
         before = actor.status
         actor.status = "RESUMING"
         try:
@@ -296,7 +318,7 @@ class ActorLifecycle:
                 if actor.paused_on is not None:
                     await self._spill(actor)
                 directory = self.snapshot_dir(actor)
-                has_snapshot = await asyncio.to_thread(store.latest, directory)
+                has_snapshot = await asyncio.to_thread(persist.going_live, directory)
                 await self.admin(
                     worker,
                     "load",
@@ -314,6 +336,8 @@ class ActorLifecycle:
         actor.worker, actor.paused_on = worker, None
         actor.status = "RUNNING"
         actor.version += 1
+        if fault.action == "crash":
+            await self.faults.crash_on_wake(actor, worker, fault, router=router)
 
     async def _spill(self, actor: Actor) -> None:
         """Move a paused state from its worker into the store."""

@@ -11,7 +11,9 @@ way round. Answers:
   exception is INTERNAL, as on a real server;
 - every answer, error or not, carries the `x-server-elapsed-us` trailer (handler µs);
 - with a bearer token configured, every call must carry `authorization: Bearer <token>`
-  metadata (UNAUTHENTICATED otherwise). TLS and mTLS are the transport's (`start`).
+  metadata (UNAUTHENTICATED otherwise). TLS and mTLS are the transport's (`start`);
+- `control:` fault rules act on every call, wake and create rules through ActorLifecycle
+  (faults.py).
 
 Decisions where the notes are silent:
 - CreateAtespace of an existing atespace is ALREADY_EXISTS, as a resource store's create is
@@ -84,6 +86,9 @@ def rpc(method: Rpc[R]) -> Rpc[R]:
         failure: tuple[grpc.StatusCode, str] | None = None
         try:
             self.authenticate(context)
+            # Faults on demand (docs/SPEC.md §2.4), in the status a gRPC client would see.
+            faults = self.lifecycle.faults
+            await faults.enact_grpc(faults.control())
             answer = await method(self, request, context)
         except WireError as exc:
             failure = (_status(exc.code), exc.message)
@@ -189,7 +194,7 @@ class AteControl(pb_grpc.ControlServicer):
         if (atespace, name) in self.lifecycle.actors:
             raise WireError("ALREADY_EXISTS", f"actor {atespace}/{name} already exists")
         actor = Actor(atespace, name, ref, self.templates[ref])
-        self.lifecycle.add(actor)
+        await self.lifecycle.add(actor)
         return actor_message(actor)
 
     @rpc

@@ -110,7 +110,7 @@ class ControlAPI:
         if (atespace, name) in self.lifecycle.actors:
             raise WireError("ALREADY_EXISTS", f"actor {atespace}/{name} already exists")
         actor = Actor(atespace, name, ref, self.templates[ref])
-        self.lifecycle.add(actor)
+        await self.lifecycle.add(actor)
         return json_response(actor.describe(), status=200)
 
     async def list_actors(self, request: web.Request) -> web.Response:

@@ -5,14 +5,18 @@ for the engine when no substrate URL is given and for tests.
         sub.url        # http://127.0.0.1:PORT: the JSON control API and the router
         sub.grpc_url   # grpc://127.0.0.1:PORT (grpcs:// with TLS): ateapi.Control
 
-    with LocalSubstrateProcess(workers=4) as sub:   # same, from non-async code
-        sub.url
+    with LocalSubstrateProcess(workers=4, faults=["wake:refuse:0.2"]) as sub:  # non-async
+        sub.set_faults(["router:latency:exp:50ms"])   # PUT /v1/debug/faults, while it runs
 
 The child prints two lines (server.serve_forever): `... serving on http://...` and
 `... ate control (gRPC) on grpc://...` (or `... off`); both are read, then stderr goes to
 `log_path` (or is discarded). The token reaches the child in its environment (TOKEN_ENV),
 never on its command line, which any local user can read. Exit sends SIGTERM and waits
 `stop_timeout`, then kills.
+
+The child is started `--embedded`, its stdin a pipe only this process holds: if this process
+dies without stopping it (even by SIGKILL), the child sees the pipe close, stops, and deletes
+its actors and store (lifeline.py, persist.py), so nothing outlives the run that embedded it.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from agentsession_core.substrate.protocol import DEBUG_WORKERS_PATH, TOKEN_ENV
+from agentsession_core.substrate.protocol import DEBUG_FAULTS_PATH, DEBUG_WORKERS_PATH, TOKEN_ENV
 
 _URL = re.compile(r"serving on (http://\S+)")
 _GRPC = re.compile(r"ate control \(gRPC\) (?:on (grpcs?://\S+)|off)")
@@ -51,6 +56,8 @@ class LocalSubstrateProcess:
         grpc_tls_cert: Path | str | None = None,
         grpc_tls_key: Path | str | None = None,
         grpc_client_ca: Path | str | None = None,
+        faults: list[str] | None = None,
+        fault_seed: int | None = None,
         extra_args: list[str] | None = None,
         log_path: Path | str | None = None,
         start_timeout: float = 60.0,
@@ -66,6 +73,7 @@ class LocalSubstrateProcess:
             "0",
             "--workers",
             str(workers),
+            "--embedded",
         ]
         if store is not None:
             self.args += ["--store", str(store)]
@@ -82,6 +90,10 @@ class LocalSubstrateProcess:
         ):
             if path is not None:
                 self.args += [flag, str(path)]
+        for rule in faults or ():
+            self.args += ["--fault", rule]
+        if fault_seed is not None:
+            self.args += ["--fault-seed", str(fault_seed)]
         self.args += extra_args or []
         self.token = token
         # The launcher's token is the child's, set or not: one inherited from our own
@@ -122,7 +134,12 @@ class LocalSubstrateProcess:
 
     def _spawn(self, log: Any) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=log, start_new_session=True, env=self.env
+            self.args,
+            stdin=subprocess.PIPE,  # the child's lifeline: closed when we go (--embedded)
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
+            env=self.env,
         )
 
     def kill(self) -> None:
@@ -140,16 +157,36 @@ class LocalSubstrateProcess:
                 self.process.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        # Only now: closing the lifeline of a child still running would make it wipe its store.
+        for pipe in (self.process.stdout, self.process.stdin):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         return self.process.returncode
 
-    def debug_workers(self) -> dict[str, Any]:
-        request = urllib.request.Request(f"{self.url}{DEBUG_WORKERS_PATH}")
+    def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.url}{path}", data=data, method=method)
+        request.add_header("Content-Type", "application/json")
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return json.loads(answer.read())
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as exc:  # the server's one-line reason, not just a code
+            raise RuntimeError(f"{method} {path}: {exc.code} {exc.read().decode()}") from None
+
+    def debug_workers(self) -> dict[str, Any]:
+        return self._call("GET", DEBUG_WORKERS_PATH)
+
+    def faults(self) -> dict[str, Any]:
+        """The rules in force, each with its seen/fired counts, and the seed."""
+        return self._call("GET", DEBUG_FAULTS_PATH)
+
+    def set_faults(self, rules: list[str], seed: int | None = None) -> dict[str, Any]:
+        """Replace the fault rules (fresh streams and counts); [] turns faults off."""
+        body: Any = rules if seed is None else {"rules": rules, "seed": seed}
+        return self._call("PUT", DEBUG_FAULTS_PATH, body)
 
     def __enter__(self) -> LocalSubstrateProcess:
         self.start()
@@ -179,6 +216,12 @@ class LocalSubstrate:
 
     def kill(self) -> None:
         self.proc.kill()
+
+    async def faults(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.proc.faults)
+
+    async def set_faults(self, rules: list[str], seed: int | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.proc.set_faults, rules, seed)
 
     async def __aenter__(self) -> LocalSubstrate:
         await asyncio.to_thread(self.proc.start)

@@ -10,6 +10,7 @@ from agentsession_core.substrate.protocol import (
     ASYNC_PARAM,
     BURNCPU,
     CODE_FIELD,
+    DEBUG_FAULTS_PATH,
     DEBUG_WORKERS_PATH,
     ELAPSED_HEADER,
     ERROR_FIELD,
@@ -179,6 +180,18 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "worker pool: pids, hosted and paused actors",
                     "responses": _ok(_obj()),
                 }
+            },
+            DEBUG_FAULTS_PATH: {
+                "get": {
+                    "summary": "the fault rules in force, each with how often it was "
+                    "evaluated and how often it fired",
+                    "responses": _ok(_obj()),
+                },
+                "put": {
+                    "summary": "replace the fault rules: a JSON list of rules, or "
+                    '{"rules": [...], "seed": N}; a bad rule is a 400 naming it',
+                    "responses": {**_ok(_obj()), **_errors(400, 401)},
+                },
             },
             PING: _glutton("echo", _json(_obj(message=_STR)), _obj(message=_STR)),
             WRITERAM: _glutton(

@@ -13,6 +13,12 @@ Its own denials come in the form of the wire the request speaks (docs/SPEC.md §
   one 404 that says "actor"), 503 for no room / busy / crashed / unavailable, 504 past the
   deadline, 401 without the token (server.py). The worker answers 421 with the
   stale-assignment header itself (glutton_ate.py); it passes through here.
+
+What it buffers is bounded (buffers.py): a 413 above the per-request cap, RESOURCE_EXHAUSTED
+when the bodies in flight would pass the budget. Faults (faults.py, docs/SPEC.md §2.4): an op
+may fail after its wake, answered as the glutton would; the other router faults act on
+arrival, in the server's middleware. The worker is asked with the pool's secret: the router
+is the only caller a worker serves.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import aiohttp
 from aiohttp import web
 
 from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
+from agentsession_core.substrate.local.buffers import ByteBudget
 from agentsession_core.substrate.local.pool import WorkerProc
 from agentsession_core.substrate.local.protocol import WireError, is_protobuf, plain
 from agentsession_core.substrate.protocol import (
@@ -30,6 +37,8 @@ from agentsession_core.substrate.protocol import (
     ROUTER_ACTOR_GONE,
     STALE_ASSIGNMENT_HEADER,
     TARGET_HEADER,
+    WORKER_ADMIN_PREFIX,
+    WORKER_SECRET_HEADER,
     is_control_path,
 )
 
@@ -48,11 +57,14 @@ _ATE_STATUS_OF = {
 
 
 class Router:
-    def __init__(self, lifecycle: ActorLifecycle) -> None:
+    def __init__(self, lifecycle: ActorLifecycle, buffers: ByteBudget) -> None:
         self.lifecycle = lifecycle
+        self.buffers = buffers
 
     async def route(self, request: web.Request) -> web.StreamResponse:
-        if is_control_path(request.path):
+        # The worker's admin routes are the server's alone: the router forwards with the
+        # worker secret, so it must never forward there.
+        if is_control_path(request.path) or request.path.startswith(WORKER_ADMIN_PREFIX):
             raise WireError("NOT_FOUND", f"no route {request.method} {request.path}")
         target = request.headers.get(TARGET_HEADER, "")
         atespace, slash, name = target.partition("/")
@@ -70,16 +82,22 @@ class Router:
         try:
             return await self._serve(request, atespace, name)
         except WireError as exc:
-            status = _ATE_STATUS_OF.get(exc.code, 500)
+            status = 413 if exc.status == 413 else _ATE_STATUS_OF.get(exc.code, 500)
             if status == 404:
                 return plain(404, ROUTER_ACTOR_GONE.format(target=target))
             return plain(status, exc.message)
 
     async def _serve(self, request: web.Request, atespace: str, name: str) -> web.StreamResponse:
         lifecycle = self.lifecycle
+        declared = request.content_length
+        if declared is not None and declared > self.buffers.per_request:
+            raise self.buffers.too_large(declared)  # before waking an actor for nothing
         actor = lifecycle.lookup(atespace, name, router=True)
         worker = await lifecycle.begin_request(actor)
         try:
+            failed = lifecycle.faults.op_failed(request)
+            if failed is not None:
+                return failed
             return await self._forward(request, actor, worker)
         finally:
             lifecycle.end_request(actor)
@@ -87,19 +105,22 @@ class Router:
     async def _forward(
         self, request: web.Request, actor: Actor, worker: WorkerProc
     ) -> web.Response:
-        body = await request.read()
-        headers = {HOSTED_ACTOR_HEADER: actor.key}
+        worker_secret = self.lifecycle.pool.secret
+        headers = {HOSTED_ACTOR_HEADER: actor.key, WORKER_SECRET_HEADER: worker_secret}
         if request.content_type:
             headers["Content-Type"] = request.content_type
         try:
-            async with self.lifecycle.session.request(
-                request.method,
-                worker.url + request.path,
-                params=request.query,
-                data=body,
-                headers=headers,
-            ) as resp:
-                payload = await resp.read()
+            async with (
+                self.buffers.request_body(request) as body,
+                self.lifecycle.session.request(
+                    request.method,
+                    worker.url + request.path,
+                    params=request.query,
+                    data=body,
+                    headers=headers,
+                ) as resp,
+                self.buffers.answer_body(resp) as payload,
+            ):
                 answer = {
                     "Content-Type": resp.headers.get("Content-Type", "application/octet-stream")
                 }

@@ -6,7 +6,10 @@ This module wires the parts together and owns their start and stop:
 - control.py, the JSON control API handlers; ate_control.py, the gRPC ones;
 - router.py, forwarding router requests to the worker hosting their actor;
 - actors.py, the actors and their lifecycle (locks, parking, suspend, pause, spill);
-- pool.py, the worker processes (worker.py), store.py, the snapshot store.
+- pool.py, the worker processes (worker.py), store.py, the snapshot store;
+- faults.py, faults on demand; buffers.py, the router's buffer budget; persist.py, the
+  actors kept across a restart; lifeline.py, dying with an embedding parent
+  (docs/SPEC.md §2.4).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +27,12 @@ import aiohttp
 import grpc
 from aiohttp import web
 
-from agentsession_core.substrate.local import ate_control
-from agentsession_core.substrate.local.actors import ActorLifecycle
+from agentsession_core.substrate.local import ate_control, lifeline, persist
+from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
+from agentsession_core.substrate.local.buffers import ByteBudget
 from agentsession_core.substrate.local.control import ControlAPI
+from agentsession_core.substrate.local.fault_rules import parse_rules
+from agentsession_core.substrate.local.faults import Faults
 from agentsession_core.substrate.local.pool import Pool
 from agentsession_core.substrate.local.protocol import (
     Handler,
@@ -41,6 +48,8 @@ from agentsession_core.substrate.protocol import (
     OPENAPI_PATH,
     is_control_path,
 )
+
+_LIVE = ("RUNNING", "PAUSED")
 
 
 @dataclass
@@ -61,6 +70,20 @@ class ServerConfig:
     seed: int = 0
     grpc_port: int | None = 0  # None: no ate control API; 0: a free port
     grpc_tls: ate_control.GrpcTls | None = None
+    max_buffered_bytes: int = 1 << 30  # request + answer bodies the router holds at once
+    faults: list[str] = field(default_factory=list)  # fault_rules.py's language
+    fault_seed: int = 0
+    embedded: bool = False  # stop, and wipe the store, when the parent goes (lifeline.py)
+
+    @property
+    def max_request_bytes(self) -> int:
+        """The router's per-request body cap: one op's payload plus room for its framing."""
+        return self.max_op_bytes + (1 << 20)
+
+
+# A clean stop suspends live actors so a restart finds them whole; bounded, since a stop
+# must end (the launcher kills after its own stop timeout).
+PARK_AT_STOP = 10.0
 
 
 class LocalSubstrateServer:
@@ -75,8 +98,12 @@ class LocalSubstrateServer:
         self.lifecycle = ActorLifecycle(
             self.store_root, park_timeout=config.park_timeout, pause_budget=config.pause_budget
         )
+        self.faults = self.lifecycle.faults = Faults(parse_rules(config.faults), config.fault_seed)
         self.control = ControlAPI(config.templates, self.lifecycle)
-        self.router = Router(self.lifecycle)
+        self.buffers = ByteBudget(
+            config.max_buffered_bytes, config.max_request_bytes, config.park_timeout
+        )
+        self.router = Router(self.lifecycle, self.buffers)
         self.ate = ate_control.AteControl(
             config.templates, self.control.atespaces, self.lifecycle, config.token
         )
@@ -93,7 +120,8 @@ class LocalSubstrateServer:
     async def start(self) -> str:
         cfg = self.config
         await asyncio.to_thread(self.store_root.mkdir, parents=True, exist_ok=True)
-        self._scratch = self.store_root / f".runtime-{os.getpid()}"
+        await self._reload()
+        self._scratch = self.store_root / f"{persist.RUNTIME_PREFIX}{os.getpid()}"
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, force_close=False),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
@@ -128,12 +156,38 @@ class LocalSubstrateServer:
             )
         return self.url
 
-    async def stop(self) -> None:
+    async def _reload(self) -> None:
+        """The actors an existing store holds (persist.py): a restart keeps them."""
+        saved = await asyncio.to_thread(persist.scan, self.store_root)
+        for s in saved:
+            actor = Actor(
+                s.atespace, s.name, s.template, s.limit, uid=s.uid, created_ns=s.created_ns
+            )
+            actor.version = s.version
+            actor.status = "CRASHED" if s.live else "SUSPENDED"
+            self.lifecycle.actors[(s.atespace, s.name)] = actor
+            self.control.atespaces.add(s.atespace)
+        if saved:
+            crashed = sum(s.live for s in saved)
+            print(
+                f"agentsession substrate: kept {len(saved)} actors from the store "
+                f"{self.store_root} ({crashed} CRASHED: their state was in a worker when "
+                "the last server went away)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    async def stop(self, *, wipe: bool = False) -> None:
+        """Stop serving. A kept store keeps the actors, parked first; `wipe` (an embedded
+        substrate whose parent died) deletes them and the store instead."""
         if self.grpc_server is not None:
             await self.grpc_server.stop(grace=1.0)
         self.ate.stop()
+        self.faults.stop()
         if self.runner is not None:
             await self.runner.cleanup()
+        if self.pool is not None and not (wipe or self._own_store):
+            await self._park_all()
         self.lifecycle.stop()
         if self.pool is not None:
             await self.pool.stop()
@@ -143,13 +197,33 @@ class LocalSubstrateServer:
             await asyncio.to_thread(shutil.rmtree, self._scratch, True)
         if self._own_store:
             await asyncio.to_thread(shutil.rmtree, self.store_root, True)
+        elif wipe:
+            await asyncio.to_thread(persist.wipe, self.store_root)
+
+    async def _park_all(self) -> None:
+        live = [a for a in self.lifecycle.actors.values() if a.status in _LIVE]
+        if not live:
+            return
+        tasks = [asyncio.ensure_future(self.lifecycle.suspend(a)) for a in live]
+        done, pending = await asyncio.wait(tasks, timeout=PARK_AT_STOP)
+        for task in pending:
+            task.cancel()
+        failed = len(pending) + sum(1 for t in done if t.exception() is not None)
+        if failed:
+            print(
+                f"agentsession substrate: {failed} of {len(live)} live actors could not be "
+                "suspended at stop; they come back CRASHED",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def app(self) -> web.Application:
         app = web.Application(
-            middlewares=[elapsed_and_errors, self._auth],
-            client_max_size=self.config.max_op_bytes + (1 << 20),
+            middlewares=[elapsed_and_errors, self._auth, self.faults.middleware],
+            client_max_size=self.config.max_request_bytes,
         )
         self.control.add_routes(app.router)
+        self.faults.add_routes(app.router)
         # Last: the router takes every path the control API did not claim.
         app.router.add_route("*", "/{route:.*}", self.router.route)
         return app
@@ -171,12 +245,24 @@ class LocalSubstrateServer:
 
 
 async def serve_forever(config: ServerConfig) -> None:
-    """Run until SIGINT/SIGTERM; prints the URL it serves on."""
+    """Run until SIGINT/SIGTERM (or, embedded, until the parent goes); prints the URLs it
+    serves on."""
     server = LocalSubstrateServer(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    orphaned = asyncio.Event()
+    watch: asyncio.Task[None] | None = None
+    if config.embedded:
+
+        async def watch_parent() -> None:
+            await lifeline.parent_gone()
+            print("agentsession substrate: parent gone; stopping", file=sys.stderr, flush=True)
+            orphaned.set()
+            stop.set()
+
+        watch = asyncio.create_task(watch_parent())
     try:
         url = await server.start()
         # Two lines, in this order, always (launcher.py reads both): the first is unchanged
@@ -190,4 +276,6 @@ async def serve_forever(config: ServerConfig) -> None:
         print(f"agentsession: local substrate ate control (gRPC) {ate}", flush=True)
         await stop.wait()
     finally:
-        await server.stop()
+        if watch is not None:
+            watch.cancel()
+        await server.stop(wipe=orphaned.is_set())

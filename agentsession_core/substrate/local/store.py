@@ -33,6 +33,9 @@ from pathlib import Path
 from agentsession_core.substrate.protocol import KEY_PATTERN
 
 _LATEST = "LATEST"
+# Present while the actor's state lives in a worker (persist.py); the snapshot that takes the
+# state back into the store removes it.
+LIVE = "LIVE"
 _CHUNK = 1 << 20
 
 
@@ -86,6 +89,7 @@ def write_snapshot(
     pointer = directory / f".{_LATEST}.tmp-{os.getpid()}"
     pointer.write_text(final_name)
     os.replace(pointer, directory / _LATEST)
+    (directory / LIVE).unlink(missing_ok=True)
     for old in directory.iterdir():
         if old.name != final_name and old.name.startswith("v") and old.is_dir():
             shutil.rmtree(old, ignore_errors=True)

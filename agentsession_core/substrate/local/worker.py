@@ -4,21 +4,28 @@ a protobuf request, the ate wire's (glutton_ate.py).
 
 Run as `python -m agentsession_core.substrate.local.worker --scratch DIR ...`; it binds
 127.0.0.1 on a free port and prints `LISTENING <port>` on stdout (the pool's handshake).
-It exits when its stdin closes, so a worker never outlives its server, even a killed one.
+It exits when its stdin closes, and the kernel kills it when the server's thread that forked
+it exits (PR_SET_PDEATHSIG, lifeline.py), so a worker never outlives its server, even a
+killed one.
+
+Every route, the glutton's and the admin's, answers only a request that carries the
+`x-worker-secret` the server passes in the environment: the router is its only caller, and
+the port, though on loopback, is reachable by every local user (docs/SPEC.md §2.4). Without
+it: 401, in the wire form the request speaks.
 
 The hosted actor's files live in `<scratch>/active/`. Private admin routes under
-`/_admin/` (they require the `x-worker-secret` the server passes in the environment, so
-nothing arriving through the router can reach them): load (from the store or empty), save
-(to the store, then forget), pause (keep the state here, node-local, and become free),
-unpause, spill (write a paused state to the store), drop. A paused state keeps its arrays
-in this process and its files under `<scratch>/paused/<atespace>__<actor>/`; it dies with
-the worker, like a node-local snapshot dies with its node.
+`/_admin/` (the router refuses that prefix, so no client reaches them): load (from the
+store or empty), save (to the store, then forget), pause (keep the state here, node-local,
+and become free), unpause, spill (write a paused state to the store), drop. A paused state
+keeps its arrays in this process and its files under `<scratch>/paused/<atespace>__<actor>/`;
+it dies with the worker, like a node-local snapshot dies with its node.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hmac
 import os
 import shutil
 import sys
@@ -27,12 +34,15 @@ from typing import Any
 
 from aiohttp import web
 
-from agentsession_core.substrate.local import glutton_ate, store
+from agentsession_core.substrate.local import glutton_ate, lifeline, store
 from agentsession_core.substrate.local.glutton import ActorState, Glutton
 from agentsession_core.substrate.local.protocol import (
+    Handler,
     WireError,
     elapsed_and_errors,
+    is_protobuf,
     json_response,
+    plain,
     read_object,
 )
 from agentsession_core.substrate.protocol import (
@@ -56,9 +66,18 @@ class Worker:
     def paused_dir(self, actor: str) -> Path:
         return self.scratch / "paused" / actor.replace("/", "__")
 
+    @web.middleware
+    async def only_the_server(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        given = request.headers.get(WORKER_SECRET_HEADER, "").encode()
+        # No secret configured refuses everything; constant time tells a prober nothing.
+        if not self.secret or not hmac.compare_digest(given, self.secret.encode()):
+            message = f"worker: {WORKER_SECRET_HEADER} missing or wrong (ask the router)"
+            if is_protobuf(request):
+                return plain(401, message)
+            raise WireError("UNAUTHENTICATED", message)
+        return await handler(request)
+
     async def admin(self, request: web.Request) -> web.Response:
-        if request.headers.get(WORKER_SECRET_HEADER) != self.secret:
-            raise WireError("NOT_FOUND", f"no route {request.method} {request.path}")
         body = await read_object(request, request.path)
         op = request.match_info["op"]
         if op == "state":
@@ -187,7 +206,8 @@ class Worker:
 
     def app(self) -> web.Application:
         app = web.Application(
-            middlewares=[elapsed_and_errors, glutton_ate.ate_http_errors], client_max_size=2**31
+            middlewares=[elapsed_and_errors, self.only_the_server, glutton_ate.ate_http_errors],
+            client_max_size=2**31,
         )
         glutton_ate.add_routes(app.router, self.glutton)
         app.router.add_route("*", WORKER_ADMIN_PREFIX + "/{op}", self.admin)
@@ -229,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-burn-millis", type=int, default=60_000)
     parser.add_argument("--max-parallel", type=int, default=16)
     args = parser.parse_args(argv)
+    lifeline.die_with_parent()
     try:
         import uvloop
     except ImportError:
