@@ -106,25 +106,31 @@ class Faults:
     # ---- decisions ---------------------------------------------------------------------------
 
     def _decide(self, scope: str, actions: tuple[str, ...], route: str | None = None) -> Verdict:
-        """Sum of the latency rules that apply, then the first share rule that fires (in rule
-        order; later rules are not asked, so `seen` counts the requests that reached each)."""
+        """Every latency rule that applies, summed; then the first share rule that fires, in
+        rule order (later share rules are not asked: `seen` counts the requests that reached
+        each)."""
         if not self.rules:
             return NONE
-        delay = 0.0
-        for i, rule in enumerate(self.rules):
-            if not _applies(rule, scope, route):
-                continue
-            if rule.action == "latency" and "latency" in actions:
-                assert rule.delay is not None
-                self._seen[i] += 1
-                self._fired[i] += 1
-                delay += rule.delay.draw(self._rngs[i])
-            elif rule.action in actions:
+        delay, verdict = 0.0, NONE
+        applying = [i for i, r in enumerate(self.rules) if _applies(r, scope, route)]
+        if "latency" in actions:
+            for i in applying:
+                delay_rule = self.rules[i].delay
+                if delay_rule is not None:
+                    self._seen[i] += 1
+                    self._fired[i] += 1
+                    delay += delay_rule.draw(self._rngs[i])
+        for i in applying:
+            rule = self.rules[i]
+            if rule.action in actions and rule.action != "latency":
                 self._seen[i] += 1
                 if self._rngs[i].random() < rule.share:
                     self._fired[i] += 1
-                    return Verdict(delay, rule.action, rule.text)
-        return Verdict(delay) if delay else NONE
+                    verdict = Verdict(0.0, rule.action, rule.text)
+                    break
+        if not delay:
+            return verdict
+        return Verdict(delay, verdict.action, verdict.rule)
 
     def wake(self) -> Verdict:
         return self._decide("wake", ("latency", "refuse", "crash"))
