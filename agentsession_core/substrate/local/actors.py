@@ -136,18 +136,12 @@ class ActorLifecycle:
         self.faults.check_create(len(self.actors))
         key = (actor.atespace, actor.name)
         self.actors[key] = actor  # before any await, so a second create of the name fails
-        try:
-            await asyncio.to_thread(
-                persist.record_actor,
-                self.snapshot_dir(actor),
-                actor.template,
-                actor.limit,
-                actor.uid,
-                actor.created_ns,
-            )
-        except BaseException:
-            self.actors.pop(key, None)
-            raise
+        async with actor.lock:  # a DeleteActor racing the create waits for the record
+            try:
+                await asyncio.to_thread(persist.record_actor, self.snapshot_dir(actor), actor)
+            except BaseException:
+                self.actors.pop(key, None)
+                raise
 
     def lookup(self, atespace: str, name: str, *, router: bool = False) -> Actor:
         """The actor; NOT_FOUND (control API) or the router's ACTOR_NOT_FOUND verdict."""

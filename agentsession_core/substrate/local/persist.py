@@ -33,9 +33,13 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentsession_core.substrate.local import store
 from agentsession_core.substrate.protocol import NAME_PATTERN
+
+if TYPE_CHECKING:
+    from agentsession_core.substrate.local.actors import Actor
 
 META = "actor.json"
 RUNTIME_PREFIX = ".runtime-"
@@ -53,11 +57,14 @@ class SavedActor:
     live: bool  # its state was in a worker when the last server went away
 
 
-def record_actor(
-    directory: Path, template: tuple[str, str], limit: int | None, uid: str, created_ns: int
-) -> None:
+def record_actor(directory: Path, actor: Actor) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    meta = {"template": list(template), "limit": limit, "uid": uid, "created_ns": created_ns}
+    meta = {
+        "template": list(actor.template),
+        "limit": actor.limit,
+        "uid": actor.uid,
+        "created_ns": actor.created_ns,
+    }
     tmp = directory / f".{META}.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(meta))
     os.replace(tmp, directory / META)

@@ -274,6 +274,13 @@ async def serve_forever(config: ServerConfig) -> None:
         )
         ate = f"on {server.grpc_url}" if server.grpc_url else "off"
         print(f"agentsession: local substrate ate control (gRPC) {ate}", flush=True)
+        if server.faults.rules:
+            shown = ", ".join(rule.text for rule in server.faults.rules)
+            print(
+                f"agentsession substrate: fault rules: {shown} (seed {config.fault_seed})",
+                file=sys.stderr,
+                flush=True,
+            )
         await stop.wait()
     finally:
         if watch is not None:
