@@ -18,7 +18,8 @@ from agentsession_core.substrate.ate import control_codec as cc
 from agentsession_core.substrate.ate import glutton_codec as gc
 from agentsession_core.substrate.ate.proto import ateapi_pb2 as api
 from agentsession_core.substrate.errors import BAD_BODY, FailureClass, SubstrateError
-from agentsession_core.substrate.interface import ACTOR_STATUSES, ActorInfo, Template
+from agentsession_core.substrate.interface import ActorInfo, Template
+from agentsession_core.substrate.protocol import ACTOR_STATUSES
 
 # ---------------------------------------------------------------------------------------------
 # a hand encoder for the protobuf wire format

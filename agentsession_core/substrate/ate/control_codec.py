@@ -26,7 +26,7 @@ LIST_PAGE_SIZE = 1000
 MEMORY_LIMIT = "memory"
 
 # ActorState → ActorInfo.status. The first seven are the engine's own statuses
-# (interface.ACTOR_STATUSES); DELETING, REVERTING and UNSPECIFIED have no engine meaning and
+# (protocol.ACTOR_STATUSES); DELETING, REVERTING and UNSPECIFIED have no engine meaning and
 # keep their own names, so nothing that compares statuses mistakes them for a known one.
 STATUS_NAMES: dict[int, str] = {
     pb.ACTOR_STATE_RESUMING: "RESUMING",
