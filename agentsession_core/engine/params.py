@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonDict
 
 from agentsession_core.errors import UsageError
 from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
@@ -74,7 +75,7 @@ class Flag:
         return f"Flag{self.names!r}"
 
 
-def form_position(position: int) -> dict[str, int]:
+def form_position(position: int) -> JsonDict:
     """Where the Prefect UI form shows a field (json_schema_extra)."""
     return {"position": position}
 

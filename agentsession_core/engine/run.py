@@ -17,10 +17,10 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import Engine, PreflightError
@@ -42,6 +42,7 @@ log = logging.getLogger("agentsession")
 
 DEFAULT_HOLD_S = 60.0
 EXIT = {"completed": 0, "failed": 1, "refused": 1, "aborted": 1}
+T = TypeVar("T")
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
@@ -57,13 +58,18 @@ class RunResult:
 def run_blocking(
     params: RunParams, *, hold_seconds: float = DEFAULT_HOLD_S, live: bool = False
 ) -> RunResult:
-    """Run on a fresh event loop (uvloop when available)."""
+    """`run` on a fresh event loop."""
+    return run_on_fresh_loop(run(params, hold_seconds=hold_seconds, live=live))
+
+
+def run_on_fresh_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Run `main` on a new event loop: uvloop's (the hot path is measured on it) when it is
+    installed, asyncio's otherwise."""
     try:
         import uvloop
-
-        return uvloop.run(run(params, hold_seconds=hold_seconds, live=live))
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        return asyncio.run(run(params, hold_seconds=hold_seconds, live=live))
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 class Run:

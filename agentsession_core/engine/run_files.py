@@ -10,7 +10,6 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-import agentsession_core
 from agentsession_core.engine.context import now_ns
 from agentsession_core.output.run_dir import redact
 from agentsession_core.output.stats_files import (
@@ -21,6 +20,7 @@ from agentsession_core.output.stats_files import (
     render_stats_jsonl,
 )
 from agentsession_core.script import encode
+from agentsession_core.version import __version__
 
 if TYPE_CHECKING:
     from agentsession_core.engine.run import Run
@@ -42,7 +42,7 @@ def campaign_document(run: Run) -> dict[str, Any]:
         "script": run.script.name if run.script else run.params.script,
         "started_unix": run.started_unix,
         "versions": {
-            "agentsession": agentsession_core.__version__,
+            "agentsession": __version__,
             "python": sys.version.split()[0],
             "platform": platform.platform(),
         },

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 from agentsession_core.engine import ops
 from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import stream, think_jitter
+from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND, TIME_TO_WAKE_ROW
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
 from agentsession_core.substrate.interface import reset_server_time, server_time_us
 
@@ -144,7 +145,7 @@ class Session:
         retrying = ctx.ledger.creating(self.actor)
         try:
             await self._booked(
-                "control",
+                CONTROL_KIND,
                 "CreateActor",
                 intended_ns,
                 lambda: ctx.substrate.create_actor(ctx.atespace, self.actor, namespace, template),
@@ -167,7 +168,7 @@ class Session:
         intended = now_ns()
         while True:
             try:
-                await self._booked("http", "FirstTouch", intended, self._ping)
+                await self._booked(ROUTER_KIND, "FirstTouch", intended, self._ping)
                 return
             except SubstrateError as exc:
                 if exc.failure_class is not FailureClass.RETRY_LATER or time.monotonic() > deadline:
@@ -208,7 +209,7 @@ class Session:
                 await substrate.suspend_actor(a, n, wait=mode == "suspend")
 
         try:
-            await self._booked("control", name, intended_ns or now_ns(), call)
+            await self._booked(CONTROL_KIND, name, intended_ns or now_ns(), call)
         except SubstrateError as exc:
             self.needs_hibernate = True
             self.state = "idle"
@@ -228,7 +229,7 @@ class Session:
         ctx = self.ctx
         try:
             await self._booked(
-                "control",
+                CONTROL_KIND,
                 "ResumeActor",
                 intended_ns,
                 lambda: ctx.substrate.resume_actor(ctx.atespace, self.actor),
@@ -249,7 +250,7 @@ class Session:
         self.state = "waking"
         rows = []
         if time_to_wake:
-            rows.append((self.row("turnover", "TimeToWake"), intended_ns))
+            rows.append((self.row(*TIME_TO_WAKE_ROW), intended_ns))
         population = self.ctx.params.population
         if population.resume_mode == "explicit" and population.lifecycle_mode != "none":
             sent = now_ns()
@@ -260,7 +261,7 @@ class Session:
                 for row, intended in rows:
                     row.fail(intended, sent, now_ns(), failed.error.code)
                 if first_touch:
-                    self.row("http", "WakeFirstTouch").fail(
+                    self.row(ROUTER_KIND, "WakeFirstTouch").fail(
                         intended_ns, sent, now_ns(), failed.error.code
                     )
                 self.state = "parked"
@@ -270,7 +271,7 @@ class Session:
         else:
             probe_intended = intended_ns
         if first_touch:
-            rows.append((self.row("http", "WakeFirstTouch"), probe_intended))
+            rows.append((self.row(ROUTER_KIND, "WakeFirstTouch"), probe_intended))
         reset_server_time()
         sent = now_ns()
         try:
@@ -298,7 +299,7 @@ class Session:
         failing op ends the step. The cursor advances only when the step succeeds."""
         ctx = self.ctx
         step = self.next_step()
-        row = self.row("http", f"Step_{step.name}")
+        row = self.row(ROUTER_KIND, f"Step_{step.name}")
         reset_server_time()  # the step's server time is the sum over its ops
         sent = now_ns()
         nbytes = 0
@@ -391,7 +392,7 @@ class Session:
         old = self.actor
         try:
             await self._booked(
-                "control", "DeleteActor", now_ns(), lambda: ctx.ledger.remove(ctx.substrate, old)
+                CONTROL_KIND, "DeleteActor", now_ns(), lambda: ctx.ledger.remove(ctx.substrate, old)
             )
         except SubstrateError as exc:
             log.warning("%s: delete on replace failed (%s); cleanup retries it", old, exc)

@@ -99,6 +99,10 @@ def decide(doc: dict) -> tuple[str, str]:
     outcomes = [w["outcome"] for w in windows]
     regressions = [m for m in (doc.get("baseline") or {}).get("metrics", []) if m["regression"]]
     status = doc.get("run_status")
+    if status == "refused":
+        # Refused before any load (unreachable substrate, bad credentials, a template too
+        # small): nothing about the substrate's performance was judged.
+        return "void", f"the campaign could not start: {doc.get('abort_reason') or 'refused'}"
     if status == "cancelled" and "break" not in outcomes:
         # Stopped by an operator or a scheduler: nothing says the substrate failed.
         return "void", f"the run was cancelled ({doc.get('abort_reason') or 'no reason given'})"

@@ -26,6 +26,14 @@ from agentsession_core.measure.histogram import (
 
 RowKey = tuple[str, str]
 
+# Row kinds (docs/SPEC.md §5.1) use the upstream runner's names, so its dashboards read our
+# stats.jsonl ("<kind>_<name>") unchanged: every control-plane call is a `grpc` row and every
+# router request an `http` row, whatever wire the substrate speaks; the turnover wake latency
+# is `rps`/TimeToWake.
+CONTROL_KIND = "grpc"
+ROUTER_KIND = "http"
+TIME_TO_WAKE_ROW: RowKey = ("rps", "TimeToWake")
+
 # stats.jsonl carries p50 … p99_9 of the headline latency (docs/SPEC.md §7) and a shorter set
 # for service time and start lag, which are reported beside it (docs/SPEC.md §5.2).
 JSONL_PERCENTILES = percentiles_through("p99_9")
@@ -196,4 +204,14 @@ class Window:
         return total
 
 
-__all__ = ["JSONL_PERCENTILES", "LATENCY_VIEWS", "Interval", "RowKey", "RowStats", "Window"]
+__all__ = [
+    "CONTROL_KIND",
+    "JSONL_PERCENTILES",
+    "LATENCY_VIEWS",
+    "ROUTER_KIND",
+    "TIME_TO_WAKE_ROW",
+    "Interval",
+    "RowKey",
+    "RowStats",
+    "Window",
+]

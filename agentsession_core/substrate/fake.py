@@ -28,7 +28,7 @@ import contextlib
 import functools
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
@@ -54,7 +54,7 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-def _control_call(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
+def _control_call(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Coroutine[Any, Any, _T]]:
     """A control-API call: a refusal leaves as HttpSubstrate decodes the answer it gets."""
 
     @functools.wraps(method)

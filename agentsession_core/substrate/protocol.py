@@ -154,6 +154,12 @@ WORKER_SECRET_HEADER = "x-worker-secret"
 WORKER_SECRET_ENV = "AGENTSESSION_WORKER_SECRET"
 WORKER_ADMIN_PREFIX = "/_admin"
 WORKER_READY = "LISTENING"  # a worker's first stdout line: "LISTENING <port>"
+# Router -> worker: the actor the router resolved the request to, so the worker can tell a
+# request that arrived after its actor left (the ate wire's 421 stale assignment).
+HOSTED_ACTOR_HEADER = "x-worker-actor"
+# The bearer token handed to `agentsession substrate serve` by the launcher: kept off the
+# command line, where every local user could read it in the process list.
+TOKEN_ENV = "AGENTSESSION_SUBSTRATE_TOKEN"
 
 
 # ---- the ate wire's router (Agent Substrate's own; docs/SPEC.md §2, §3.4) ----------------------

@@ -21,6 +21,7 @@ from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run
 from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND
 from agentsession_core.script import load_script
 from agentsession_core.substrate.ate import control_codec as cc
 from agentsession_core.substrate.ate import glutton_codec as gc
@@ -341,10 +342,10 @@ async def test_a_run_over_the_ate_wire_books_client_and_server_time(
     assert run.result is not None and run.result.status == "completed", run.result
     totals = run.recorder.totals()
     for name in ("CreateActor", "SuspendActor"):
-        row = totals.row("control", name)
+        row = totals.row(CONTROL_KIND, name)
         assert row.count > 0 and row.failures == 0, name
         assert row.server.count == row.count  # every control answer had the trailer
-    step = totals.row("http", "Step_01_start")
+    step = totals.row(ROUTER_KIND, "Step_01_start")
     assert step.count > 0 and step.failures == 0
     # Two ops (fill_ram, ping), each answered in ROUTER_US on the server.
     assert step.server.quantile(0.5) == pytest.approx(2 * ROUTER_US / 1000, rel=0.01)

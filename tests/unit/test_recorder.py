@@ -35,7 +35,7 @@ def book_run(rec, seconds=20, per_second=200, seed=1):
     """Books a deterministic workload; returns the samples as (done_ns, response_ms, failed)."""
     rng = np.random.default_rng(seed)
     row_a = rec.row("http", "Step_a")
-    row_b = rec.row("control", "ResumeActor")
+    row_b = rec.row("grpc", "ResumeActor")
     samples = []
     for s in range(seconds):
         for _ in range(per_second):
@@ -56,7 +56,7 @@ def book_run(rec, seconds=20, per_second=200, seed=1):
 def test_row_handles_are_cached():
     rec, _ = make_recorder()
     assert rec.row("http", "x") is rec.row("http", "x")
-    assert rec.row("http", "x") is not rec.row("control", "x")
+    assert rec.row("http", "x") is not rec.row("grpc", "x")
 
 
 def test_window_counts_and_percentiles_are_exact_by_done_second():
@@ -174,9 +174,9 @@ def test_events_cancellations_and_gauges():
 
 def test_latency_views_are_from_intended_and_from_sent():
     rec, clock = make_recorder()
-    rec.row("turnover", "TimeToWake").ok(MONO0, MONO0 + 40_000_000, MONO0 + 100_000_000)
+    rec.row("rps", "TimeToWake").ok(MONO0, MONO0 + 40_000_000, MONO0 + 100_000_000)
     clock.now = MONO0 + NS_PER_S
-    stats = rec.window(MONO0, MONO0 + NS_PER_S).row("turnover", "TimeToWake")
+    stats = rec.window(MONO0, MONO0 + NS_PER_S).row("rps", "TimeToWake")
     assert stats.response.quantile(0.5) == 100.0
     assert stats.service.quantile(0.5) == 60.0
     assert stats.start_lag.quantile(0.5) == 40.0

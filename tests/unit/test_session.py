@@ -130,7 +130,7 @@ async def test_start_creates_touches_and_parks() -> None:
     assert sub.actors == {"agent-0": "SUSPENDED"}
     assert ctx.ledger.live == ["agent-0"]
     assert session.cursor == 0 and not session.awake
-    assert totals(ctx, "control", "SuspendActor").count == 1
+    assert totals(ctx, "grpc", "SuspendActor").count == 1
 
 
 async def test_registration_start_runs_step_one_and_books_register_park() -> None:
@@ -141,8 +141,8 @@ async def test_registration_start_runs_step_one_and_books_register_park() -> Non
     await session.start(0, prime=True)
     assert session.cursor == 1
     assert totals(ctx, "http", "Step_01_start").count == 1
-    assert totals(ctx, "control", "SuspendActor_Register").count == 1
-    assert totals(ctx, "control", "SuspendActor").count == 0
+    assert totals(ctx, "grpc", "SuspendActor_Register").count == 1
+    assert totals(ctx, "grpc", "SuspendActor").count == 0
 
 
 async def test_first_touch_retries_capacity_verdicts() -> None:
@@ -165,7 +165,7 @@ async def test_turn_wakes_steps_and_parks_advancing_the_cursor() -> None:
     assert totals(ctx, "http", "WakeFirstTouch").count == 5
     assert totals(ctx, "http", "Step_01_start").count == 2
     assert totals(ctx, "http", "Step_04_write_back").count == 1
-    assert totals(ctx, "control", "SuspendActor").count == 6  # start + 5 turns
+    assert totals(ctx, "grpc", "SuspendActor").count == 6  # start + 5 turns
     assert sub.actors["agent-0"] == "SUSPENDED"
 
 
@@ -182,7 +182,7 @@ async def test_lifecycle_modes_book_their_own_park(mode: str, row: str, call: st
     ctx = make_ctx(sub, {"lifecycle_mode": mode})
     session = await started(ctx)
     await session.think_and_step()
-    assert totals(ctx, "control", row).count == 2
+    assert totals(ctx, "grpc", row).count == 2
     assert sum(1 for c, _ in sub.calls if c == call) == 2
     others = {"suspend", "suspend-async", "pause"} - {call}
     assert not [c for c, _ in sub.calls if c in others]
@@ -206,7 +206,7 @@ async def test_explicit_resume_books_resume_actor_before_the_probe() -> None:
     await session.think_and_step()
     calls = [c for c, _ in sub.calls]
     assert calls[calls.index("resume") + 1] == "request ping"
-    assert totals(ctx, "control", "ResumeActor").count == 1
+    assert totals(ctx, "grpc", "ResumeActor").count == 1
     assert totals(ctx, "http", "WakeFirstTouch").count == 1
 
 
@@ -230,7 +230,7 @@ async def test_actor_not_found_replaces_at_once() -> None:
     assert session.cursor == 0 and session.failures_in_a_row == 0
     assert sub.actors == {"agent-0-r1": "SUSPENDED"}
     assert ctx.ledger.live == ["agent-0-r1"]
-    assert totals(ctx, "control", "DeleteActor").count == 1
+    assert totals(ctx, "grpc", "DeleteActor").count == 1
     assert totals(ctx, "http", "WakeFirstTouch").failures == 1
 
 
@@ -252,7 +252,7 @@ async def test_crash_on_explicit_resume_counts_a_crash_and_replaces() -> None:
     sub.fail["resume"] = [crash()]
     await session.think_and_step()
     assert totals(ctx, "actor", "CrashCount").events == 1
-    assert totals(ctx, "control", "ResumeActor").failures == 1
+    assert totals(ctx, "grpc", "ResumeActor").failures == 1
     assert session.actor == "agent-0-r1"
 
 
@@ -360,7 +360,7 @@ async def test_server_time_is_booked_on_the_rows_that_got_it() -> None:
     ctx = make_ctx(Timed())
     session = await started(ctx)
     await session.think_and_step()
-    park = totals(ctx, "control", "SuspendActor")
+    park = totals(ctx, "grpc", "SuspendActor")
     assert park.server.count == park.count == 2
     assert park.server.quantile(0.5) == pytest.approx(0.3, rel=0.01)
     assert totals(ctx, "http", "WakeFirstTouch").server.quantile(0.5) == pytest.approx(
@@ -369,7 +369,7 @@ async def test_server_time_is_booked_on_the_rows_that_got_it() -> None:
     # A step's server time is the sum over its ops (01_start: fill_ram + ping).
     step = totals(ctx, "http", "Step_01_start")
     assert step.server.quantile(0.5) == pytest.approx(0.1, rel=0.01)
-    assert totals(ctx, "control", "CreateActor").server.count == 0  # the fake said nothing
+    assert totals(ctx, "grpc", "CreateActor").server.count == 0  # the fake said nothing
 
 
 async def test_failed_hibernate_is_redriven_before_the_next_turn() -> None:
@@ -384,7 +384,7 @@ async def test_failed_hibernate_is_redriven_before_the_next_turn() -> None:
     await session.think_and_step()
     assert [c for c, _ in sub.calls[mark : mark + 2]] == ["suspend", "request ping"]
     assert not session.needs_hibernate
-    assert totals(ctx, "control", "SuspendActor").failures == 1
+    assert totals(ctx, "grpc", "SuspendActor").failures == 1
     assert sub.actors["agent-0"] == "SUSPENDED"
 
 
@@ -395,7 +395,7 @@ async def test_replace_survives_a_missing_old_actor() -> None:
     sub.actors.clear()
     await session.replace()
     assert ctx.ledger.live == ["agent-0-r1"]
-    assert totals(ctx, "control", "DeleteActor").failures == 0
+    assert totals(ctx, "grpc", "DeleteActor").failures == 0
 
 
 async def test_start_failure_is_a_step_failure_naming_the_actor() -> None:
@@ -515,7 +515,7 @@ async def test_a_refused_create_is_retried_until_the_session_starts() -> None:
     session = population.new_session()
     assert await population.start_session(session, 0, prime=False)
     assert session.created and sub.actors == {"agent-0": "SUSPENDED"}
-    create = totals(ctx, "control", "CreateActor")
+    create = totals(ctx, "grpc", "CreateActor")
     assert (create.count, create.failures) == (3, 2)
     assert ctx.ledger.live == ["agent-0"] and ctx.ledger.created == 1
 
@@ -528,7 +528,7 @@ async def test_a_failed_explicit_resume_is_a_failed_wake() -> None:
     with pytest.raises(StepFailed):
         await session.wake(0, time_to_wake=True)
     assert totals(ctx, "http", "WakeFirstTouch").failures == 1
-    assert totals(ctx, "turnover", "TimeToWake").failures == 1
+    assert totals(ctx, "rps", "TimeToWake").failures == 1
     assert not session.awake
 
 
