@@ -107,7 +107,7 @@ async def test_three_shards_merge_into_exact_sums(substrate, scheduler, tmp_path
         await run.preflight()
         await run.register()
         await run.fill()
-        start, end, reason = await run.hold(4.0)
+        *_, reason = await run.hold(4.0)
         assert reason is None
         run.finish()
     assert run.result is not None and run.result.status == "completed", run.result

@@ -4,6 +4,7 @@ shared ledger and the generator parameters. No Dask, no processes."""
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -151,7 +152,7 @@ def test_generator_parameters_parse_and_refuse():
         ({"generator": {"cluster": "http://x:1"}}, "scheduler address"),
         ({"generator": {"shards": 11}}, "exceeds population.sessions (10)"),
     ]:
-        with pytest.raises(UsageError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        with pytest.raises(UsageError, match=re.escape(says)):
             parse(RunParams, bad)
 
 
@@ -172,7 +173,7 @@ def test_a_sharded_run_needs_a_substrate_url_not_an_object(tmp_path):
     from agentsession_core.substrate.fake import FakeSubstrate
 
     params = parse(RunParams, {"generator": {"shards": 2}, "out": str(tmp_path)})
-    with pytest.raises(UsageError, match="target.substrate"):
+    with pytest.raises(UsageError, match=r"target\.substrate"):
         open_run(params, substrate=FakeSubstrate())
 
 
