@@ -364,20 +364,22 @@ class ShardedRun(Run):
         self._sweeps[k] = asyncio.create_task(self._sweep(k), name=f"sweep-shard-{k}")
 
     async def _sweep(self, k: int) -> None:
-        """Delete lost shard `k`'s actors: those the atespace lists under its prefix, and
-        the names it published when the listing cannot be had."""
+        """Delete lost shard `k`'s actors: every name it published (the shared ledger), and
+        whatever the atespace lists under its prefix (names it created after its last
+        delivery). Published names the listing lacks may never have been created: they are
+        deleted as unconfirmed, and a NOT_FOUND is not counted."""
         assert self.stream is not None and self.client is not None
         prefix = f"{self.plans[k].actor_prefix}-"
-        names = set(self.stream.names[k])
-        try:
-            listed = await self.client.list_actors(self.atespace)
-            names = {a.name for a in listed if a.name.startswith(prefix)}
-        except SubstrateError as exc:
-            log.warning("shard %d: atespace listing failed (%s): using its published names", k, exc)
         ledger = ActorLedger(self.atespace)
-        for name in names:
+        for name in self.stream.names[k]:
             ledger.creating(name)
-            ledger.created_actor(name)
+        try:
+            for actor in await self.client.list_actors(self.atespace):
+                if actor.name.startswith(prefix):
+                    ledger.creating(actor.name)
+                    ledger.created_actor(actor.name)
+        except SubstrateError as exc:
+            log.warning("shard %d: atespace listing failed (%s): its published names only", k, exc)
         cleanup = self.params.cleanup
         leaks = await ledger.cleanup(
             self.client, concurrency=cleanup.concurrency, timeout=cleanup.timeout_seconds
@@ -385,7 +387,8 @@ class ShardedRun(Run):
         done = self.swept.setdefault(k, {"deleted": 0, "leaks": []})
         done["deleted"] += ledger.deleted
         done["leaks"] = leaks
-        log.info("shard %d: coordinator deleted %d of its actors", k, ledger.deleted)
+        self.stream.names[k] -= {n for n in self.stream.names[k] if n not in ledger.live}
+        log.info("shard %d: the coordinator deleted %d of its actors", k, ledger.deleted)
 
     @property
     def leaks(self) -> list[dict[str, str]]:

@@ -95,11 +95,9 @@ def progress_line(run: ShardedRun) -> str:
     states: Counter[str] = Counter()
     for status in run.stream.status if run.stream else []:
         states.update(status.get("states") or {})
-    parts = [
-        f"{run.phase:<8}",
-        f"shards {len(run.live_shards)}/{run.count}",
-        "sessions " + " ".join(f"{k}={v}" for k, v in sorted(states.items())),
-    ]
+    parts = [f"{run.phase:<8}", f"shards {len(run.live_shards)}/{run.count}"]
+    if states:
+        parts.append("sessions " + " ".join(f"{k}={v}" for k, v in sorted(states.items())))
     # The wake row by its name alone: its kind is the upstream runner's (docs/SPEC.md §5.1).
     wakes = next((s for (_, n), s in recent.rows.items() if n == "TimeToWake"), None)
     if wakes is not None and wakes.count and recent.duration_s:
