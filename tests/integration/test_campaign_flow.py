@@ -288,9 +288,7 @@ def test_sigterm_mid_hold_cleans_up_writes_artifacts_and_exits_143(prefect_api, 
     assert gate["windows"][-1]["outcome"] == "void"  # the window the signal cut short
 
 
-async def test_a_two_shard_campaign_runs_end_to_end_on_a_local_dask_cluster(
-    prefect_api, tmp_path
-):
+async def test_a_two_shard_campaign_runs_end_to_end_on_a_local_dask_cluster(prefect_api, tmp_path):
     """generator.shards=2 with no cluster address: a local Dask cluster of two worker
     processes, one run directory with the merged rows and each shard's health beside it."""
     values = {**small_campaign(tmp_path), "generator": {"shards": 2}}
