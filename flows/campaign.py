@@ -21,6 +21,7 @@ from prefect.states import Cancelled, State
 
 from agentsession_core.campaign.campaign import Campaign, CampaignError, load_baseline
 from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.run import retry_delays
 from agentsession_core.engine.run import Run
 from agentsession_core.engine.shards import open_run
 from agentsession_core.output.upload import UploadError, UploadResult, record_failed_upload
@@ -28,7 +29,7 @@ from tasks.gate import gate
 from tasks.hold import hold_window
 from tasks.phases import fill, preflight, register
 from tasks.publish import hold_progress, publish
-from tasks.upload import retry_delays, upload
+from tasks.upload import upload
 
 # Beyond the window itself: the stop grace and the judging of the window.
 HOLD_TIMEOUT_MARGIN_S = 120.0

@@ -17,12 +17,15 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.preset_files import preset_names, preset_path
 from agentsession_core.engine.params import parse
 from agentsession_core.engine.params_io import apply_settings, load_values
+
+if TYPE_CHECKING:
+    from prefect.states import State
 
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -102,8 +105,13 @@ def _handle(args: argparse.Namespace) -> int:
 
     from flows.campaign import campaign  # Prefect's console handler shows the run's log
 
+    async def run_campaign() -> State[Any]:
+        # Prefect types a flow call as Awaitable; asyncio.run wants a coroutine. A completed
+        # state's result is the flow's dict (a State the flow returns is the final state).
+        return await campaign(params=params, return_state=True)
+
     try:
-        state = asyncio.run(campaign(params=params, return_state=True))
+        state = asyncio.run(run_campaign())
     except (TerminationSignal, KeyboardInterrupt) as exc:
         # The flow's `async with Run` already stopped the load, deleted the actors and wrote
         # the artifacts (status "cancelled"); say so in one line, not a traceback.

@@ -13,21 +13,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.output.upload import UploadResult, upload_run
+from agentsession_core.campaign.run import upload_once
+from agentsession_core.output.upload import UploadResult
 
 
 @task(name="upload", cache_policy=NO_CACHE, persist_result=False)
 async def upload(run_dir: Path, params: CampaignParams) -> UploadResult:
-    return await asyncio.to_thread(
-        upload_run,
-        run_dir,
-        params.destination,
-        local_root=params.out,
-        endpoint_url=params.upload.endpoint_url,
-        region=params.upload.region,
-    )
-
-
-def retry_delays(params: CampaignParams) -> list[float]:
-    first = params.upload.retry_delay_seconds
-    return [first * 2**i for i in range(params.upload.attempts - 1)]
+    return await asyncio.to_thread(upload_once, run_dir, params)

@@ -107,6 +107,7 @@ class Campaign:
             start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
         )
         window = self.run.recorder.window(start, end)
+        void: str | None
         if reason is not None and self.run.cut_short(reason):
             # Cut short by SIGINT/SIGTERM or a lost shard: not judgeable, and not the
             # substrate's fault.

@@ -94,32 +94,38 @@ def run_campaign_blocking(
     return run_on_fresh_loop(run_campaign(params, substrate=substrate))
 
 
+def upload_once(run_dir: Path, params: CampaignParams) -> UploadResult:
+    """One attempt to put the sealed run directory at the campaign's destination."""
+    return upload_run(
+        run_dir,
+        params.destination,
+        local_root=params.out,
+        endpoint_url=params.upload.endpoint_url,
+        region=params.upload.region,
+    )
+
+
+def retry_delays(params: CampaignParams) -> list[float]:
+    """The waits between upload attempts: the first delay, doubling."""
+    first = params.upload.retry_delay_seconds
+    return [first * 2**i for i in range(params.upload.attempts - 1)]
+
+
 async def _upload(run_dir: Path, params: CampaignParams) -> UploadResult:
-    """Up to `upload.attempts` tries with doubling delays; a failure keeps the local copy
-    and is recorded in status.json, as the flow does."""
-    delay = params.upload.retry_delay_seconds
+    """Every attempt `upload.attempts` allows; a failure keeps the local copy and is
+    recorded in status.json, as the flow does."""
+    attempts = params.upload.attempts
     error = ""
-    for attempt in range(1, params.upload.attempts + 1):
+    for attempt, delay in enumerate([*retry_delays(params), None], start=1):
         try:
-            return await asyncio.to_thread(
-                upload_run,
-                run_dir,
-                params.destination,
-                local_root=params.out,
-                endpoint_url=params.upload.endpoint_url,
-                region=params.upload.region,
-            )
+            return await asyncio.to_thread(upload_once, run_dir, params)
         except UploadError as exc:
             error = str(exc)
-            log.warning("upload attempt %d failed: %s", attempt, exc)
-            if attempt < params.upload.attempts:
+            log.warning("upload attempt %d of %d failed: %s", attempt, attempts, exc)
+            if delay is not None:
                 await asyncio.sleep(delay)
-                delay *= 2
-    attempts = params.upload.attempts
     await asyncio.to_thread(record_failed_upload, run_dir, params.destination, error, attempts)
-    return UploadResult(
-        False, params.destination, str(run_dir), error=error, attempts=params.upload.attempts
-    )
+    return UploadResult(False, params.destination, str(run_dir), error=error, attempts=attempts)
 
 
 def _read_gate(run_dir: Path) -> dict[str, Any]:

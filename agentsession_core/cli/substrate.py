@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from pathlib import Path
 
 from agentsession_core.errors import UsageError
 from agentsession_core.script.quantity import QuantityError, parse_quantity
+from agentsession_core.substrate.local.ate_control import GrpcTls
 from agentsession_core.substrate.local.server import (
     DEFAULT_TEMPLATE,
     ServerConfig,
     serve_forever,
 )
+from agentsession_core.substrate.protocol import TOKEN_ENV
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = group.add_subparsers(dest="substrate_command", metavar="SUBCOMMAND")
     serve = sub.add_parser(
         "serve",
-        help="serve the control API and router on one loopback port until SIGINT/SIGTERM",
+        help="serve the JSON control API and router on one loopback port, and the ate control "
+        "API (gRPC) on another, until SIGINT/SIGTERM",
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
@@ -39,7 +43,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a template and its memory limit (SIZE 'none' for no limit); "
         f"default {DEFAULT_TEMPLATE[0]}/{DEFAULT_TEMPLATE[1]}=1Gi",
     )
-    serve.add_argument("--token", default=None, help="bearer token for control and router")
+    serve.add_argument(
+        "--token",
+        default=None,
+        help="bearer token for both control APIs and the router "
+        f"(default: ${TOKEN_ENV}, which keeps it out of the process list)",
+    )
+    serve.add_argument(
+        "--grpc-port",
+        default="0",
+        metavar="PORT|none",
+        help="port of the ate control API (ateapi.Control over gRPC) on --host; "
+        "0 picks a free one, 'none' turns it off",
+    )
+    serve.add_argument(
+        "--grpc-tls-cert",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="PEM certificate chain: serve the gRPC port over TLS",
+    )
+    serve.add_argument(
+        "--grpc-tls-key",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="PEM private key of --grpc-tls-cert",
+    )
+    serve.add_argument(
+        "--grpc-client-ca",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="PEM CA: require client certificates it signed on the gRPC port (mTLS)",
+    )
     serve.add_argument("--park-timeout", type=float, default=30.0, metavar="SECONDS")
     serve.add_argument("--max-op-size", default="256Mi", help="per-op size cap")
     serve.add_argument("--max-burn-millis", type=int, default=60_000)
@@ -82,6 +119,40 @@ def parse_templates(specs: list[str]) -> dict[tuple[str, str], int | None]:
     return templates
 
 
+def parse_grpc_port(text: str) -> int | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--grpc-port {text!r}: expected a port number, 0 or 'none'")
+    return port
+
+
+def _pem(path: Path, flag: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: {exc.strerror or exc}") from None
+
+
+def grpc_tls(args: argparse.Namespace, port: int | None) -> GrpcTls | None:
+    cert, key, ca = args.grpc_tls_cert, args.grpc_tls_key, args.grpc_client_ca
+    if cert is None and key is None and ca is None:
+        return None
+    if port is None:
+        raise UsageError("--grpc-tls-*/--grpc-client-ca given with --grpc-port none")
+    if cert is None or key is None:
+        raise UsageError("gRPC TLS needs both --grpc-tls-cert and --grpc-tls-key")
+    return GrpcTls(
+        cert_chain=_pem(cert, "--grpc-tls-cert"),
+        private_key=_pem(key, "--grpc-tls-key"),
+        client_ca=_pem(ca, "--grpc-client-ca") if ca is not None else None,
+    )
+
+
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if args.workers < 1:
         raise UsageError(f"--workers {args.workers}: need at least 1")
@@ -89,24 +160,29 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         raise UsageError(f"--park-timeout {args.park_timeout}: must be > 0")
     max_op = parse_size(args.max_op_size, "--max-op-size")
     budget = parse_size(args.pause_budget, "--pause-budget")
+    grpc_port = parse_grpc_port(args.grpc_port)
     return ServerConfig(
         host=args.host,
         port=args.port,
         workers=args.workers,
         store=args.store,
         templates=parse_templates(args.template),
-        token=args.token,
+        token=args.token or os.environ.get(TOKEN_ENV) or None,
         park_timeout=args.park_timeout,
         pause_budget=budget,
         max_op_bytes=max_op,
         max_burn_millis=args.max_burn_millis,
         max_parallel=args.max_parallel,
         seed=args.seed,
+        grpc_port=grpc_port,
+        grpc_tls=grpc_tls(args, grpc_port),
     )
 
 
 def run_serve(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    # Read once; the worker processes inherit this environment and have no use for it.
+    os.environ.pop(TOKEN_ENV, None)
     try:
         import uvloop
     except ImportError:

@@ -47,11 +47,15 @@ async def perform(
 ) -> int:
     """Run one op against the actor; returns the response size in bytes (dwell: 0)."""
     if op.kind == "dwell":
+        if op.millis is None:  # decode requires it; a hand-built Op might not have it
+            raise ValueError("dwell op without millis")
         await asyncio.sleep(op.millis / 1000)
         return 0
     route, body = request_for(op)
     response: RouterResponse
     if op.kind == "ingest":
+        if op.key is None or op.size is None:  # as for dwell: decode requires both
+            raise ValueError("ingest op without key or size")
         # The seed comes from the session's seeded stream (same run seed, same bytes); the
         # bytes themselves are built off the loop: 32 MiB inline would stall it ≈100 ms.
         seed = payload_rng.randbytes(payload.SEED_BYTES)

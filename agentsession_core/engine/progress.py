@@ -6,18 +6,23 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from agentsession_core.engine.context import now_ns
 from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW
+
+if TYPE_CHECKING:
+    from agentsession_core.engine.engine import Engine
 
 log = logging.getLogger("agentsession")
 
-HEADLINE_ROWS = (("turnover", "TimeToWake"), ("http", "WakeFirstTouch"))
+HEADLINE_ROWS = (TIME_TO_WAKE_ROW, (ROUTER_KIND, "WakeFirstTouch"))
 PLAIN_EVERY_S = 10.0
 
 
 class Progress:
-    def __init__(self, engine, recorder: Recorder, *, live: bool) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, engine: Engine, recorder: Recorder, *, live: bool) -> None:
         self.engine = engine
         self.recorder = recorder
         self.live = live
@@ -36,7 +41,7 @@ class Progress:
             "sessions " + " ".join(f"{k}={v}" for k, v in sorted(states.items())),
         ]
         if engine.params.population.kind == "turnover":
-            woke = recent.row("turnover", "TimeToWake")
+            woke = recent.row(*TIME_TO_WAKE_ROW)
             rate = woke.count / recent.duration_s if recent.duration_s else 0.0
             parts.append(f"swaps {rate:.1f}/{engine.population.level:.1f}/s")
         for kind, name in HEADLINE_ROWS:

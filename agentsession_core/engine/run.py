@@ -245,6 +245,8 @@ class Run:
     def stop_reason(self) -> str | None:
         if self.signal is not None:
             return f"received {self.signal.name}"
+        if self.engine is not None and self.engine.ctx.fatal:
+            return self.engine.ctx.fatal
         return self._watchdog.failure if self._watchdog else None
 
     def finish(self, status: str = "completed", reason: str | None = None) -> None:
@@ -255,6 +257,8 @@ class Run:
     def _settle(self) -> None:
         if self.signal is not None:
             self.status, self.reason = "cancelled", f"received {self.signal.name}"
+        elif self.engine is not None and self.engine.ctx.fatal:
+            self.status, self.reason = "failed", self.engine.ctx.fatal
         elif self._watchdog is not None and self._watchdog.failure:
             self.status, self.reason = "failed", self._watchdog.failure
 

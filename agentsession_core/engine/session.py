@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, TypeVar
 from agentsession_core.engine import ops
 from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import stream, think_jitter
+from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND, TIME_TO_WAKE_ROW
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
+from agentsession_core.substrate.interface import reset_server_time, server_time_us
 
 if TYPE_CHECKING:
     from agentsession_core.measure.recorder import Row
@@ -104,8 +106,10 @@ class Session:
     async def _booked(
         self, kind: str, name: str, intended_ns: int, call: Callable[[], Awaitable[T]]
     ) -> T:
-        """Run one request and book it under (kind, name) from its intended time."""
+        """Run one request and book it under (kind, name) from its intended time, with the
+        server time its answers reported (interface.note_server_time)."""
         row = self.row(kind, name)
+        reset_server_time()
         sent = now_ns()
         try:
             result = await call()
@@ -116,7 +120,7 @@ class Session:
             row.cancelled(intended_ns, now_ns())
             raise
         nbytes = result if isinstance(result, int) else 0
-        row.ok(intended_ns, sent, now_ns(), nbytes)
+        row.ok(intended_ns, sent, now_ns(), nbytes, server_time_us())
         return result
 
     # ---------------------------------------------------------------- the think gap
@@ -141,7 +145,7 @@ class Session:
         retrying = ctx.ledger.creating(self.actor)
         try:
             await self._booked(
-                "control",
+                CONTROL_KIND,
                 "CreateActor",
                 intended_ns,
                 lambda: ctx.substrate.create_actor(ctx.atespace, self.actor, namespace, template),
@@ -164,7 +168,7 @@ class Session:
         intended = now_ns()
         while True:
             try:
-                await self._booked("http", "FirstTouch", intended, self._ping)
+                await self._booked(ROUTER_KIND, "FirstTouch", intended, self._ping)
                 return
             except SubstrateError as exc:
                 if exc.failure_class is not FailureClass.RETRY_LATER or time.monotonic() > deadline:
@@ -205,7 +209,7 @@ class Session:
                 await substrate.suspend_actor(a, n, wait=mode == "suspend")
 
         try:
-            await self._booked("control", name, intended_ns or now_ns(), call)
+            await self._booked(CONTROL_KIND, name, intended_ns or now_ns(), call)
         except SubstrateError as exc:
             self.needs_hibernate = True
             self.state = "idle"
@@ -225,7 +229,7 @@ class Session:
         ctx = self.ctx
         try:
             await self._booked(
-                "control",
+                CONTROL_KIND,
                 "ResumeActor",
                 intended_ns,
                 lambda: ctx.substrate.resume_actor(ctx.atespace, self.actor),
@@ -246,7 +250,7 @@ class Session:
         self.state = "waking"
         rows = []
         if time_to_wake:
-            rows.append((self.row("turnover", "TimeToWake"), intended_ns))
+            rows.append((self.row(*TIME_TO_WAKE_ROW), intended_ns))
         population = self.ctx.params.population
         if population.resume_mode == "explicit" and population.lifecycle_mode != "none":
             sent = now_ns()
@@ -257,7 +261,7 @@ class Session:
                 for row, intended in rows:
                     row.fail(intended, sent, now_ns(), failed.error.code)
                 if first_touch:
-                    self.row("http", "WakeFirstTouch").fail(
+                    self.row(ROUTER_KIND, "WakeFirstTouch").fail(
                         intended_ns, sent, now_ns(), failed.error.code
                     )
                 self.state = "parked"
@@ -267,7 +271,8 @@ class Session:
         else:
             probe_intended = intended_ns
         if first_touch:
-            rows.append((self.row("http", "WakeFirstTouch"), probe_intended))
+            rows.append((self.row(ROUTER_KIND, "WakeFirstTouch"), probe_intended))
+        reset_server_time()
         sent = now_ns()
         try:
             nbytes = await self._ping()
@@ -283,8 +288,9 @@ class Session:
                 row.cancelled(intended, now_ns())
             raise
         done = now_ns()
+        server_us = server_time_us()
         for row, intended in rows:
-            row.ok(intended, sent, done, nbytes)
+            row.ok(intended, sent, done, nbytes, server_us)
         self.awake = True
         self.state = "idle"
 
@@ -293,7 +299,8 @@ class Session:
         failing op ends the step. The cursor advances only when the step succeeds."""
         ctx = self.ctx
         step = self.next_step()
-        row = self.row("http", f"Step_{step.name}")
+        row = self.row(ROUTER_KIND, f"Step_{step.name}")
+        reset_server_time()  # the step's server time is the sum over its ops
         sent = now_ns()
         nbytes = 0
         self.state = "stepping"
@@ -320,7 +327,7 @@ class Session:
             except asyncio.CancelledError:
                 row.cancelled(intended_ns, now_ns())
                 raise
-        row.ok(intended_ns, sent, now_ns(), nbytes)
+        row.ok(intended_ns, sent, now_ns(), nbytes, server_time_us())
         self.state = "idle"
         self.cursor = (self.cursor + 1) % len(ctx.script.steps)
         self.failures_in_a_row = 0
@@ -385,7 +392,7 @@ class Session:
         old = self.actor
         try:
             await self._booked(
-                "control", "DeleteActor", now_ns(), lambda: ctx.ledger.remove(ctx.substrate, old)
+                CONTROL_KIND, "DeleteActor", now_ns(), lambda: ctx.ledger.remove(ctx.substrate, old)
             )
         except SubstrateError as exc:
             log.warning("%s: delete on replace failed (%s); cleanup retries it", old, exc)

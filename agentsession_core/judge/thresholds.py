@@ -3,8 +3,9 @@
 Grammar (whitespace is free)::
 
     threshold := [ROWS ":"] STAT OP VALUE ["*" "target"] ["(" OPTION {"," OPTION} ")"]
-    ROWS      := a row name or fnmatch pattern, matched on the NAME only, across kinds
-                 ("TimeToWake", "WakeFirstTouch", "Step_*", "ResumeActor")
+    ROWS      := a row name or fnmatch pattern, matched on the NAME across kinds, or on the
+                 stats.jsonl metric name KIND_NAME ("TimeToWake" or "rps_TimeToWake",
+                 "WakeFirstTouch", "Step_*" or "http_Step_*", "ResumeActor", "grpc_*")
     STAT      := p50 | p66 | p75 | p80 | p90 | p95 | p98 | p99 | p99_9 | p(99) | p(99.9)
                  | max | mean | avg | failure_ratio | failures | count | rps | achieved_rps
     OP        := "<" | "<=" | ">" | ">="

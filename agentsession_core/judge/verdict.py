@@ -11,9 +11,11 @@ A step window is judged from its exact recorder Window against the thresholds of
 * ``pass`` — every threshold with enough samples held (rules with too few samples are
   reported but do not decide).
 
-Rows match across kinds by name, so ``Step_*`` merges every http Step_ row. achieved_rps is
-the TimeToWake count per second for a turnover window (one with turnover rows or the
-turnover gauge) and the http Step_* count per second otherwise.
+A row pattern matches a row's name across kinds, or its stats.jsonl metric name
+``<kind>_<name>``: ``Step_*`` and ``http_Step_*`` both merge every http Step_ row, and
+``TimeToWake`` and ``rps_TimeToWake`` both pick the rps/TimeToWake row. achieved_rps is the
+TimeToWake count per second for a turnover window (one with TimeToWake or turnover rows, or
+the turnover gauge) and the http Step_* count per second otherwise.
 
 The headline of a window: TimeToWake, WakeFirstTouch and the Step_* rows merged (latency
 percentiles in ms, from the intended time), plus the request totals and failure ratio.
@@ -32,7 +34,7 @@ from agentsession_core.judge.thresholds import (
     Threshold,
 )
 from agentsession_core.measure.health import is_request_row
-from agentsession_core.measure.stats import RowStats, Window
+from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW, RowKey, RowStats, Window
 
 Outcome = Literal["pass", "break", "void", "aborted"]
 OUTCOMES: tuple[str, ...] = ("pass", "break", "void", "aborted")
@@ -101,15 +103,21 @@ class WindowVerdict:
 
 
 # --------------------------------------------------------------------------- measuring
+def matches(key: RowKey, pattern: str) -> bool:
+    """Whether the row's name, or its metric name `<kind>_<name>`, matches `pattern`."""
+    kind, name = key
+    return fnmatchcase(name, pattern) or fnmatchcase(f"{kind}_{name}", pattern)
+
+
 def select(window: Window, pattern: str | None) -> RowStats:
-    """Request rows whose name matches `pattern` (all request rows for None), merged."""
+    """Request rows matching `pattern` (all request rows for None), merged."""
     return window.aggregate(
-        lambda key: is_request_row(key) and (pattern is None or fnmatchcase(key[1], pattern))
+        lambda key: is_request_row(key) and (pattern is None or matches(key, pattern))
     )
 
 
 def is_turnover(window: Window) -> bool:
-    return any(kind == "turnover" for kind, _ in window.rows) or any(
+    return any(key == TIME_TO_WAKE_ROW or key[0] == "turnover" for key in window.rows) or any(
         name == TURNOVER_GAUGE for _, _, name, _ in window.gauges
     )
 
@@ -118,9 +126,9 @@ def achieved(window: Window) -> tuple[float, int]:
     """(achieved requests per second, the count behind it): successful ones only, so a
     substrate that fails every wake achieves nothing."""
     if is_turnover(window):
-        done = window.row("turnover", "TimeToWake")
+        done = window.row(*TIME_TO_WAKE_ROW)
     else:
-        done = window.aggregate(lambda key: key[0] == "http" and key[1].startswith("Step_"))
+        done = window.aggregate(lambda key: key[0] == ROUTER_KIND and key[1].startswith("Step_"))
     count = done.count - done.failures
     duration = window.duration_s
     return (count / duration if duration > 0 else 0.0), count
@@ -255,5 +263,6 @@ __all__ = [
     "evaluate",
     "headline",
     "judge_window",
+    "matches",
     "select",
 ]

@@ -2,8 +2,8 @@
 rendered from a run directory's files, so it can be rebuilt from an uploaded run.
 
 Sections: the verdict banner (gate.json, else status.json), latency over time per headline row
-(stats_history.csv: TimeToWake, WakeFirstTouch and the Aggregated row, p50/p90/p99 per second,
-with the judged windows shaded by outcome), the turnover gauge (gauges.jsonl, series
+(stats_history.csv: rps_TimeToWake, http_WakeFirstTouch and the Aggregated row, p50/p90/p99 per
+second, with the judged windows shaded by outcome), the turnover gauge (gauges.jsonl, series
 ``turnover_sessions`` by state), the per-window table (windows.jsonl), drift, ramp and baseline
 (gate.json) and the per-row totals (stats.jsonl). Every input is optional: a missing file
 leaves its section saying so rather than failing the report.
@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW
 from agentsession_core.output.chart import esc, line_chart
 from agentsession_core.output.run_dir import atomic_write
 from agentsession_core.output.stats_files import locust_column
 
-TITLE_ROWS = (("turnover", "TimeToWake"), ("http", "WakeFirstTouch"), ("", "Aggregated"))
+TITLE_ROWS = (TIME_TO_WAKE_ROW, (ROUTER_KIND, "WakeFirstTouch"), ("", "Aggregated"))
 # (stats_history.csv column, percentile key, colour) of each latency line.
 LATENCY_COLUMNS = tuple(
     (locust_column(key), key, colour)
@@ -291,7 +292,7 @@ def render_report(run_dir: Path) -> str:
         series = {
             key: (colour, latency.get(row, {}).get(key, [])) for _, key, colour in LATENCY_COLUMNS
         }
-        label = f"{kind}/{row}" if kind else "all requests (Aggregated)"
+        label = f"{kind}_{row}" if kind else "all requests (Aggregated)"  # the stats.jsonl metric
         charts.append(
             line_chart(
                 f"{label}: latency from the intended time, per second",

@@ -61,8 +61,8 @@ def _as_text(text: str | bytes, source: str) -> str:
             raise ScriptError(
                 source,
                 "file",
-                f"not UTF-8 text (byte 0x{text[exc.start]:02x} at offset {exc.start})",
-                line=text.count(b"\n", 0, exc.start) + 1,
+                f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+                line=exc.object.count(b"\n", 0, exc.start) + 1,
             ) from None
     return text.removeprefix("\ufeff")
 

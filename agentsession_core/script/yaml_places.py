@@ -33,7 +33,8 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Mapping:
     loader.flatten_mapping(node)
     result = _Mapping()
     result.line = node.start_mark.line + 1
-    result.key_lines = first_line = {}
+    first_line: dict[Any, int] = {}
+    result.key_lines = first_line
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         try:

@@ -28,7 +28,7 @@ import contextlib
 import functools
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
@@ -54,7 +54,7 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-def _control_call(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
+def _control_call(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Coroutine[Any, Any, _T]]:
     """A control-API call: a refusal leaves as HttpSubstrate decodes the answer it gets."""
 
     @functools.wraps(method)
@@ -236,7 +236,7 @@ class FakeSubstrate(Substrate):
                 headers[ROUTER_HEADER] = ROUTER_VERDICT
         headers["content-type"] = kind
         headers[ELAPSED_HEADER] = str((time.perf_counter_ns() - start) // 1000)
-        return router_answer(status, payload, headers)
+        return router_answer(status, payload, headers, path)
 
     async def _route(
         self, atespace: str, name: str, path: str, raw: bytes, params: dict[str, str]

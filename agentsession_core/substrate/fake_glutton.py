@@ -165,8 +165,9 @@ def _writedisk(state: GluttonState, body: dict[str, Any]) -> dict[str, Any]:
     old_size = old.size if old is not None else 0
     new = size if mode == "truncate" else max(old_size, size)
     state.check_room(where, key, old_size, new)
+    data: bytes | None
     if mode == "overwrite" and old is not None and old.data is not None and old_size > size:
-        data: bytes | None = bytes(size) + old.data[size:]  # an overwrite keeps the tail
+        data = bytes(size) + old.data[size:]  # an overwrite keeps the tail
         digest = hashlib.sha256(data).hexdigest()
     else:
         data, digest = None, _zeros_sha256(new)

@@ -200,8 +200,7 @@ async def test_closed_run_in_each_lifecycle_mode(
     failures = sum(s.failures for s in engine.recorder.totals().rows.values())
     assert failures == 0
     parks = {
-        n: row(engine, "control", n).count
-        for n in ("SuspendActor", "SuspendActorAsync", "PauseActor")
+        n: row(engine, "grpc", n).count for n in ("SuspendActor", "SuspendActorAsync", "PauseActor")
     }
     if park_row is None:
         assert sum(parks.values()) == 0
@@ -221,7 +220,7 @@ async def test_explicit_resume_books_resume_actor(
         client, substrate.url, atespace, kind="closed", sessions=2, resume_mode="explicit"
     )
     await drive(engine, 2.5)
-    resumes = row(engine, "control", "ResumeActor")
+    resumes = row(engine, "grpc", "ResumeActor")
     wakes = row(engine, "http", "WakeFirstTouch")
     assert resumes.count >= 2 and resumes.failures == 0
     assert resumes.count == wakes.count
@@ -250,8 +249,8 @@ async def test_closed_level_change_adds_sessions_without_restarting_the_others(
         assert {s.state for s in sessions[4:]} != {"new"}
     finally:
         assert await engine.cleanup() == []
-    assert row(engine, "control", "CreateActor").count == 6
-    assert row(engine, "control", "DeleteActor").count == 0  # nothing was replaced
+    assert row(engine, "grpc", "CreateActor").count == 6
+    assert row(engine, "grpc", "DeleteActor").count == 0  # nothing was replaced
 
 
 # ------------------------------------------------------------------ a crashed actor
@@ -274,7 +273,7 @@ async def test_a_killed_worker_is_a_crash_and_the_session_is_replaced(
         steps_before = row(engine, "http", "Step_01_start").count
         await engine.hold(4.0)
         assert victim.actor == "agent-0-r1"
-        assert row(engine, "control", "DeleteActor").count == 1
+        assert row(engine, "grpc", "DeleteActor").count == 1
         # The run went on: the replacement and the other session kept stepping.
         assert victim.cursor > 0 or row(engine, "http", "Step_01_start").count > steps_before
         names = {a.name for a in await client.list_actors(atespace)}

@@ -4,6 +4,7 @@ manifest, and an empty atespace afterwards."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -58,37 +59,48 @@ async def test_turnover_smoke_run(
     run_dir = run.result.run_dir
 
     rows = read_jsonl(run_dir / "stats.jsonl")
-    wanted = {
-        "turnover_TimeToWake",
-        "control_SuspendActor_Register",
-        "control_SuspendActor",
+    # The upstream runner's row names (docs/SPEC.md §5.1), so its dashboards read ours:
+    # control-plane calls are grpc, router requests http, the turnover wake rps_TimeToWake.
+    requests = {
+        "grpc_CreateActor",
+        "grpc_SuspendActor_Register",
+        "grpc_SuspendActor",
+        "http_FirstTouch",
         "http_WakeFirstTouch",
-        "turnover_window",
+        "rps_TimeToWake",
     }
-    wanted |= {
+    requests |= {
         f"http_Step_{step}" for step in ("01_start", "02_upload", "03_work", "04_write_back")
     }
+    wanted = requests | {"turnover_window"}
     assert wanted <= set(rows), sorted(wanted - set(rows))
-    assert not [m for m in rows if m.startswith("http_Step_") and m not in wanted]
-    for metric in wanted - {"turnover_window"}:
+    # Nothing else books requests: the rest are the generator's own rows and the extra rows.
+    others = {"generator_LoopLag", "generator_DispatchLag", "turnover_Backlog"}
+    assert set(rows) - wanted <= others, sorted(set(rows) - wanted - others)
+    for metric in requests:
         assert rows[metric]["failure_count"] == 0, (metric, rows[metric].get("errors"))
+    # The Locust CSVs carry the same rows as Type and Name.
+    with (run_dir / "stats.csv").open(newline="") as f:
+        typed = {f"{r['Type']}_{r['Name']}" for r in csv.DictReader(f) if r["Type"]}
+    assert typed - {"turnover_Backlog"} == requests, sorted(typed ^ requests)
 
     # Registration parks only under *_Register; SuspendActor holds the turnover parks.
     assert isinstance(population, TurnoverPopulation)
-    assert rows["control_SuspendActor_Register"]["request_count"] == SESSIONS
-    parks = rows["control_SuspendActor"]["request_count"]
+    assert rows["grpc_SuspendActor_Register"]["request_count"] == SESSIONS
+    parks = rows["grpc_SuspendActor"]["request_count"]
     # A tick that fires as the hold ends may have its swaps refused by the stop guard.
     assert population.swaps_started - RATE <= parks <= population.swaps_started
     # Fill wakes are the only WakeFirstTouch rows; every swap is one park and one wake.
     assert rows["http_WakeFirstTouch"]["request_count"] == AWAKE
-    assert rows["turnover_TimeToWake"]["request_count"] == AWAKE + parks
+    assert rows["rps_TimeToWake"]["request_count"] == AWAKE + parks
 
     window = rows["turnover_window"]
     assert window["target_rps"] == RATE
     assert abs(window["achieved_rps"] - RATE) <= 0.1 * RATE, window
     assert window["duration_s"] >= HOLD - 2
     assert window["backlog"] == 0
-    assert "control_SuspendActor_Register_count" not in window  # registration is outside it
+    assert "grpc_SuspendActor_Register_count" not in window  # registration is outside it
+    assert window["grpc_SuspendActor_count"] > 0 and window["rps_TimeToWake_count"] > 0
 
     logs = (run_dir / "logs.txt").read_text()
     assert FILL_DONE_MARKER in logs

@@ -14,25 +14,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agentsession_core.engine.params import RunParams
+from agentsession_core.campaign.campaign import Campaign
+from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.run import Run
-from agentsession_core.judge.abort import AbortMonitor
-from agentsession_core.judge.artifacts import step_window_row, windows_jsonl
-from agentsession_core.judge.gate import gate_document
-from agentsession_core.judge.thresholds import parse_thresholds
-from agentsession_core.judge.verdict import WindowVerdict, judge_window
-from agentsession_core.output.report import write_report
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.local.launcher import LocalSubstrate
 
 pytestmark = pytest.mark.timeout(180)
 
 
-def params(url: str, out: Path, name: str) -> RunParams:
-    return RunParams(
+def params(url: str, out: Path, name: str, **campaign: Any) -> CampaignParams:
+    return CampaignParams(
         target={"substrate": url, "request_timeout_seconds": 5.0},
         script="smoke",
         population={
@@ -48,32 +44,8 @@ def params(url: str, out: Path, name: str) -> RunParams:
         tag="test",
         out=str(out),
         cleanup={"timeout_seconds": 20.0, "stop_grace_seconds": 2.0},
+        **campaign,
     )
-
-
-def add_judged_artifacts(
-    run: Run,
-    verdicts: list[WindowVerdict],
-    abort_reason: str | None,
-) -> None:
-    """What a campaign adds: step_window rows now, windows/gate/report at the end."""
-    p = run.params
-    run.extra_rows.extend(step_window_row(v, tag=p.tag, test_name=p.name) for v in verdicts)
-
-    def finalize(run: Run) -> None:
-        run.run_dir.write_text("windows.jsonl", windows_jsonl(verdicts))
-        run.run_dir.write_json(
-            "gate.json",
-            gate_document(
-                verdicts,
-                abort_reason=abort_reason,
-                run_status=run.status,
-                run={"name": p.name, "tag": p.tag},
-            ),
-        )
-        write_report(run.run_dir.path)
-
-    run.finalizers.append(finalize)
 
 
 def gate_cli(*args: str) -> subprocess.CompletedProcess:
@@ -86,46 +58,42 @@ def gate_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 async def test_an_unmeetable_threshold_breaks_and_the_gate_exits_1(tmp_path: Path) -> None:
-    thresholds = parse_thresholds(
-        [
-            "TimeToWake: p99 < 0.001ms",  # no wake is that fast
-            "Step_*: failure_ratio < 0.5",
-        ]
-    )
     async with LocalSubstrate(workers=3, store=tmp_path / "store") as local:
-        p = params(local.url, tmp_path / "out", "unmeetable")
+        p = params(
+            local.url,
+            tmp_path / "out",
+            "unmeetable",
+            thresholds=[
+                "TimeToWake: p99 < 0.001ms",  # no wake is that fast
+                "Step_*: failure_ratio < 0.5",
+            ],
+            window_seconds=4,
+            hold_minutes=8 / 60,
+        )
         run = Run(p, handle_signals=False)
-        verdicts: list[WindowVerdict] = []
         async with run:
+            campaign = Campaign(p, run)
             await run.preflight()
             await run.register()
             await run.fill()
-            for index in range(2):
-                start, end, reason = await run.hold(4.0)
-                assert reason is None
-                # Generator health is not consulted here: on a shared 2-core box it may void
-                # a short window, and this test is about the substrate's miss.
-                verdicts.append(
-                    judge_window(
-                        run.recorder.window(start, end),
-                        thresholds,
-                        index=index,
-                        level=1.0,
-                        target=p.population.target_rps,
-                    )
-                )
-            add_judged_artifacts(run, verdicts, None)
-            run.finish()
+            for window in campaign.plan:
+                await campaign.hold_window(window.index)
+            campaign.finish()
+        verdicts = campaign.verdicts
     assert run.result is not None and run.result.status == "completed"
-    assert [v.outcome for v in verdicts] == ["break", "break"]
-    wake = verdicts[0].results[0]
+    # A busy shared machine may void a short window (generator saturation); a judged one
+    # breaks on the wake threshold and passes the step one.
+    outcomes = [v.outcome for v in verdicts]
+    assert len(outcomes) == 2 and set(outcomes) <= {"break", "void"} and "break" in outcomes
+    broken = next(v for v in verdicts if v.outcome == "break")
+    wake = broken.results[0]
     assert wake.passed is False and wake.samples > 0 and wake.observed > 0.001
-    assert verdicts[0].results[1].passed is True
+    assert broken.results[1].passed is True
 
     run_dir = run.result.run_dir
     gate = json.loads((run_dir / "gate.json").read_text())
     assert gate["verdict"] == "fail"
-    assert [w["outcome"] for w in gate["windows"]] == ["break", "break"]
+    assert [w["outcome"] for w in gate["windows"]] == outcomes
     lines = (run_dir / "windows.jsonl").read_text().splitlines()
     assert len(lines) == 2
     step_rows = [
@@ -133,7 +101,7 @@ async def test_an_unmeetable_threshold_breaks_and_the_gate_exits_1(tmp_path: Pat
         for line in (run_dir / "stats.jsonl").read_text().splitlines()
         if '"step_window"' in line
     ]
-    assert [r["measurements"]["outcome"] for r in step_rows] == ["break", "break"]
+    assert [r["measurements"]["outcome"] for r in step_rows] == outcomes
     report = (run_dir / "report.html").read_text()
     assert "FAIL" in report and "<svg" in report and "<script" not in report
     assert verify_manifest(run_dir / "manifest.json") == []
@@ -147,44 +115,38 @@ async def test_an_unmeetable_threshold_breaks_and_the_gate_exits_1(tmp_path: Pat
 async def test_an_abort_rule_trips_within_seconds_of_the_substrate_being_killed(
     tmp_path: Path,
 ) -> None:
-    rules = parse_thresholds(
-        [
-            "achieved_rps >= 0.5 * target",
-            "TimeToWake: failure_ratio < 0.5 (min 3)",
-        ],
-        where="abort",
-        abort=True,
-    )
     async with LocalSubstrate(workers=3, store=tmp_path / "store") as local:
-        p = params(local.url, tmp_path / "out", "killed")
+        p = params(
+            local.url,
+            tmp_path / "out",
+            "killed",
+            thresholds=[],
+            abort={
+                "rules": [
+                    "achieved_rps >= 0.5 * target",
+                    "TimeToWake: failure_ratio < 0.5 (min 3)",
+                ],
+                "sliding_seconds": 3,
+                "delay_seconds": 2,
+            },
+            window_seconds=120,
+            hold_minutes=2,
+        )
         run = Run(p, handle_signals=False)
-        verdicts: list[WindowVerdict] = []
         async with run:
+            campaign = Campaign(p, run)
             await run.preflight()
             await run.register()
             await run.fill()
-            monitor = AbortMonitor(
-                run.recorder, rules, sliding_s=3, delay_s=2, target=lambda: p.population.target_rps
-            )
-            hold = asyncio.create_task(run.hold(120.0, should_stop=monitor.check))
+            hold = asyncio.create_task(campaign.hold_window(0))
             await asyncio.sleep(6.0)
-            assert not hold.done(), monitor.reason  # healthy so far: no false trip
+            assert not hold.done(), campaign.monitor and campaign.monitor.reason  # no false trip
             local.kill()
             killed_at = time.monotonic()
-            start, end, reason = await asyncio.wait_for(hold, 30.0)
+            await asyncio.wait_for(hold, 30.0)
             stopped_after = time.monotonic() - killed_at
-            verdicts.append(
-                judge_window(
-                    run.recorder.window(start, end),
-                    [],
-                    index=0,
-                    level=1.0,
-                    target=p.population.target_rps,
-                    abort_reason=reason,
-                )
-            )
-            add_judged_artifacts(run, verdicts, reason)
-            run.finish("aborted", reason)
+            campaign.finish()
+        reason = campaign.stop_reason
     assert reason is not None and reason.startswith("abort rule"), reason
     # The substrate watchdog would need ~10 s; the abort rule must be quicker than that.
     print(f"abort: hold stopped {stopped_after:.2f}s after the kill: {reason}")

@@ -51,7 +51,7 @@ def window(rec, clock, first, last):
 def turnover_window(wake_ms=100.0, wakes_per_s=4, seconds=10, step_fail_every=0):
     rec, clock = recorder()
     for s in range(seconds):
-        book(rec, "turnover", "TimeToWake", second=s, n=wakes_per_s, latency_ms=wake_ms, seed=s)
+        book(rec, "rps", "TimeToWake", second=s, n=wakes_per_s, latency_ms=wake_ms, seed=s)
         book(
             rec,
             "http",
@@ -123,6 +123,30 @@ def test_step_pattern_merges_rows_across_kinds_and_counts_failures():
     assert v.outcome == "break"
 
 
+def test_rows_are_selected_by_name_or_by_their_stats_jsonl_metric_name():
+    w = turnover_window(wake_ms=100)
+    by_name, by_metric, steps, http, grpc = judge_window(
+        w,
+        parse_thresholds(
+            [
+                "TimeToWake: p99 < 2s",
+                "rps_TimeToWake: p99 < 2s",
+                "http_Step_*: count > 0",
+                "http_*: count > 0",
+                "grpc_*: count >= 0",
+            ]
+        ),
+        index=0,
+        level=1,
+        target=1,
+    ).results
+    assert by_name.samples == by_metric.samples == 40
+    assert by_name.observed == by_metric.observed
+    assert steps.samples == 60  # both http Step_ rows, not WakeFirstTouch
+    assert http.samples == 40 + 60  # WakeFirstTouch and the steps, not rps/TimeToWake
+    assert grpc.samples == 0  # no control-plane rows in this window
+
+
 def test_too_few_samples_are_reported_not_judged():
     w = turnover_window(seconds=2)
     v = judge_window(
@@ -156,7 +180,7 @@ def test_achieved_rps_without_turnover_uses_http_steps_and_needs_a_target():
     rec, clock = recorder()
     for s in range(5):
         book(rec, "http", "Step_a", second=s, n=6, latency_ms=10, seed=s)
-        book(rec, "control", "ResumeActor", second=s, n=6, latency_ms=10, seed=9 + s)
+        book(rec, "grpc", "ResumeActor", second=s, n=6, latency_ms=10, seed=9 + s)
     w = window(rec, clock, 0, 5)
     v = judge_window(
         w, [parse_threshold("achieved_rps >= 0.5 * target")], index=0, level=1, target=None
@@ -251,9 +275,9 @@ def test_abort_monitor_waits_for_warmup_then_trips_on_the_sliding_window():
     rules = parse_thresholds(["TimeToWake: failure_ratio < 0.5 (min 5)"], abort=True)
     monitor = AbortMonitor(rec, rules, sliding_s=3, delay_s=5, target=lambda: 4.0, start_ns=MONO0)
     for s in range(4):  # healthy
-        book(rec, "turnover", "TimeToWake", second=s, n=4, latency_ms=50, seed=s)
+        book(rec, "rps", "TimeToWake", second=s, n=4, latency_ms=50, seed=s)
     for s in range(4, 12):  # every wake fails from second 4 on
-        book(rec, "turnover", "TimeToWake", second=s, n=4, latency_ms=50, fail_every=1, seed=s)
+        book(rec, "rps", "TimeToWake", second=s, n=4, latency_ms=50, fail_every=1, seed=s)
     tripped_at = None
     for tenth in range(0, 130):
         clock.now = MONO0 + tenth * NS_PER_S // 10
@@ -274,7 +298,7 @@ def test_abort_monitor_stays_quiet_while_rules_hold_or_lack_samples():
     )
     monitor = AbortMonitor(rec, rules, sliding_s=5, delay_s=0, target=lambda: 4.0, start_ns=MONO0)
     for s in range(20):
-        book(rec, "turnover", "TimeToWake", second=s, n=3, latency_ms=100, seed=s)
+        book(rec, "rps", "TimeToWake", second=s, n=3, latency_ms=100, seed=s)
     for tenth in range(0, 200, 3):
         clock.now = MONO0 + tenth * NS_PER_S // 10
         assert monitor.check(clock.now) is None
@@ -286,7 +310,7 @@ def test_abort_monitor_trips_on_collapsed_throughput():
     rules = parse_thresholds(["achieved_rps >= 0.5 * target"], abort=True)
     monitor = AbortMonitor(rec, rules, sliding_s=2, delay_s=2, target=lambda: 4.0, start_ns=MONO0)
     for s in range(5):
-        book(rec, "turnover", "TimeToWake", second=s, n=4, latency_ms=100, seed=s)
+        book(rec, "rps", "TimeToWake", second=s, n=4, latency_ms=100, seed=s)
     reasons = {}
     for s in range(1, 12):
         clock.now = MONO0 + s * NS_PER_S
@@ -300,7 +324,7 @@ def test_abort_monitor_trips_on_collapsed_throughput():
 def test_failed_wakes_do_not_count_as_achieved():
     rec, clock = recorder()
     for s in range(5):  # 4 wakes a second, every second one fails
-        book(rec, "turnover", "TimeToWake", second=s, n=4, latency_ms=50, fail_every=2, seed=s)
+        book(rec, "rps", "TimeToWake", second=s, n=4, latency_ms=50, fail_every=2, seed=s)
     w = window(rec, clock, 0, 5)
     v = judge_window(
         w, [parse_threshold("achieved_rps >= 0.95 * target")], index=0, level=1, target=4

@@ -35,7 +35,7 @@ def book_run(rec, seconds=20, per_second=200, seed=1):
     """Books a deterministic workload; returns the samples as (done_ns, response_ms, failed)."""
     rng = np.random.default_rng(seed)
     row_a = rec.row("http", "Step_a")
-    row_b = rec.row("control", "ResumeActor")
+    row_b = rec.row("grpc", "ResumeActor")
     samples = []
     for s in range(seconds):
         for _ in range(per_second):
@@ -56,7 +56,7 @@ def book_run(rec, seconds=20, per_second=200, seed=1):
 def test_row_handles_are_cached():
     rec, _ = make_recorder()
     assert rec.row("http", "x") is rec.row("http", "x")
-    assert rec.row("http", "x") is not rec.row("control", "x")
+    assert rec.row("http", "x") is not rec.row("grpc", "x")
 
 
 def test_window_counts_and_percentiles_are_exact_by_done_second():
@@ -174,15 +174,44 @@ def test_events_cancellations_and_gauges():
 
 def test_latency_views_are_from_intended_and_from_sent():
     rec, clock = make_recorder()
-    rec.row("turnover", "TimeToWake").ok(MONO0, MONO0 + 40_000_000, MONO0 + 100_000_000)
+    rec.row("rps", "TimeToWake").ok(MONO0, MONO0 + 40_000_000, MONO0 + 100_000_000)
     clock.now = MONO0 + NS_PER_S
-    stats = rec.window(MONO0, MONO0 + NS_PER_S).row("turnover", "TimeToWake")
+    stats = rec.window(MONO0, MONO0 + NS_PER_S).row("rps", "TimeToWake")
     assert stats.response.quantile(0.5) == 100.0
     assert stats.service.quantile(0.5) == 60.0
     assert stats.start_lag.quantile(0.5) == 40.0
     m = stats.measurements(1.0)
     assert m["p99"] == 100.0 and m["service_p99"] == 60.0 and m["start_lag_p99"] == 40.0
     assert {"p50", "p66", "p75", "p80", "p90", "p95", "p98", "p99", "p99_9"} <= m.keys()
+
+
+def test_server_time_is_booked_beside_client_times_where_the_answer_gave_it():
+    rec, clock = make_recorder()
+    row = rec.row("control", "SuspendActor")
+    row.ok(MONO0, MONO0, MONO0 + 9_000_000, server_us=2_000)  # 2 ms of the 9 ms on the server
+    row.ok(MONO0, MONO0, MONO0 + 9_000_000, server_us=4_000)
+    row.ok(MONO0, MONO0, MONO0 + 9_000_000)  # no x-server-elapsed-us: not a zero
+    row.fail(MONO0, MONO0, MONO0 + 9_000_000, "UNAVAILABLE")
+    other = rec.row("control", "CreateActor")
+    other.ok(MONO0, MONO0, MONO0 + 1_000_000)
+    clock.now = MONO0 + NS_PER_S
+    stats = rec.window(MONO0, MONO0 + NS_PER_S).row("control", "SuspendActor")
+    assert (stats.count, stats.server.count) == (4, 2)
+    assert stats.server.quantile(0.5) == pytest.approx(2.0, rel=0.01)
+    m = stats.measurements(1.0)
+    assert m["server_count"] == 2
+    assert m["server_max"] == pytest.approx(4.0, rel=0.01)
+    assert m["server_p50"] == pytest.approx(2.0, rel=0.01)
+    assert m["service_p50"] == 9.0  # the client's view is unchanged
+    # A row whose answers never said has no server keys at all (not zeros).
+    silent = rec.window(MONO0, MONO0 + NS_PER_S).row("control", "CreateActor").measurements(1.0)
+    assert not {k for k in silent if k.startswith("server")}
+    # Totals and merged shards carry it too.
+    assert rec.totals().row("control", "SuspendActor").server.count == 2
+    shard, _ = make_recorder()
+    shard.row("control", "SuspendActor").ok(MONO0, MONO0, MONO0 + 1, server_us=1_000)
+    rec.merge(shard)
+    assert rec.totals().row("control", "SuspendActor").server.count == 3
 
 
 def test_merge_of_shards_is_a_plain_sum_even_with_different_clocks():

@@ -22,7 +22,7 @@ def build_run(run_dir, seconds=20):
     clock = [MONO0]
     rec = Recorder(clock_ns=lambda: clock[0], wall_clock=lambda: WALL0)
     rng = np.random.default_rng(3)
-    wake, touch = rec.row("turnover", "TimeToWake"), rec.row("http", "WakeFirstTouch")
+    wake, touch = rec.row("rps", "TimeToWake"), rec.row("http", "WakeFirstTouch")
     gauges = []
     for s in range(seconds):
         for _ in range(4):
@@ -81,6 +81,9 @@ def test_report_has_every_section_and_no_external_assets(tmp_path):
     assert page.count("<svg") == 4
     assert page.count("<polyline") == 3 * 3 + 3  # 3 latency charts x 3 lines + 3 gauge states
     assert "turnover gauge" in page and "parked" in page
+    # chart titles name the rows as stats.jsonl does
+    assert "rps_TimeToWake: latency from the intended time" in page
+    assert "http_WakeFirstTouch: latency from the intended time" in page
     # per-window table
     assert re.search(r"<td>0</td><td>1\.00</td><td[^>]*>pass</td>", page)
     assert re.search(r"<td>1</td><td>1\.00</td><td[^>]*>break</td>", page)
@@ -97,8 +100,8 @@ def test_latency_series_skips_empty_seconds():
     text = (
         "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,"
         "99%,99.9%,99.99%,100%\n"
-        "10,1,turnover,TimeToWake,1,0,5,5,5,5,6,6,6,7,7,7,7\n"
-        "11,1,turnover,TimeToWake,0,0,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A\n"
+        "10,1,rps,TimeToWake,1,0,5,5,5,5,6,6,6,7,7,7,7\n"
+        "11,1,rps,TimeToWake,0,0,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A\n"
         "11,1,http,Step_x,1,0,1,1,1,1,1,1,1,1,1,1,1\n"
     )
     series = latency_series(text)

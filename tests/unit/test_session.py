@@ -21,7 +21,12 @@ from agentsession_core.engine.session import REPLACE_AFTER, Session, StepFailed,
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.errors import SubstrateError
-from agentsession_core.substrate.interface import ActorInfo, RouterResponse, Template
+from agentsession_core.substrate.interface import (
+    ActorInfo,
+    RouterResponse,
+    Template,
+    note_server_time,
+)
 
 ATESPACE = "unit"
 
@@ -125,7 +130,7 @@ async def test_start_creates_touches_and_parks() -> None:
     assert sub.actors == {"agent-0": "SUSPENDED"}
     assert ctx.ledger.live == ["agent-0"]
     assert session.cursor == 0 and not session.awake
-    assert totals(ctx, "control", "SuspendActor").count == 1
+    assert totals(ctx, "grpc", "SuspendActor").count == 1
 
 
 async def test_registration_start_runs_step_one_and_books_register_park() -> None:
@@ -136,8 +141,8 @@ async def test_registration_start_runs_step_one_and_books_register_park() -> Non
     await session.start(0, prime=True)
     assert session.cursor == 1
     assert totals(ctx, "http", "Step_01_start").count == 1
-    assert totals(ctx, "control", "SuspendActor_Register").count == 1
-    assert totals(ctx, "control", "SuspendActor").count == 0
+    assert totals(ctx, "grpc", "SuspendActor_Register").count == 1
+    assert totals(ctx, "grpc", "SuspendActor").count == 0
 
 
 async def test_first_touch_retries_capacity_verdicts() -> None:
@@ -160,7 +165,7 @@ async def test_turn_wakes_steps_and_parks_advancing_the_cursor() -> None:
     assert totals(ctx, "http", "WakeFirstTouch").count == 5
     assert totals(ctx, "http", "Step_01_start").count == 2
     assert totals(ctx, "http", "Step_04_write_back").count == 1
-    assert totals(ctx, "control", "SuspendActor").count == 6  # start + 5 turns
+    assert totals(ctx, "grpc", "SuspendActor").count == 6  # start + 5 turns
     assert sub.actors["agent-0"] == "SUSPENDED"
 
 
@@ -177,7 +182,7 @@ async def test_lifecycle_modes_book_their_own_park(mode: str, row: str, call: st
     ctx = make_ctx(sub, {"lifecycle_mode": mode})
     session = await started(ctx)
     await session.think_and_step()
-    assert totals(ctx, "control", row).count == 2
+    assert totals(ctx, "grpc", row).count == 2
     assert sum(1 for c, _ in sub.calls if c == call) == 2
     others = {"suspend", "suspend-async", "pause"} - {call}
     assert not [c for c, _ in sub.calls if c in others]
@@ -201,7 +206,7 @@ async def test_explicit_resume_books_resume_actor_before_the_probe() -> None:
     await session.think_and_step()
     calls = [c for c, _ in sub.calls]
     assert calls[calls.index("resume") + 1] == "request ping"
-    assert totals(ctx, "control", "ResumeActor").count == 1
+    assert totals(ctx, "grpc", "ResumeActor").count == 1
     assert totals(ctx, "http", "WakeFirstTouch").count == 1
 
 
@@ -225,7 +230,7 @@ async def test_actor_not_found_replaces_at_once() -> None:
     assert session.cursor == 0 and session.failures_in_a_row == 0
     assert sub.actors == {"agent-0-r1": "SUSPENDED"}
     assert ctx.ledger.live == ["agent-0-r1"]
-    assert totals(ctx, "control", "DeleteActor").count == 1
+    assert totals(ctx, "grpc", "DeleteActor").count == 1
     assert totals(ctx, "http", "WakeFirstTouch").failures == 1
 
 
@@ -247,7 +252,7 @@ async def test_crash_on_explicit_resume_counts_a_crash_and_replaces() -> None:
     sub.fail["resume"] = [crash()]
     await session.think_and_step()
     assert totals(ctx, "actor", "CrashCount").events == 1
-    assert totals(ctx, "control", "ResumeActor").failures == 1
+    assert totals(ctx, "grpc", "ResumeActor").failures == 1
     assert session.actor == "agent-0-r1"
 
 
@@ -311,6 +316,62 @@ async def test_misconfigured_is_surfaced_once_per_code() -> None:
     assert session.failures_in_a_row == 0
 
 
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        SubstrateError("PERMISSION_DENIED", "ResumeActor: not allowed"),  # gRPC, control
+        SubstrateError("UNAUTHENTICATED", "bad token", status=401),  # JSON control API
+        SubstrateError("HTTP_403", "PermissionDenied", status=403),  # the ate router
+    ],
+)
+async def test_a_refused_credential_stops_the_run_with_one_line(refusal: SubstrateError) -> None:
+    sub = MemorySubstrate()
+    ctx = make_ctx(sub)
+    session = await started(ctx)
+    sub.fail["request ping"] = [refusal]
+    await session.think_and_step()
+    assert ctx.stopping.is_set()
+    assert ctx.fatal is not None and "\n" not in ctx.fatal
+    assert ctx.fatal.startswith("credentials refused by ")
+    assert refusal.code in ctx.fatal and "agent-0: wake probe" in ctx.fatal
+    assert "target.token" in ctx.fatal  # names what to fix
+    first = ctx.fatal
+    ctx.surface(SubstrateError("UNAUTHENTICATED", "again"), "elsewhere")
+    assert ctx.fatal == first  # the first refusal is the reason
+
+
+async def test_a_misconfiguration_that_is_not_a_credential_does_not_stop_the_run() -> None:
+    ctx = make_ctx(MemorySubstrate())
+    ctx.surface(SubstrateError("INVALID_ARGUMENT", "size"), "op")
+    assert ctx.fatal is None and not ctx.stopping.is_set()
+
+
+async def test_server_time_is_booked_on_the_rows_that_got_it() -> None:
+    class Timed(MemorySubstrate):
+        async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
+            await super().suspend_actor(atespace, name, wait=wait)
+            note_server_time(300)
+
+        async def request(self, atespace: str, actor: str, route: str, **kw: Any) -> RouterResponse:
+            answer = await super().request(atespace, actor, route, **kw)
+            note_server_time(50)
+            return answer
+
+    ctx = make_ctx(Timed())
+    session = await started(ctx)
+    await session.think_and_step()
+    park = totals(ctx, "grpc", "SuspendActor")
+    assert park.server.count == park.count == 2
+    assert park.server.quantile(0.5) == pytest.approx(0.3, rel=0.01)
+    assert totals(ctx, "http", "WakeFirstTouch").server.quantile(0.5) == pytest.approx(
+        0.05, rel=0.01
+    )
+    # A step's server time is the sum over its ops (01_start: fill_ram + ping).
+    step = totals(ctx, "http", "Step_01_start")
+    assert step.server.quantile(0.5) == pytest.approx(0.1, rel=0.01)
+    assert totals(ctx, "grpc", "CreateActor").server.count == 0  # the fake said nothing
+
+
 async def test_failed_hibernate_is_redriven_before_the_next_turn() -> None:
     sub = MemorySubstrate()
     ctx = make_ctx(sub)
@@ -323,7 +384,7 @@ async def test_failed_hibernate_is_redriven_before_the_next_turn() -> None:
     await session.think_and_step()
     assert [c for c, _ in sub.calls[mark : mark + 2]] == ["suspend", "request ping"]
     assert not session.needs_hibernate
-    assert totals(ctx, "control", "SuspendActor").failures == 1
+    assert totals(ctx, "grpc", "SuspendActor").failures == 1
     assert sub.actors["agent-0"] == "SUSPENDED"
 
 
@@ -334,7 +395,7 @@ async def test_replace_survives_a_missing_old_actor() -> None:
     sub.actors.clear()
     await session.replace()
     assert ctx.ledger.live == ["agent-0-r1"]
-    assert totals(ctx, "control", "DeleteActor").failures == 0
+    assert totals(ctx, "grpc", "DeleteActor").failures == 0
 
 
 async def test_start_failure_is_a_step_failure_naming_the_actor() -> None:
@@ -454,7 +515,7 @@ async def test_a_refused_create_is_retried_until_the_session_starts() -> None:
     session = population.new_session()
     assert await population.start_session(session, 0, prime=False)
     assert session.created and sub.actors == {"agent-0": "SUSPENDED"}
-    create = totals(ctx, "control", "CreateActor")
+    create = totals(ctx, "grpc", "CreateActor")
     assert (create.count, create.failures) == (3, 2)
     assert ctx.ledger.live == ["agent-0"] and ctx.ledger.created == 1
 
@@ -467,7 +528,7 @@ async def test_a_failed_explicit_resume_is_a_failed_wake() -> None:
     with pytest.raises(StepFailed):
         await session.wake(0, time_to_wake=True)
     assert totals(ctx, "http", "WakeFirstTouch").failures == 1
-    assert totals(ctx, "turnover", "TimeToWake").failures == 1
+    assert totals(ctx, "rps", "TimeToWake").failures == 1
     assert not session.awake
 
 

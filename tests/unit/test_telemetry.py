@@ -104,6 +104,8 @@ async def test_metrics_endpoint_serves_rows_and_gauges():
     step.fail(now - 3_000_000_000, now - 3_000_000_000, now, "DEADLINE_EXCEEDED")
     step.cancelled(now, now)
     rec.row("actor", "CrashCount").event(now)
+    rec.row("grpc", "CreateActor").ok(now - 5_000_000, now - 5_000_000, now)
+    rec.row("rps", "TimeToWake").ok(now - 50_000_000, now - 40_000_000, now)
     for state, n in (("awake", 5), ("parked", 95), ("waking", 1), ("parking", 0)):
         rec.gauge("turnover_sessions", {"state": state}, n)
     rec.gauge("sessions", {"state": "thinking"}, 7)
@@ -129,6 +131,9 @@ async def test_metrics_endpoint_serves_rows_and_gauges():
     assert 'agentsession_turnover_sessions{state="parked"} 95.0' in text
     assert 'agentsession_sessions{state="thinking"} 7.0' in text
     assert 'agentsession_events_total{name="CrashCount",type="actor"} 1.0' in text
+    # The upstream runner's row kinds are the `type` label (docs/SPEC.md §5.1, §5.7).
+    assert 'agentsession_requests_total{name="CreateActor",outcome="ok",type="grpc"} 1.0' in text
+    assert 'agentsession_requests_total{name="TimeToWake",outcome="ok",type="rps"} 1.0' in text
 
 
 def test_health_does_not_import_the_prometheus_view():

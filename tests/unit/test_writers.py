@@ -42,7 +42,7 @@ def recorded():
     now = [MONO0]
     rec = Recorder(clock_ns=lambda: now[0], wall_clock=lambda: WALL0)
     step = rec.row("http", "Step_01_read_task")
-    wake = rec.row("turnover", "TimeToWake")
+    wake = rec.row("rps", "TimeToWake")
     for s in range(4):
         base = MONO0 + s * NS_PER_S
         for i in range(10):
@@ -77,7 +77,7 @@ def test_stats_csv_rows_and_aggregated(recorded):
     assert names == [
         ("actor", "CrashCount"),
         ("http", "Step_01_read_task"),
-        ("turnover", "TimeToWake"),
+        ("rps", "TimeToWake"),
         ("", "Aggregated"),
     ]  # no generator rows
     step = rows[1]
@@ -101,7 +101,7 @@ def test_failures_csv(recorded):
     assert rows[0] == FAILURES_CSV_COLUMNS
     assert rows[1:] == [
         ["http", "Step_01_read_task", "op 1 fill_ram: UNAVAILABLE", "2"],
-        ["turnover", "TimeToWake", 'ACTOR_NOT_FOUND "a,b"', "1"],
+        ["rps", "TimeToWake", 'ACTOR_NOT_FOUND "a,b"', "1"],
     ]
 
 

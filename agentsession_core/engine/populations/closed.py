@@ -4,7 +4,7 @@ newest ones after their current turn."""
 
 from __future__ import annotations
 
-from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.populations.base import Population
 from agentsession_core.engine.session import Session, Stopped
 
@@ -12,7 +12,7 @@ from agentsession_core.engine.session import Session, Stopped
 class ClosedPopulation(Population):
     kind = "closed"
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         self._retired: set[int] = set()
 

@@ -4,9 +4,9 @@ ones.
 Ticks run on intended times (t0 + k seconds) and never wait for the previous tick: each
 swap is its own task. A swap parks the longest-idle resident that is not inside a step and
 wakes the longest-parked session, which runs its next scripted step while busy. TimeToWake
-is measured from the tick's intended time to the woken actor's first answer. When fewer
-idle residents or parked sessions exist than the tick asks for, the shortfall is booked as
-turnover/Backlog events, never silently absorbed.
+(the rps/TimeToWake row) is measured from the tick's intended time to the woken actor's first
+answer. When fewer idle residents or parked sessions exist than the tick asks for, the
+shortfall is booked as turnover/Backlog events, never silently absorbed.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.populations.base import Population
 from agentsession_core.engine.session import Session, StepFailed, Stopped
 from agentsession_core.judge.verdict import achieved
+from agentsession_core.measure.stats import TIME_TO_WAKE_ROW
 
 if TYPE_CHECKING:
     from agentsession_core.measure.recorder import Recorder
@@ -34,7 +35,7 @@ TICK_NS = 1_000_000_000
 class TurnoverPopulation(Population):
     kind = "turnover"
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         self.idle: deque[Session] = deque()  # awake, not in a step; oldest first
         self.parked: deque[Session] = deque()  # hibernated; longest parked first
@@ -163,7 +164,7 @@ class TurnoverPopulation(Population):
 def turnover_measurements(window: Window, target_rps: float) -> dict[str, Any]:
     """The turnover phase only: per-request counts, failures and rates, achieved vs target."""
     duration = window.duration_s or 1.0
-    wakes = window.row("turnover", "TimeToWake")
+    wakes = window.row(*TIME_TO_WAKE_ROW)
     out: dict[str, Any] = {
         "start_unix": window.start_s,
         "end_unix": window.end_s,

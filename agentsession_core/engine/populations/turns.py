@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import poisson_gap_ns, stream
 from agentsession_core.engine.populations.base import Population
 from agentsession_core.engine.session import Session, Stopped
@@ -22,7 +22,7 @@ log = logging.getLogger("agentsession")
 class TurnsPopulation(Population):
     kind = "turns"
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         self.turns_started = 0
         ctx.registers = True

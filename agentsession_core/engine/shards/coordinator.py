@@ -42,14 +42,13 @@ from agentsession_core.engine.shards.split import (
     shard_levels,
 )
 from agentsession_core.engine.shards.stream import MergedHealth, ShardStream
-from agentsession_core.engine.target import local_substrate
+from agentsession_core.engine.target import client_for, local_endpoints, local_substrate
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError, UsageError
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import encode, load_script
 from agentsession_core.substrate.errors import SubstrateError
-from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
@@ -93,7 +92,7 @@ class ShardedRun(Run):
         self.lost: dict[int, str] = {}
         self.finals: dict[int, dict[str, Any]] = {}
         self.swept: dict[int, dict[str, Any]] = {}
-        self.client: HttpSubstrate | None = None
+        self.client: Substrate | None = None
         self.cluster: ShardCluster | None = None
         self.plans: list[ShardPlan] = []
         self._held = False
@@ -121,23 +120,18 @@ class ShardedRun(Run):
         await asyncio.to_thread(write_start_files, self)
         target, generator = self.params.target, self.params.generator
         url, router = target.substrate, target.router
-        if url is None:
+        if url is None:  # started once, here; every shard gets its URLs
             log_path = self.run_dir.file("substrate.log")
-            url = await self._stack.enter_async_context(local_substrate(target, log_path))
-        client = self.client = HttpSubstrate(
-            url,
-            router,
-            token=target.token,
-            control_timeout=target.request_timeout_seconds,
-            router_timeout=target.request_timeout_seconds,
-        )
+            local = await self._stack.enter_async_context(local_substrate(target, log_path))
+            url, router = local_endpoints(local, target)
+        client = self.client = client_for(target, url, router)
         self._stack.push_async_callback(client.aclose)
         sessions = self.params.population.sessions
-        local = None if generator.cluster else shard_count(generator, sessions)
-        cluster = ShardCluster(generator.cluster, workers=local)
+        here = None if generator.cluster else shard_count(generator, sessions)
+        cluster = ShardCluster(generator.cluster, workers=here)
         self.cluster = await self._stack.enter_async_context(cluster)
         cores = sum((await cluster.workers()).values())
-        count = local or shard_count(generator, sessions, cores)
+        count = here or shard_count(generator, sessions, cores)
         self.stream = ShardStream(count)
         self.stream.attach(self.recorder)
         self.health = MergedHealth(self.stream, self.recorder)
@@ -271,18 +265,26 @@ class ShardedRun(Run):
             return reason
         if self.lost:
             return next(iter(self.lost.values()))
-        for k, status in enumerate(self.stream.status if self.stream else []):
-            if status.get("failure"):
-                return f"shard {k}: {status['failure']}"
-        return None
+        return self._shard_failure()
 
     def cut_short(self, reason: str) -> bool:
         return super().cut_short(reason) or reason in self.lost.values()
 
     def _settle(self) -> None:
         super()._settle()
-        if self.signal is None and self.lost and self.status != "refused":
+        if self.signal is not None or self.status == "refused":
+            return
+        if self.lost:
             self.status, self.reason = "void", next(iter(self.lost.values()))
+        elif (failed := self._shard_failure()) is not None:
+            self.status, self.reason = "failed", failed
+
+    def _shard_failure(self) -> str | None:
+        """A shard's own reason to stop: its substrate watchdog, a refused credential."""
+        for k, status in enumerate(self.stream.status if self.stream else []):
+            if status.get("failure"):
+                return f"shard {k}: {status['failure']}"
+        return None
 
     def _on_signal(self, sig: signal.Signals) -> None:
         super()._on_signal(sig)

@@ -34,11 +34,11 @@ from agentsession_core.engine.engine import Engine
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.shards.split import ShardLevel, ShardPlan
 from agentsession_core.engine.shards.stream import ShardDelta
+from agentsession_core.engine.target import client_for
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 from agentsession_core.script import decode
-from agentsession_core.substrate.http import HttpSubstrate
 
 log = logging.getLogger("agentsession")
 
@@ -128,13 +128,8 @@ class ShardEngine:
     async def open(self) -> None:
         params = self.plan.params
         target = params.target
-        substrate = HttpSubstrate(
-            target.substrate or "",
-            target.router,
-            token=target.token,
-            control_timeout=target.request_timeout_seconds,
-            router_timeout=target.request_timeout_seconds,
-        )
+        # The coordinator's URLs, in the target's wire form (json or ate).
+        substrate = client_for(target, target.substrate or "", target.router)
         recorder = Recorder()
         atespace = target.atespace or "agentsession"
         ledger = JournalLedger(atespace)
@@ -262,7 +257,8 @@ class ShardEngine:
             "actors_created": engine.ledger.created,
             "actors_deleted": engine.ledger.deleted,
             "misconfigured": dict(engine.ctx.misconfigured),
-            "failure": self.watchdog.failure if self.watchdog else None,
+            # A refused credential (ctx.fatal) or a substrate gone (the watchdog).
+            "failure": engine.ctx.fatal or (self.watchdog.failure if self.watchdog else None),
             "waiting_t0": self.waiting_t0,
         }
 

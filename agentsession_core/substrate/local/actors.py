@@ -32,6 +32,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,9 @@ class Actor:
     inflight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     deleted: bool = False
+    # What the ate wire's ResourceMetadata carries besides the name (ate_control.py).
+    uid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    created_ns: int = field(default_factory=time.time_ns)
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -150,8 +155,10 @@ class ActorLifecycle:
 
     # ---- the control API's calls ------------------------------------------------------------
 
-    async def resume(self, actor: Actor) -> None:
-        await self.wake(actor, router=False)
+    async def resume(self, actor: Actor) -> bool:
+        """False when the actor was already RUNNING (ResumeActorResponse.resumed)."""
+        _, resumed = await self.wake(actor, router=False)
+        return resumed
 
     async def suspend(self, actor: Actor) -> None:
         async with actor.lock:
@@ -219,7 +226,7 @@ class ActorLifecycle:
         if actor.status == "RUNNING" and not actor.lock.locked() and actor.worker is not None:
             worker = actor.worker
         else:
-            worker = await self.wake(actor, router=True)
+            worker, _ = await self.wake(actor, router=True)
         actor.inflight += 1
         return worker
 
@@ -247,8 +254,8 @@ class ActorLifecycle:
         except (aiohttp.ClientError, ValueError) as exc:
             raise WorkerFailed(f"worker {worker.name} {op}: {exc!r}") from exc
 
-    async def wake(self, actor: Actor, *, router: bool) -> WorkerProc:
-        """The actor RUNNING, resuming it if needed; its worker."""
+    async def wake(self, actor: Actor, *, router: bool) -> tuple[WorkerProc, bool]:
+        """The actor RUNNING, resuming it if needed: its worker, and whether it resumed."""
         try:
             await asyncio.wait_for(actor.lock.acquire(), self.park_timeout)
         except TimeoutError:
@@ -259,10 +266,11 @@ class ActorLifecycle:
             ) from None
         try:
             self.usable(actor, router=router)
-            if actor.status != "RUNNING":
+            resumed = actor.status != "RUNNING"
+            if resumed:
                 await self._resume_locked(actor, router=router)
             assert actor.worker is not None
-            return actor.worker
+            return actor.worker, resumed
         finally:
             actor.lock.release()
 

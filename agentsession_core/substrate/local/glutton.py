@@ -7,32 +7,41 @@ over the key, so a file hard-linked into a snapshot is never changed in place (s
 relies on it). Which actor is hosted, and where its files are, is the worker's business
 (worker.py): it sets `Glutton.current`.
 
-Random bytes come from SHAKE-128 keyed by a per-op seed drawn from the worker's seeded
-stream (`--seed`): seeded, and about 3x faster than `random.randbytes`. Big fills,
-hashes and file work run in threads in 1 MiB chunks so the event loop keeps answering.
+Two wire forms reach the same work (docs/SPEC.md §2): the JSON handlers here, and the
+protobuf ones of the ate wire (glutton_ate.py). Both decode and check their arguments, then
+call the typed operations below (write_ram, read_ram, ...), so an op does exactly the same
+thing whichever wire asked for it. Per-op seeds come from the worker's seeded stream
+(`--seed`); the byte-level work is in glutton_work.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import itertools
 import os
 import random
 import shutil
-import threading
 import time
-import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from aiohttp import web
 
 from agentsession_core.script.payload import random_chunks
+from agentsession_core.substrate.local.glutton_work import (
+    CHUNK,
+    burn,
+    close_and_remove,
+    file_digest,
+    fill_random,
+    in_threads,
+    page_checksum,
+    write_hashed,
+)
 from agentsession_core.substrate.local.protocol import (
+    Handler,
     WireError,
     field_choice,
     field_int,
@@ -44,17 +53,15 @@ from agentsession_core.substrate.protocol import (
     INGEST,
     INGEST_KEY_PARAM,
     KEY_PATTERN,
-    PAGE,
     PING,
     READDISK,
     READRAM,
-    READYZ,
     WRITEDISK,
     WRITERAM,
 )
 
-CHUNK = 1 << 20
-_BURN_BLOCK = b"\x5a" * 65536  # > 2047 bytes, so hashlib releases the GIL while hashing
+RAM_MODES = ("truncate", "overwrite", "overwrite_rotate")
+DISK_MODES = ("truncate", "overwrite")
 
 
 @dataclass
@@ -81,68 +88,6 @@ class ActorState:
             )
 
 
-def fill_random(array: bytearray, start: int, size: int, seed: bytes) -> None:
-    """Overwrite `size` bytes of `array` from `start`, wrapping at its end."""
-    length = len(array)
-    for offset, chunk in random_chunks(seed, size):
-        pos = (start + offset) % length
-        first = min(len(chunk), length - pos)
-        array[pos : pos + first] = chunk[:first]
-        if first < len(chunk):
-            array[0 : len(chunk) - first] = chunk[first:]
-
-
-def page_checksum(view: memoryview) -> int:
-    # One byte per 4 KiB page: what walking the array touches.
-    return zlib.crc32(view[::PAGE].tobytes())
-
-
-def file_digest(path: Path) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as src:
-        while chunk := src.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
-
-
-def burn(deadline: float) -> int:
-    iterations = 0
-    while time.monotonic() < deadline:
-        hashlib.sha256(_BURN_BLOCK).digest()
-        iterations += 1
-    return iterations
-
-
-async def in_threads(fn: Callable[..., Any], args: tuple[Any, ...], count: int) -> list[Any]:
-    """Run fn(*args) on `count` fresh threads (the default pool is too small for
-    parallel burns) without blocking the loop."""
-    loop = asyncio.get_running_loop()
-    futures = [loop.create_future() for _ in range(count)]
-
-    def run(future: asyncio.Future[Any]) -> None:
-        try:
-            result = fn(*args)
-        except BaseException as exc:  # handed to the awaiting coroutine
-            loop.call_soon_threadsafe(_settle, future, None, exc)
-        else:
-            loop.call_soon_threadsafe(_settle, future, result, None)
-
-    for future in futures:
-        threading.Thread(target=run, args=(future,), daemon=True).start()
-    return list(await asyncio.gather(*futures))
-
-
-def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if future.done():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
-
-
 class Glutton:
     """The glutton routes on the actor the worker hosts (`current`, None between actors)."""
 
@@ -156,15 +101,20 @@ class Glutton:
         self.current: ActorState | None = None
         self._tmp_ids = itertools.count()
 
-    def add_routes(self, router: web.UrlDispatcher) -> None:
-        router.add_post(PING, self.ping)
-        router.add_get(READYZ, self.readyz)
-        router.add_post(WRITERAM, self.writeram)
-        router.add_post(READRAM, self.readram)
-        router.add_post(WRITEDISK, self.writedisk)
-        router.add_post(READDISK, self.readdisk)
-        router.add_post(INGEST, self.ingest)
-        router.add_post(BURNCPU, self.burncpu)
+    def json_routes(self) -> dict[str, Handler]:
+        """The POST routes' JSON handlers (glutton_ate.add_routes serves them beside the
+        protobuf ones; GET /readyz is `readyz`)."""
+        return {
+            PING: self.ping,
+            WRITERAM: self.writeram,
+            READRAM: self.readram,
+            WRITEDISK: self.writedisk,
+            READDISK: self.readdisk,
+            INGEST: self.ingest,
+            BURNCPU: self.burncpu,
+        }
+
+    # ---- checks both wire forms share ---------------------------------------------------------
 
     def hosted(self, where: str) -> ActorState:
         if self.current is None:
@@ -178,8 +128,7 @@ class Glutton:
             )
         return key
 
-    def op_size(self, body: dict[str, Any], where: str) -> int:
-        size = field_int(body, "size", where)
+    def capped(self, size: int, where: str) -> int:
         if size > self.max_op_bytes:
             raise WireError(
                 "INVALID_ARGUMENT",
@@ -187,23 +136,31 @@ class Glutton:
             )
         return size
 
+    def burn_args(self, millis: int, parallel: int, where: str) -> tuple[int, int]:
+        """(millis, parallel) within the caps; parallel 0 means 1 (docs/SPEC.md §1.2)."""
+        if millis > self.max_burn_millis:
+            raise WireError(
+                "INVALID_ARGUMENT",
+                f"{where}: millis {millis} is above the cap of {self.max_burn_millis}",
+            )
+        if parallel > self.max_parallel:
+            raise WireError(
+                "INVALID_ARGUMENT",
+                f"{where}: parallel {parallel} is above the cap of {self.max_parallel}",
+            )
+        return millis, parallel or 1
+
     def seed(self) -> bytes:
         return self.rng.randbytes(16)
 
-    async def ping(self, request: web.Request) -> web.Response:
-        body = await read_object(request, PING)
-        self.hosted(PING)
-        return json_response({"message": body.get("message", "")})
+    def temp_path(self, actor: ActorState, key: str) -> Path:
+        return actor.files_dir / f".tmp-{key}-{next(self._tmp_ids)}"
 
-    async def readyz(self, request: web.Request) -> web.Response:
-        return json_response({"ready": True, "actor": self.current and self.current.actor})
+    # ---- the work, on checked arguments -------------------------------------------------------
 
-    async def writeram(self, request: web.Request) -> web.Response:
+    async def write_ram(self, key: str, size: int, mode: str) -> int:
+        """The array's length afterwards."""
         where = WRITERAM
-        body = await read_object(request, where)
-        key = self.key_of(body.get("key"), where)
-        size = self.op_size(body, where)
-        mode = field_choice(body, "mode", where, ("truncate", "overwrite", "overwrite_rotate"))
         actor = self.hosted(where)
         array = actor.arrays.get(key)
         if mode == "overwrite_rotate":
@@ -213,7 +170,7 @@ class Glutton:
             size = min(size, len(array))
             actor.cursors[key] = (start + size) % len(array)
             await asyncio.to_thread(fill_random, array, start, size, self.seed())
-            return json_response({"size": len(array)})
+            return len(array)
         old = len(array) if array is not None else 0
         new = size if mode == "truncate" else max(old, size)
         actor.check_room(where, key, old, new)
@@ -229,33 +186,29 @@ class Glutton:
                     "ABORTED", f"{where}: array {key!r} is being read; retry the grow"
                 ) from None
         await asyncio.to_thread(fill_random, array, 0, size, self.seed())
-        return json_response({"size": len(array)})
+        return len(array)
 
-    async def readram(self, request: web.Request) -> web.Response:
+    async def read_ram(
+        self, key: str, size: int | None, *, digest: bool = False
+    ) -> tuple[int, int, str | None]:
+        """(bytes read, page checksum, sha256 hex of them when `digest`); size None reads the
+        whole array."""
         where = READRAM
-        body = await read_object(request, where)
-        key = self.key_of(body.get("key"), where)
         actor = self.hosted(where)
         array = actor.arrays.get(key)
         if array is None:
             raise WireError("NOT_FOUND", f"{where}: no RAM array {key!r}")
-        size = min(len(array), field_int(body, "size", where, default=len(array) or 1))
+        size = len(array) if size is None else min(len(array), size)
         view = memoryview(array)[:size]
         checksum = await asyncio.to_thread(page_checksum, view)
-        answer: dict[str, Any] = {"size": size, "checksum": checksum}
-        if body.get("digest"):  # extension: the whole array's sha256, for state checks
-            answer["sha256"] = await asyncio.to_thread(lambda: hashlib.sha256(view).hexdigest())
-        return json_response(answer)
+        sha = None
+        if digest:
+            sha = await asyncio.to_thread(lambda: hashlib.sha256(view).hexdigest())
+        return size, checksum, sha
 
-    def temp_path(self, actor: ActorState, key: str) -> Path:
-        return actor.files_dir / f".tmp-{key}-{next(self._tmp_ids)}"
-
-    async def writedisk(self, request: web.Request) -> web.Response:
+    async def write_disk(self, key: str, size: int, mode: str) -> tuple[int, str]:
+        """(file size, its sha256 hex)."""
         where = WRITEDISK
-        body = await read_object(request, where)
-        key = self.key_of(body.get("key"), where)
-        size = self.op_size(body, where)
-        mode = field_choice(body, "mode", where, ("truncate", "overwrite"))
         actor = self.hosted(where)
         old = actor.files.get(key, 0)
         new = size if mode == "truncate" else max(old, size)
@@ -277,6 +230,84 @@ class Glutton:
 
         written, sha = await asyncio.to_thread(write)
         actor.files[key] = written
+        return written, sha
+
+    def file_of(self, key: str) -> Path:
+        actor = self.hosted(READDISK)
+        if key not in actor.files:
+            raise WireError("NOT_FOUND", f"{READDISK}: no file {key!r}")
+        return actor.files_dir / key
+
+    async def store_payload(self, key: str, payload: bytes, *, append: bool) -> tuple[int, str]:
+        """Write an uploaded payload to file `key` (after its old content when `append`):
+        (bytes written, sha256 hex of the payload). The ate wire's ingest, which carries the
+        payload inside its message; the JSON wire streams it (`ingest`)."""
+        where = INGEST
+        actor = self.hosted(where)
+        self.capped(len(payload), where)
+        old = actor.files.get(key, 0)
+        new = old + len(payload) if append else len(payload)
+        actor.check_room(where, key, old, new)
+        target = actor.files_dir / key
+        tmp = self.temp_path(actor, key)
+
+        def write() -> None:
+            with open(tmp, "wb") as out:
+                if append and old:
+                    with open(target, "rb") as src:
+                        shutil.copyfileobj(src, out, CHUNK)
+                out.write(payload)
+            os.replace(tmp, target)
+
+        await asyncio.to_thread(write)
+        actor.files[key] = new
+        sha = await asyncio.to_thread(lambda: hashlib.sha256(payload).hexdigest())
+        return len(payload), sha
+
+    async def burn_cpu(self, millis: int, parallel: int) -> int:
+        """Hash on `parallel` threads for `millis` of wall clock; the iterations done."""
+        self.hosted(BURNCPU)
+        deadline = time.monotonic() + millis / 1000
+        counts = await in_threads(burn, (deadline,), parallel)
+        return sum(counts)
+
+    # ---- the JSON wire ------------------------------------------------------------------------
+
+    async def ping(self, request: web.Request) -> web.Response:
+        body = await read_object(request, PING)
+        self.hosted(PING)
+        return json_response({"message": body.get("message", "")})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        return json_response({"ready": True, "actor": self.current and self.current.actor})
+
+    async def writeram(self, request: web.Request) -> web.Response:
+        where = WRITERAM
+        body = await read_object(request, where)
+        key = self.key_of(body.get("key"), where)
+        size = self.capped(field_int(body, "size", where), where)
+        mode = field_choice(body, "mode", where, RAM_MODES)
+        return json_response({"size": await self.write_ram(key, size, mode)})
+
+    async def readram(self, request: web.Request) -> web.Response:
+        where = READRAM
+        body = await read_object(request, where)
+        key = self.key_of(body.get("key"), where)
+        size = None if body.get("size") is None else field_int(body, "size", where)
+        # "digest" is an extension: the whole array's sha256, for state checks.
+        read, checksum, sha = await self.read_ram(key, size, digest=bool(body.get("digest")))
+        answer: dict[str, Any] = {"size": read, "checksum": checksum}
+        if sha is not None:
+            answer["sha256"] = sha
+        return json_response(answer)
+
+    async def writedisk(self, request: web.Request) -> web.Response:
+        where = WRITEDISK
+        body = await read_object(request, where)
+        key = self.key_of(body.get("key"), where)
+        size = self.capped(field_int(body, "size", where), where)
+        mode = field_choice(body, "mode", where, DISK_MODES)
+        written, sha = await self.write_disk(key, size, mode)
         return json_response({"size": written, "sha256": sha})
 
     async def readdisk(self, request: web.Request) -> web.StreamResponse:
@@ -284,10 +315,7 @@ class Glutton:
         body = await read_object(request, where)
         key = self.key_of(body.get("key"), where)
         mode = field_choice(body, "mode", where, ("digest", "data"))
-        actor = self.hosted(where)
-        if key not in actor.files:
-            raise WireError("NOT_FOUND", f"{where}: no file {key!r}")
-        path = actor.files_dir / key
+        path = self.file_of(key)
         if mode == "digest":
             size, sha = await asyncio.to_thread(file_digest, path)
             return json_response({"size": size, "sha256": sha})
@@ -295,6 +323,7 @@ class Glutton:
         return web.Response(body=data, content_type="application/octet-stream")
 
     async def ingest(self, request: web.Request) -> web.Response:
+        """The raw body streamed to a temp file in 1 MiB blocks, never held whole."""
         where = INGEST
         key = self.key_of(request.query.get(INGEST_KEY_PARAM), where)
         actor = self.hosted(where)
@@ -324,10 +353,10 @@ class Glutton:
                 buffer += chunk
                 if len(buffer) >= CHUNK:
                     block, buffer = bytes(buffer), bytearray()
-                    await asyncio.to_thread(_write_hashed, out, digest, block)
-            await asyncio.to_thread(_write_hashed, out, digest, bytes(buffer))
+                    await asyncio.to_thread(write_hashed, out, digest, block)
+            await asyncio.to_thread(write_hashed, out, digest, bytes(buffer))
         except BaseException:
-            await asyncio.to_thread(_close_and_remove, out, tmp)
+            await asyncio.to_thread(close_and_remove, out, tmp)
             raise
         await asyncio.to_thread(out.close)
         try:
@@ -342,30 +371,9 @@ class Glutton:
     async def burncpu(self, request: web.Request) -> web.Response:
         where = BURNCPU
         body = await read_object(request, where)
-        millis = field_int(body, "millis", where)
-        parallel = field_int(body, "parallel", where, minimum=0, default=1) or 1
-        if millis > self.max_burn_millis:
-            raise WireError(
-                "INVALID_ARGUMENT",
-                f"{where}: millis {millis} is above the cap of {self.max_burn_millis}",
-            )
-        if parallel > self.max_parallel:
-            raise WireError(
-                "INVALID_ARGUMENT",
-                f"{where}: parallel {parallel} is above the cap of {self.max_parallel}",
-            )
-        self.hosted(where)
-        deadline = time.monotonic() + millis / 1000
-        counts = await in_threads(burn, (deadline,), parallel)
-        return json_response({"iterations": sum(counts)})
-
-
-def _write_hashed(out: IO[bytes], digest: Any, block: bytes) -> None:
-    digest.update(block)
-    out.write(block)
-
-
-def _close_and_remove(out: IO[bytes], path: Path) -> None:
-    out.close()
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+        millis, parallel = self.burn_args(
+            field_int(body, "millis", where),
+            field_int(body, "parallel", where, minimum=0, default=1),
+            where,
+        )
+        return json_response({"iterations": await self.burn_cpu(millis, parallel)})

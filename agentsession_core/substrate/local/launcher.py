@@ -2,13 +2,16 @@
 for the engine when no substrate URL is given and for tests.
 
     async with LocalSubstrate(workers=4, store=tmp) as sub:
-        sub.url
+        sub.url        # http://127.0.0.1:PORT: the JSON control API and the router
+        sub.grpc_url   # grpc://127.0.0.1:PORT (grpcs:// with TLS): ateapi.Control
 
     with LocalSubstrateProcess(workers=4) as sub:   # same, from non-async code
         sub.url
 
-The child's stdout is read until the `serving on http://...` line; after that both
-stdout and stderr go to `log_path` (or are discarded). Exit sends SIGTERM and waits
+The child prints two lines (server.serve_forever): `... serving on http://...` and
+`... ate control (gRPC) on grpc://...` (or `... off`); both are read, then stderr goes to
+`log_path` (or is discarded). The token reaches the child in its environment (TOKEN_ENV),
+never on its command line, which any local user can read. Exit sends SIGTERM and waits
 `stop_timeout`, then kills.
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -26,9 +30,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from agentsession_core.substrate.protocol import DEBUG_WORKERS_PATH
+from agentsession_core.substrate.protocol import DEBUG_WORKERS_PATH, TOKEN_ENV
 
 _URL = re.compile(r"serving on (http://\S+)")
+_GRPC = re.compile(r"ate control \(gRPC\) (?:on (grpcs?://\S+)|off)")
 
 
 class LocalSubstrateProcess:
@@ -42,6 +47,10 @@ class LocalSubstrateProcess:
         templates: dict[str, str] | None = None,
         park_timeout: float | None = None,
         token: str | None = None,
+        grpc: bool = True,
+        grpc_tls_cert: Path | str | None = None,
+        grpc_tls_key: Path | str | None = None,
+        grpc_client_ca: Path | str | None = None,
         extra_args: list[str] | None = None,
         log_path: Path | str | None = None,
         start_timeout: float = 60.0,
@@ -64,23 +73,36 @@ class LocalSubstrateProcess:
             self.args += ["--template", f"{ref}={size}"]
         if park_timeout is not None:
             self.args += ["--park-timeout", str(park_timeout)]
-        if token is not None:
-            self.args += ["--token", token]
+        if not grpc:
+            self.args += ["--grpc-port", "none"]
+        for flag, path in (
+            ("--grpc-tls-cert", grpc_tls_cert),
+            ("--grpc-tls-key", grpc_tls_key),
+            ("--grpc-client-ca", grpc_client_ca),
+        ):
+            if path is not None:
+                self.args += [flag, str(path)]
         self.args += extra_args or []
         self.token = token
+        # The launcher's token is the child's, set or not: one inherited from our own
+        # environment would make the child ask for a token nobody here knows.
+        self.env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+        if token is not None:
+            self.env[TOKEN_ENV] = token
         self.log_path = Path(log_path) if log_path else None
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
+        self.grpc_url = ""  # empty when started with grpc=False
 
     def start(self) -> str:
-        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.process = subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=log, start_new_session=True
-        )
-        if log is not subprocess.DEVNULL:
-            log.close()
+        """Start the child and wait for both endpoint lines; the JSON wire's URL."""
+        if self.log_path:
+            with open(self.log_path, "ab") as log:
+                self.process = self._spawn(log)
+        else:
+            self.process = self._spawn(subprocess.DEVNULL)
         assert self.process.stdout is not None
         deadline = time.monotonic() + self.start_timeout
         lines: list[str] = []
@@ -90,12 +112,18 @@ class LocalSubstrateProcess:
                 break
             line = raw.decode(errors="replace")
             lines.append(line)
-            match = _URL.search(line)
-            if match:
+            if match := _URL.search(line):
                 self.url = match.group(1)
+            elif (match := _GRPC.search(line)) and self.url:
+                self.grpc_url = match.group(1) or ""
                 return self.url
         self.kill()
         raise RuntimeError(f"local substrate did not start: {''.join(lines)[-2000:]!r}")
+
+    def _spawn(self, log: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            self.args, stdout=subprocess.PIPE, stderr=log, start_new_session=True, env=self.env
+        )
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -140,6 +168,14 @@ class LocalSubstrate:
     @property
     def url(self) -> str:
         return self.proc.url
+
+    @property
+    def grpc_url(self) -> str:
+        return self.proc.grpc_url
+
+    @property
+    def token(self) -> str | None:
+        return self.proc.token
 
     def kill(self) -> None:
         self.proc.kill()

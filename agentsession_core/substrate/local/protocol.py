@@ -1,5 +1,6 @@
 """What the local substrate's server and workers share on the wire: the error body
-(docs/SPEC.md §2.1), the `x-server-elapsed-us` header and strict JSON request decoding."""
+(docs/SPEC.md §2.1), the `x-server-elapsed-us` header, strict JSON request decoding, and the
+ate wire's plain-text answers (docs/SPEC.md §2)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from aiohttp import web
 
 from agentsession_core.substrate.protocol import (
     ELAPSED_HEADER,
+    PROTOBUF_CONTENT_TYPE,
     ROUTER_HEADER,
     ROUTER_VERDICT,
+    TEXT_CONTENT_TYPE,
     error_body,
     status_of,
 )
@@ -47,6 +50,18 @@ def json_response(payload: Any, status: int = 200) -> web.Response:
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def is_protobuf(request: web.Request) -> bool:
+    """A request on the ate wire: its body, and so its answer, is protobuf."""
+    return request.content_type.lower() == PROTOBUF_CONTENT_TYPE
+
+
+def plain(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    """An error answer on the ate wire: a short text/plain body, no JSON, no verdict header."""
+    return web.Response(
+        status=status, text=message, content_type=TEXT_CONTENT_TYPE, headers=headers
+    )
 
 
 @web.middleware

@@ -2,9 +2,17 @@
 actor named in `ate-target-actor` (docs/SPEC.md §2.2).
 
 A request to a RUNNING actor whose lock is free goes straight through; otherwise it parks
-while ActorLifecycle wakes the actor (actors.py). Router verdicts carry `x-ate-router: 1`;
-the glutton's own answers pass through without it, so a client never mistakes "actor gone"
-for "file missing" (§2.2).
+while ActorLifecycle wakes the actor (actors.py).
+
+Its own denials come in the form of the wire the request speaks (docs/SPEC.md §2):
+- JSON: the error body with `x-ate-router: 1`; the glutton's own answers pass through
+  without it, so a client never mistakes "actor gone" for "file missing" (§2.2);
+- ate (a protobuf body): what a real router answers (the ate wire notes §6), a short
+  text/plain body, no verdict header, and the status alone: 404 for a routing reference that
+  does not resolve (the body `protocol.ROUTER_ACTOR_GONE` when the actor does not exist, the
+  one 404 that says "actor"), 503 for no room / busy / crashed / unavailable, 504 past the
+  deadline, 401 without the token (server.py). The worker answers 421 with the
+  stale-assignment header itself (glutton_ate.py); it passes through here.
 """
 
 from __future__ import annotations
@@ -16,8 +24,27 @@ from aiohttp import web
 
 from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
 from agentsession_core.substrate.local.pool import WorkerProc
-from agentsession_core.substrate.local.protocol import WireError
-from agentsession_core.substrate.protocol import TARGET_HEADER, is_control_path
+from agentsession_core.substrate.local.protocol import WireError, is_protobuf, plain
+from agentsession_core.substrate.protocol import (
+    HOSTED_ACTOR_HEADER,
+    ROUTER_ACTOR_GONE,
+    STALE_ASSIGNMENT_HEADER,
+    TARGET_HEADER,
+    is_control_path,
+)
+
+# A lifecycle refusal → the status a real router answers it with on the ate wire.
+_ATE_STATUS_OF = {
+    "ACTOR_NOT_FOUND": 404,
+    "NOT_FOUND": 404,
+    "RESOURCE_EXHAUSTED": 503,
+    "FAILED_PRECONDITION": 503,
+    "ABORTED": 503,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+}
 
 
 class Router:
@@ -27,14 +54,28 @@ class Router:
     async def route(self, request: web.Request) -> web.StreamResponse:
         if is_control_path(request.path):
             raise WireError("NOT_FOUND", f"no route {request.method} {request.path}")
-        target = request.headers.get(TARGET_HEADER)
-        if not target:
-            raise WireError(
-                "INVALID_ARGUMENT",
-                f"router: header {TARGET_HEADER}: <atespace>/<actor> is required",
-                router=True,
-            )
-        atespace, _, name = target.partition("/")
+        target = request.headers.get(TARGET_HEADER, "")
+        atespace, slash, name = target.partition("/")
+        if not is_protobuf(request):
+            if not target:
+                raise WireError(
+                    "INVALID_ARGUMENT",
+                    f"router: header {TARGET_HEADER}: <atespace>/<actor> is required",
+                    router=True,
+                )
+            return await self._serve(request, atespace, name)
+        if not (atespace and slash and name) or "/" in name:
+            # Worded without the word "actor": only ROUTER_ACTOR_GONE may say it.
+            return plain(404, f"router: no routing reference in {TARGET_HEADER}")
+        try:
+            return await self._serve(request, atespace, name)
+        except WireError as exc:
+            status = _ATE_STATUS_OF.get(exc.code, 500)
+            if status == 404:
+                return plain(404, ROUTER_ACTOR_GONE.format(target=target))
+            return plain(status, exc.message)
+
+    async def _serve(self, request: web.Request, atespace: str, name: str) -> web.StreamResponse:
         lifecycle = self.lifecycle
         actor = lifecycle.lookup(atespace, name, router=True)
         worker = await lifecycle.begin_request(actor)
@@ -47,7 +88,7 @@ class Router:
         self, request: web.Request, actor: Actor, worker: WorkerProc
     ) -> web.Response:
         body = await request.read()
-        headers = {}
+        headers = {HOSTED_ACTOR_HEADER: actor.key}
         if request.content_type:
             headers["Content-Type"] = request.content_type
         try:
@@ -59,13 +100,12 @@ class Router:
                 headers=headers,
             ) as resp:
                 payload = await resp.read()
-                return web.Response(
-                    status=resp.status,
-                    body=payload,
-                    headers={
-                        "Content-Type": resp.headers.get("Content-Type", "application/octet-stream")
-                    },
-                )
+                answer = {
+                    "Content-Type": resp.headers.get("Content-Type", "application/octet-stream")
+                }
+                if STALE_ASSIGNMENT_HEADER in resp.headers:
+                    answer[STALE_ASSIGNMENT_HEADER] = resp.headers[STALE_ASSIGNMENT_HEADER]
+                return web.Response(status=resp.status, body=payload, headers=answer)
         except aiohttp.ClientError as exc:
             await asyncio.sleep(0)  # let the crash watcher mark the actor first
             if actor.status == "CRASHED" or not worker.alive:

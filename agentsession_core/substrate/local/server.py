@@ -1,8 +1,9 @@
 """The local substrate's server: the control API under `/v1/` and the router on every other
-path, on one loopback port (docs/SPEC.md §2.1, §2.2, §2.4).
+path, on one loopback port (docs/SPEC.md §2.1, §2.2, §2.4), and the ate wire's control API,
+`ateapi.Control` over gRPC, on a second port (docs/SPEC.md §2), in the same event loop.
 
 This module wires the parts together and owns their start and stop:
-- control.py, the control API handlers;
+- control.py, the JSON control API handlers; ate_control.py, the gRPC ones;
 - router.py, forwarding router requests to the worker hosting their actor;
 - actors.py, the actors and their lifecycle (locks, parking, suspend, pause, spill);
 - pool.py, the worker processes (worker.py), store.py, the snapshot store.
@@ -19,12 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+import grpc
 from aiohttp import web
 
+from agentsession_core.substrate.local import ate_control
 from agentsession_core.substrate.local.actors import ActorLifecycle
 from agentsession_core.substrate.local.control import ControlAPI
 from agentsession_core.substrate.local.pool import Pool
-from agentsession_core.substrate.local.protocol import Handler, WireError, elapsed_and_errors
+from agentsession_core.substrate.local.protocol import (
+    Handler,
+    WireError,
+    elapsed_and_errors,
+    is_protobuf,
+    plain,
+)
 from agentsession_core.substrate.local.router import Router
 from agentsession_core.substrate.protocol import (
     DEFAULT_TEMPLATE,
@@ -50,6 +59,8 @@ class ServerConfig:
     max_burn_millis: int = 60_000
     max_parallel: int = 16
     seed: int = 0
+    grpc_port: int | None = 0  # None: no ate control API; 0: a free port
+    grpc_tls: ate_control.GrpcTls | None = None
 
 
 class LocalSubstrateServer:
@@ -66,6 +77,11 @@ class LocalSubstrateServer:
         )
         self.control = ControlAPI(config.templates, self.lifecycle)
         self.router = Router(self.lifecycle)
+        self.ate = ate_control.AteControl(
+            config.templates, self.control.atespaces, self.lifecycle, config.token
+        )
+        self.grpc_server: grpc.aio.Server | None = None
+        self.grpc_url = ""  # empty while the ate control API is off
         self.pool: Pool | None = None
         self.session: aiohttp.ClientSession | None = None
         self.runner: web.AppRunner | None = None
@@ -106,9 +122,16 @@ class LocalSubstrateServer:
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
         self.url = f"http://{host}:{port}"
+        if cfg.grpc_port is not None:
+            self.grpc_server, self.grpc_url = await ate_control.start(
+                self.ate, cfg.host, cfg.grpc_port, cfg.grpc_tls
+            )
         return self.url
 
     async def stop(self) -> None:
+        if self.grpc_server is not None:
+            await self.grpc_server.stop(grace=1.0)
+        self.ate.stop()
         if self.runner is not None:
             await self.runner.cleanup()
         self.lifecycle.stop()
@@ -137,6 +160,8 @@ class LocalSubstrateServer:
         # The OpenAPI document and liveness stay open so a prober needs no secret.
         if token and request.path not in (OPENAPI_PATH, HEALTHZ_PATH):
             if request.headers.get("Authorization", "") != f"Bearer {token}":
+                if is_protobuf(request) and not is_control_path(request.path):
+                    return plain(401, "unauthenticated")  # the ate wire's router (router.py)
                 raise WireError(
                     "UNAUTHENTICATED",
                     "missing or wrong bearer token",
@@ -154,11 +179,15 @@ async def serve_forever(config: ServerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         url = await server.start()
+        # Two lines, in this order, always (launcher.py reads both): the first is unchanged
+        # from before the ate wire, so older readers of "serving on http://..." still work.
         print(
             f"agentsession: local substrate serving on {url} "
             f"({config.workers} workers, store {server.store_root})",
             flush=True,
         )
+        ate = f"on {server.grpc_url}" if server.grpc_url else "off"
+        print(f"agentsession: local substrate ate control (gRPC) {ate}", flush=True)
         await stop.wait()
     finally:
         await server.stop()

@@ -1,5 +1,6 @@
 """One worker of the local substrate: an OS process that hosts at most one running actor
-and serves the glutton routes (glutton.py) on it (docs/SPEC.md §2.4).
+and serves the glutton routes on it (docs/SPEC.md §2.4): JSON bodies (glutton.py) or, for
+a protobuf request, the ate wire's (glutton_ate.py).
 
 Run as `python -m agentsession_core.substrate.local.worker --scratch DIR ...`; it binds
 127.0.0.1 on a free port and prints `LISTENING <port>` on stdout (the pool's handshake).
@@ -26,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentsession_core.substrate.local import store
+from agentsession_core.substrate.local import glutton_ate, store
 from agentsession_core.substrate.local.glutton import ActorState, Glutton
 from agentsession_core.substrate.local.protocol import (
     WireError,
@@ -185,8 +186,10 @@ class Worker:
         return {}
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[elapsed_and_errors], client_max_size=2**31)
-        self.glutton.add_routes(app.router)
+        app = web.Application(
+            middlewares=[elapsed_and_errors, glutton_ate.ate_http_errors], client_max_size=2**31
+        )
+        glutton_ate.add_routes(app.router, self.glutton)
         app.router.add_route("*", WORKER_ADMIN_PREFIX + "/{op}", self.admin)
         return app
 

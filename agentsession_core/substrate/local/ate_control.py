@@ -1,0 +1,326 @@
+"""The local substrate's control API on the ate wire: the gRPC service `ateapi.Control`
+(docs/SPEC.md §2, §2.4; the ate wire notes §2, §3, §7), served beside the JSON control API
+(control.py) over the same actors, in the same process and event loop.
+
+Every state change goes through ActorLifecycle (actors.py), so an actor created over gRPC is
+driven by the router and by the JSON API exactly like one created over JSON, and the other
+way round. Answers:
+- status codes as docs/SPEC.md §2.1 names them (NOT_FOUND, ALREADY_EXISTS,
+  FAILED_PRECONDITION, ABORTED "... crashed" for a crashed actor, RESOURCE_EXHAUSTED when no
+  worker frees up within the park timeout, INVALID_ARGUMENT, UNAUTHENTICATED); any other
+  exception is INTERNAL, as on a real server;
+- every answer, error or not, carries the `x-server-elapsed-us` trailer (handler µs);
+- with a bearer token configured, every call must carry `authorization: Bearer <token>`
+  metadata (UNAUTHENTICATED otherwise). TLS and mTLS are the transport's (`start`).
+
+Decisions where the notes are silent:
+- CreateAtespace of an existing atespace is ALREADY_EXISTS, as a resource store's create is
+  (upstream tests call it and ignore the error before CreateActor); clients that want
+  "ensure" treat ALREADY_EXISTS as success.
+- DeleteActor without any_state deletes only a SUSPENDED or CRASHED actor
+  (FAILED_PRECONDITION otherwise); DeleteOptions version/uid that do not match are ABORTED
+  (a precondition on the resource's version, like a concurrent update, but not worded as
+  one so no client retries it). The answer is the actor in state DELETING.
+- A paused actor keeps its worker_assignment: its state is held on that worker, as the JSON
+  API's `worker` field says too. worker_pod_ip is 127.0.0.1: workers listen on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from agentsession_core.errors import UsageError
+from agentsession_core.script.quantity import format_quantity
+from agentsession_core.substrate.ate.control_codec import MEMORY_LIMIT
+from agentsession_core.substrate.ate.proto import ateapi_pb2 as pb
+from agentsession_core.substrate.ate.proto import ateapi_pb2_grpc as pb_grpc
+from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
+from agentsession_core.substrate.local.protocol import WireError
+from agentsession_core.substrate.protocol import (
+    ACTOR_STATUSES,
+    DEFAULT_TEMPLATE,
+    ELAPSED_HEADER,
+    NAME_PATTERN,
+)
+
+log = logging.getLogger("agentsession.substrate")
+
+# The local statuses are the first seven ActorStates by name (docs/SPEC.md §2.1).
+STATE_OF = {name: pb.ActorState.Value(f"ACTOR_STATE_{name}") for name in ACTOR_STATUSES}
+LIST_DEFAULT_PAGE = 100
+LIST_MAX_PAGE = 1000  # the cap a real server applies (the notes §3)
+WORKER_POOL = "local"
+WORKER_IP = "127.0.0.1"
+
+R = TypeVar("R", bound=Message)
+Rpc = Callable[[Any, Any, Any], Awaitable[R]]
+
+
+def _status(code: str) -> grpc.StatusCode:
+    """The gRPC status for a WireError code (the router's ACTOR_NOT_FOUND is NOT_FOUND here)."""
+    if code == "ACTOR_NOT_FOUND":
+        return grpc.StatusCode.NOT_FOUND
+    return getattr(grpc.StatusCode, code, grpc.StatusCode.INTERNAL)
+
+
+def rpc(method: Rpc[R]) -> Rpc[R]:
+    """A Control method with the checks and answer every call shares: the bearer token, the
+    WireError → status mapping, INTERNAL for anything else, and the elapsed trailer."""
+
+    @functools.wraps(method)
+    async def call(self: AteControl, request: Any, context: Any) -> R:
+        start = time.perf_counter_ns()
+        failure: tuple[grpc.StatusCode, str] | None = None
+        try:
+            self.authenticate(context)
+            answer = await method(self, request, context)
+        except WireError as exc:
+            failure = (_status(exc.code), exc.message)
+        except Exception as exc:  # a bug: a status like a real server's, and keep serving
+            log.exception("ate control %s", method.__name__)
+            failure = (grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        elapsed = ((ELAPSED_HEADER, str((time.perf_counter_ns() - start) // 1000)),)
+        if failure is not None:
+            await context.abort(*failure, trailing_metadata=elapsed)
+        context.set_trailing_metadata(elapsed)
+        return answer
+
+    return call
+
+
+class AteControl(pb_grpc.ControlServicer):
+    """ateapi.Control over the local substrate's actors."""
+
+    def __init__(
+        self,
+        templates: dict[tuple[str, str], int | None],
+        atespaces: set[str],
+        lifecycle: ActorLifecycle,
+        token: str | None,
+    ) -> None:
+        self.templates = templates
+        self.atespaces = atespaces  # the JSON control API's own set: one set of atespaces
+        self.lifecycle = lifecycle
+        self._expected = f"Bearer {token}".encode() if token else None
+        self._changes: set[asyncio.Task[Any]] = set()
+
+    def authenticate(self, context: Any) -> None:
+        if self._expected is None:
+            return
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization" and isinstance(value, str):
+                # Constant time: the comparison must not tell a prober how much it got right.
+                if hmac.compare_digest(value.encode(), self._expected):
+                    return
+        raise WireError("UNAUTHENTICATED", "missing or wrong bearer token")
+
+    async def finish(self, change: Coroutine[Any, Any, Any]) -> Any:
+        """Await a lifecycle change that runs to its end even if the call is cancelled (a
+        client deadline cancels the handler): cut in half, it would leave the actor RESUMING
+        or SUSPENDING for good."""
+        task = asyncio.ensure_future(change)
+        self._changes.add(task)
+        task.add_done_callback(self._settled)
+        return await asyncio.shield(task)
+
+    def _settled(self, task: asyncio.Task[Any]) -> None:
+        self._changes.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved here, since the caller may have gone away
+
+    def stop(self) -> None:
+        for task in list(self._changes):
+            task.cancel()
+
+    # ---- lookups -----------------------------------------------------------------------------
+
+    def actor(self, ref: pb.ObjectRef) -> Actor:
+        return self.lifecycle.lookup(ref.atespace, ref.name)
+
+    def atespace(self, name: str) -> str:
+        if name not in self.atespaces:
+            raise WireError("NOT_FOUND", f"atespace {name!r} not found (CreateAtespace first)")
+        return name
+
+    # ---- the calls ---------------------------------------------------------------------------
+
+    @rpc
+    async def GetActorTemplate(self, request: Any, context: Any) -> pb.ActorTemplate:
+        ref = request.actor_template
+        key = (ref.atespace, ref.name)
+        if key not in self.templates:
+            raise WireError("NOT_FOUND", f"template {ref.atespace}/{ref.name} not found")
+        limit = self.templates[key]
+        template = pb.ActorTemplate(metadata=pb.ResourceMetadata(atespace=key[0], name=key[1]))
+        if limit is not None:
+            template.resources.limits.append(
+                pb.Limits(name=MEMORY_LIMIT, quantity=format_quantity(limit))
+            )
+        return template
+
+    @rpc
+    async def CreateAtespace(self, request: Any, context: Any) -> pb.Atespace:
+        name = _name(request.atespace.metadata.name, "atespace metadata.name")
+        if name in self.atespaces:
+            raise WireError("ALREADY_EXISTS", f"atespace {name!r} already exists")
+        self.atespaces.add(name)
+        return pb.Atespace(metadata=pb.ResourceMetadata(name=name))
+
+    @rpc
+    async def CreateActor(self, request: Any, context: Any) -> pb.Actor:
+        meta = request.actor.metadata
+        atespace = self.atespace(_name(meta.atespace, "actor metadata.atespace"))
+        name = _name(meta.name, "actor metadata.name")
+        given = request.actor.actor_template
+        ref = (given.atespace, given.name) if given.name else DEFAULT_TEMPLATE
+        if ref not in self.templates:
+            raise WireError("NOT_FOUND", f"template {ref[0]}/{ref[1]} not found")
+        if (atespace, name) in self.lifecycle.actors:
+            raise WireError("ALREADY_EXISTS", f"actor {atespace}/{name} already exists")
+        actor = Actor(atespace, name, ref, self.templates[ref])
+        self.lifecycle.add(actor)
+        return actor_message(actor)
+
+    @rpc
+    async def GetActor(self, request: Any, context: Any) -> pb.Actor:
+        return actor_message(self.actor(request.actor))
+
+    @rpc
+    async def ListActors(self, request: Any, context: Any) -> pb.ListActorsResponse:
+        atespace = self.atespace(request.atespace)
+        if request.page_size < 0:
+            raise WireError("INVALID_ARGUMENT", f"page_size {request.page_size} is negative")
+        size = min(request.page_size or LIST_DEFAULT_PAGE, LIST_MAX_PAGE)
+        actors = self.lifecycle.actors
+        # The token is the last name of the previous page: pages stay in name order and an
+        # actor created or deleted between pages moves no other actor across a boundary.
+        names = sorted(n for (a, n) in actors if a == atespace and n > request.page_token)
+        page = names[:size]
+        return pb.ListActorsResponse(
+            actors=[actor_message(actors[(atespace, n)]) for n in page],
+            next_page_token=page[-1] if len(names) > size else "",
+        )
+
+    @rpc
+    async def ResumeActor(self, request: Any, context: Any) -> pb.ResumeActorResponse:
+        actor = self.actor(request.actor)
+        resumed = await self.finish(self.lifecycle.resume(actor))
+        return pb.ResumeActorResponse(actor=actor_message(actor), resumed=resumed)
+
+    @rpc
+    async def SuspendActor(self, request: Any, context: Any) -> pb.SuspendActorResponse:
+        actor = self.actor(request.actor)
+        await self.finish(self.lifecycle.suspend(actor))
+        return pb.SuspendActorResponse(actor=actor_message(actor))
+
+    @rpc
+    async def PauseActor(self, request: Any, context: Any) -> pb.PauseActorResponse:
+        actor = self.actor(request.actor)
+        await self.finish(self.lifecycle.pause(actor))
+        return pb.PauseActorResponse(actor=actor_message(actor))
+
+    @rpc
+    async def DeleteActor(self, request: Any, context: Any) -> pb.Actor:
+        actor = self.actor(request.actor)
+        options = request.options
+        if options.uid and options.uid != actor.uid:
+            raise WireError("ABORTED", f"actor {actor.key}: uid precondition failed")
+        if options.version and options.version != actor.version:
+            raise WireError(
+                "ABORTED",
+                f"actor {actor.key}: version precondition failed "
+                f"(asked {options.version}, is {actor.version})",
+            )
+        if not request.any_state and actor.status not in ("SUSPENDED", "CRASHED"):
+            raise WireError(
+                "FAILED_PRECONDITION",
+                f"actor {actor.key} is {actor.status}: suspend it first, or set any_state",
+            )
+        await self.finish(self.lifecycle.delete(actor))
+        gone = actor_message(actor)
+        gone.status.state = pb.ACTOR_STATE_DELETING
+        return gone
+
+
+def actor_message(actor: Actor) -> pb.Actor:
+    created = Timestamp()
+    created.FromNanoseconds(actor.created_ns)
+    message = pb.Actor(
+        metadata=pb.ResourceMetadata(
+            atespace=actor.atespace,
+            name=actor.name,
+            uid=actor.uid,
+            version=actor.version,
+            create_time=created,
+        ),
+        actor_template=pb.ObjectRef(atespace=actor.template[0], name=actor.template[1]),
+        status=pb.ActorStatus(state=STATE_OF.get(actor.status, pb.ACTOR_STATE_UNSPECIFIED)),
+    )
+    where = actor.worker or actor.paused_on
+    if where is not None:
+        message.status.worker_assignment.CopyFrom(
+            pb.WorkerAssignment(
+                worker_pool=WORKER_POOL,
+                worker_pod=where.name,
+                worker_pod_ip=WORKER_IP,
+                worker=pb.ObjectRef(name=where.name),
+            )
+        )
+    return message
+
+
+def _name(value: str, what: str) -> str:
+    if not NAME_PATTERN.match(value):
+        raise WireError("INVALID_ARGUMENT", f"{what} {value!r} must match {NAME_PATTERN.pattern}")
+    return value
+
+
+@dataclass(frozen=True)
+class GrpcTls:
+    """PEM bytes for the gRPC port: its certificate chain and key, and the CA that client
+    certificates must chain to (None: no client certificate asked for)."""
+
+    cert_chain: bytes
+    private_key: bytes
+    client_ca: bytes | None = None
+
+
+async def start(
+    servicer: AteControl, host: str, port: int, tls: GrpcTls | None
+) -> tuple[grpc.aio.Server, str]:
+    """Serve `servicer` on host:port (0: a free port) in the running event loop; the server
+    and its URL, grpc://host:port, or grpcs:// with TLS."""
+    server = grpc.aio.server()
+    pb_grpc.add_ControlServicer_to_server(servicer, server)
+    shown = f"[{host}]" if ":" in host else host
+    address = f"{shown}:{port}"
+    try:
+        if tls is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, _credentials(tls))
+    except RuntimeError:  # grpc's "failed to bind"
+        raise UsageError(f"--grpc-port: cannot listen on {address} (in use?)") from None
+    await server.start()
+    return server, f"{'grpcs' if tls else 'grpc'}://{shown}:{bound}"
+
+
+def _credentials(tls: GrpcTls) -> grpc.ServerCredentials:
+    return grpc.ssl_server_credentials(
+        [(tls.private_key, tls.cert_chain)],
+        root_certificates=tls.client_ca,
+        # With a client CA, a client without a certificate it signed is refused in the
+        # handshake: mTLS, as the real API server's pod-identity option (the notes §7).
+        require_client_auth=tls.client_ca is not None,
+    )
