@@ -29,6 +29,7 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import parse
 from agentsession_core.engine.shards import open_run
 from agentsession_core.engine.shards.coordinator import ShardedRun
+from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.local.launcher import LocalSubstrate
@@ -119,8 +120,8 @@ async def test_three_shards_merge_into_exact_sums(substrate, scheduler, tmp_path
     assert len(run.finals) == 3
     by_key = {"/".join(key): stats.count for key, stats in merged.items()}
     assert by_key == summed  # every row: the merged count is exactly the shards' sum
-    assert summed["control/CreateActor"] == 3 and summed["http/FirstTouch"] == 3
-    assert sum(n for key, n in summed.items() if key.startswith("http/Step_")) > 3
+    assert summed[f"{CONTROL_KIND}/CreateActor"] == 3 and summed[f"{ROUTER_KIND}/FirstTouch"] == 3
+    assert sum(n for key, n in summed.items() if key.startswith(f"{ROUTER_KIND}/Step_")) > 3
     status = status_of(run)
     assert [s["state"] for s in status["shards"]] == ["stopped"] * 3
     assert status["actors_created"] == status["actors_deleted"] == 3
