@@ -28,7 +28,6 @@ from typing import Any
 
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import PreflightError
-from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turnover import FILL_DONE_MARKER
 from agentsession_core.engine.run import Run
@@ -42,13 +41,13 @@ from agentsession_core.engine.shards.split import (
     shard_levels,
 )
 from agentsession_core.engine.shards.stream import MergedHealth, ShardStream
+from agentsession_core.engine.shards.sweep import Swept, sweep
 from agentsession_core.engine.target import client_for, local_endpoints, local_substrate
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError, UsageError
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import encode, load_script
-from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
@@ -91,7 +90,7 @@ class ShardedRun(Run):
         self.futures: list[Any] = []
         self.lost: dict[int, str] = {}
         self.finals: dict[int, dict[str, Any]] = {}
-        self.swept: dict[int, dict[str, Any]] = {}
+        self.swept: dict[int, Swept] = {}
         self.client: Substrate | None = None
         self.cluster: ShardCluster | None = None
         self.plans: list[ShardPlan] = []
@@ -366,36 +365,21 @@ class ShardedRun(Run):
         self._sweeps[k] = asyncio.create_task(self._sweep(k), name=f"sweep-shard-{k}")
 
     async def _sweep(self, k: int) -> None:
-        """Delete lost shard `k`'s actors: every name it published (the shared ledger), and
-        whatever the atespace lists under its prefix (names it created after its last
-        delivery). Published names the listing lacks may never have been created: they are
-        deleted as unconfirmed, and a NOT_FOUND is not counted."""
+        """Delete lost shard `k`'s actors (sweep.py)."""
         assert self.stream is not None and self.client is not None
-        prefix = f"{self.plans[k].actor_prefix}-"
-        ledger = ActorLedger(self.atespace)
-        for name in self.stream.names[k]:
-            ledger.creating(name)
-        try:
-            for actor in await self.client.list_actors(self.atespace):
-                if actor.name.startswith(prefix):
-                    ledger.creating(actor.name)
-                    ledger.created_actor(actor.name)
-        except SubstrateError as exc:
-            log.warning("shard %d: atespace listing failed (%s): its published names only", k, exc)
-        cleanup = self.params.cleanup
-        leaks = await ledger.cleanup(
-            self.client, concurrency=cleanup.concurrency, timeout=cleanup.timeout_seconds
+        self.stream.names[k] = await sweep(
+            self.client,
+            self.atespace,
+            f"{self.plans[k].actor_prefix}-",
+            self.stream.names[k],
+            self.params.cleanup,
+            self.swept.setdefault(k, Swept()),
         )
-        done = self.swept.setdefault(k, {"deleted": 0, "leaks": []})
-        done["deleted"] += ledger.deleted
-        done["leaks"] = leaks
-        self.stream.names[k] -= {n for n in self.stream.names[k] if n not in ledger.live}
-        log.info("shard %d: the coordinator deleted %d of its actors", k, ledger.deleted)
 
     @property
     def leaks(self) -> list[dict[str, str]]:
         found = [leak for final in self.finals.values() for leak in final.get("leaks", [])]
-        return found + [leak for swept in self.swept.values() for leak in swept["leaks"]]
+        return found + [leak for swept in self.swept.values() for leak in swept.leaks]
 
     # ------------------------------------------------------------ the way out
     async def _shutdown(self) -> None:

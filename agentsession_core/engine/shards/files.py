@@ -38,7 +38,7 @@ def shard_rows(run: ShardedRun) -> list[dict[str, Any]]:
         status = run.stream.status[k] if run.stream else {}
         pop = plan.params.population
         final = run.finals.get(k, {})
-        swept = run.swept.get(k, {})
+        swept = run.swept.get(k)
         state = "lost" if k in run.lost else ("stopped" if k in run.finals else "running")
         out.append(
             {
@@ -53,7 +53,7 @@ def shard_rows(run: ShardedRun) -> list[dict[str, Any]]:
                 "phase": status.get("phase"),
                 "actors_created": final.get("created", status.get("actors_created", 0)),
                 "actors_deleted": final.get("deleted", status.get("actors_deleted", 0))
-                + swept.get("deleted", 0),
+                + (swept.deleted if swept else 0),
             }
         )
     return out
