@@ -309,6 +309,9 @@ async def run(
         await run.fill()
         log.info("hold %.0fs", hold_seconds)
         _, _, reason = await run.hold(hold_seconds)
+        # A load that was not what was asked (a resident set that stayed short) is no
+        # "completed" run: its one line is the reason (docs/SPEC.md §4.2).
+        reason = reason or run._engine().population.problem()
         run.finish("completed" if reason is None else "failed", reason)
     assert run.result is not None
     return run.result
