@@ -110,7 +110,7 @@ class Recovery:
         except SubstrateError as exc:
             log.warning("%s: delete on replace failed (%s); cleanup retries it", old, exc)
         self.generation += 1
-        self.actor = f"agent-{self.id}-r{self.generation}"
+        self.actor = f"{ctx.actor_prefix}-{self.id}-r{self.generation}"
         self.cursor = 0
         self.failures_in_a_row = 0
         self.awake = False

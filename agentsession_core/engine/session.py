@@ -68,7 +68,7 @@ class Session(Recovery):
         self.ctx = ctx
         self.id = sid
         self.generation = 0
-        self.actor = f"agent-{sid}"
+        self.actor = f"{ctx.actor_prefix}-{sid}"
         self.cursor = 0
         self.failures_in_a_row = 0
         self.awake = False

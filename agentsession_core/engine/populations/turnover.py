@@ -60,6 +60,14 @@ FILL_RETRY_BACKOFF_S = 0.2  # a fill slot whose wake failed waits this long befo
 RESIDENT_TOLERANCE = 0.02
 
 
+def shortfall_line(mean: float, awake: int, over: str) -> str:
+    """The one line of a turnover whose resident set averaged short."""
+    return (
+        f"turnover: the resident set averaged {awake - mean:.1f} of {awake} sessions over "
+        f"{over} (ResidentShortfall mean {mean:.2f}, more than {RESIDENT_TOLERANCE:.0%} of awake)"
+    )
+
+
 class TurnoverPopulation(Population):
     kind = "turnover"
 
@@ -113,7 +121,8 @@ class TurnoverPopulation(Population):
         if self.ctx.stopping.is_set():
             return
         log.info(FILL_DONE_MARKER)
-        self.steady_start_ns = self.turnover_start_ns = now_ns()
+        # In a sharded run the common t0 (once every shard filled), which may lie ahead.
+        self.steady_start_ns = self.turnover_start_ns = await self.ctx.steady_start()
         self.segments = [(self.turnover_start_ns, self.level_multiplier)]
         self.spawn(self._tick_forever(self.turnover_start_ns), "turnover-ticks")
 
@@ -277,11 +286,7 @@ class TurnoverPopulation(Population):
         mean = self.shortfall_total / self.ticks
         if mean <= RESIDENT_TOLERANCE * self.awake:
             return None
-        return (
-            f"turnover: the resident set averaged {self.awake - mean:.1f} of {self.awake} "
-            f"sessions over {self.ticks} ticks (ResidentShortfall mean {mean:.2f}, more than "
-            f"{RESIDENT_TOLERANCE:.0%} of awake)"
-        )
+        return shortfall_line(mean, self.awake, f"{self.ticks} ticks")
 
     def summary_rows(self, recorder: Recorder) -> dict[str, dict[str, Any]]:
         """One `turnover_window` row per level (turnover_window.py)."""
