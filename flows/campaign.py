@@ -33,6 +33,9 @@ from tasks.upload import upload
 
 # Beyond the window itself: the stop grace and the judging of the window.
 HOLD_TIMEOUT_MARGIN_S = 120.0
+# Beyond the engine's own registration and fill deadlines (docs/SPEC.md §4.2), which end those
+# phases first with their one line: the task timeout is the backstop for a phase that hangs.
+PHASE_TIMEOUT_MARGIN_S = 120.0
 DEFAULT_PARAMS = CampaignParams()
 
 
@@ -53,8 +56,15 @@ async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | 
     async with run:
         driver = Campaign(params, run, baseline=baseline)
         await preflight(run)
-        await register(run)
-        await fill(run)
+        population = params.population
+        await register.with_options(
+            timeout_seconds=population.registration_deadline()
+            + population.registration_quiet_seconds
+            + PHASE_TIMEOUT_MARGIN_S
+        )(run)
+        await fill.with_options(
+            timeout_seconds=population.fill_deadline() + PHASE_TIMEOUT_MARGIN_S
+        )(run)
         progress = await hold_progress(driver)
         hold = hold_window.with_options(
             timeout_seconds=params.window_seconds

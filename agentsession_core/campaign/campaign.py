@@ -26,7 +26,8 @@ from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.abort import AbortMonitor
 from agentsession_core.judge.artifacts import step_window_row, windows_jsonl
 from agentsession_core.judge.gate import gate_document, load_run
-from agentsession_core.judge.verdict import WindowVerdict, headline, judge_window
+from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
+from agentsession_core.measure.stats import Window
 from agentsession_core.output.report import write_report
 from agentsession_core.output.upload import run_location
 
@@ -78,9 +79,15 @@ class Campaign:
         run.finalizers.append(self.write_files)
 
     # ------------------------------------------------------------ the hold
-    def target(self) -> float:
-        """The population's load level right now (target_rps for turnover), for `* target`."""
-        return self.run.params.population.level * self.level
+    def references(self, window: Window) -> dict[str, float | None]:
+        """What `* target` and `* awake` scale by in `window` (judge/thresholds.py): target is
+        the rate achieved_rps is judged against, in its unit (docs/SPEC.md §6) — turnover:
+        target_rps × level; closed and turns: the steps or turns the load model put due in
+        the window; awake: turnover's resident set (none for other populations)."""
+        population = self.run.params.population
+        if population.kind == "turnover":
+            return {"target": population.target_rps * self.level, "awake": population.awake}
+        return {"target": intended_rate(window), "awake": None}
 
     @property
     def stopped(self) -> bool:
@@ -97,7 +104,7 @@ class Campaign:
                 self.abort_rules,
                 sliding_s=self.params.abort.sliding_seconds,
                 delay_s=self.params.abort.delay_seconds,
-                target=self.target,
+                target=self.references,
             )
         self.level = plan.level
         start, end, reason = await self.run.hold(
@@ -120,7 +127,7 @@ class Campaign:
             self.thresholds,
             index=plan.index,
             level=plan.level,
-            target=self.target(),
+            target=self.references(window),
             void_reason=void,
             abort_reason=aborted,
         )

@@ -36,11 +36,24 @@ from agentsession_core.engine.params import (
 )
 from agentsession_core.errors import UsageError
 
-DEFAULT_THRESHOLDS = (
-    "TimeToWake: p99 < 2s",
-    "Step_*: failure_ratio < 0.01",
-    "achieved_rps >= 0.95 * target",
-)
+# The default thresholds per population kind (docs/SPEC.md §6), used when a campaign names
+# none. achieved_rps and its target share a unit for every kind (judge/verdict.py): swaps per
+# second against target_rps; steps per second against the steps the think model put due;
+# turns per second against the turns the schedule made arrive. The wake headline differs:
+# turnover's wakes are TimeToWake (from the tick), closed and turns wake on WakeFirstTouch
+# (from the end of the think or the turn's start). A turnover must also hold its resident set:
+# the mean gap may not exceed 2 % of awake.
+_STEPS_AND_RATE = ("Step_*: failure_ratio < 0.01", "achieved_rps >= 0.95 * target")
+DEFAULT_THRESHOLDS_BY_KIND: dict[str, tuple[str, ...]] = {
+    "turnover": (
+        "TimeToWake: p99 < 2s",
+        *_STEPS_AND_RATE,
+        "ResidentShortfall: events_per_s <= 0.02 * awake",
+    ),
+    "closed": ("WakeFirstTouch: p99 < 2s", *_STEPS_AND_RATE),
+    "turns": ("WakeFirstTouch: p99 < 2s", *_STEPS_AND_RATE),
+}
+DEFAULT_THRESHOLDS = DEFAULT_THRESHOLDS_BY_KIND["turnover"]  # the campaign's default kind
 DEFAULT_ABORT_RULES = ("Step_*: failure_ratio < 0.5 (min 20)",)
 # Float arithmetic must not turn 0.3 min / 6 s into 2.9999 windows.
 _WHOLE = 1e-9
@@ -129,7 +142,8 @@ class CampaignParams(RunParams):
     )
     thresholds: list[str] = Field(
         default_factory=lambda: list(DEFAULT_THRESHOLDS),
-        description="judged per window, e.g. 'TimeToWake: p99 < 2s'",
+        description="judged per window, e.g. 'TimeToWake: p99 < 2s' (default: per population "
+        "kind, see README)",
         json_schema_extra=form_position(11),
     )
     baseline: str | None = Field(
@@ -169,6 +183,20 @@ class CampaignParams(RunParams):
                 f"out {out!r} (set one of them)"
             )
         return values
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_thresholds(cls, values: Any) -> Any:
+        """No thresholds given: the population kind's defaults (DEFAULT_THRESHOLDS_BY_KIND)."""
+        if not isinstance(values, dict) or "thresholds" in values:
+            return values
+        population = values.get("population")
+        if isinstance(population, dict):
+            kind = population.get("kind")
+        else:
+            kind = getattr(population, "kind", None)
+        defaults = DEFAULT_THRESHOLDS_BY_KIND.get(str(kind), DEFAULT_THRESHOLDS)
+        return {**values, "thresholds": list(defaults)}
 
     @field_validator("levels")
     @classmethod

@@ -74,6 +74,10 @@ class RunContext:
     # Turnover and turns register their sessions: first parks are booked *_Register, so
     # SuspendActor / SuspendActorAsync hold only the population's own parks (docs/SPEC.md §4.2).
     registers: bool = False
+    # Sessions run step 1 as soon as their actor serves, so it holds real state before its
+    # first think (docs/SPEC.md §4.2 registration rule; closed in lifecycle none too). A
+    # replacement starts the same way.
+    primes: bool = False
     failure_log: FailureLog = field(default_factory=FailureLog)
     # Actor names are `<actor_prefix>-<session id>`; the shards of a sharded run each have
     # their own prefix, so their names never collide in the shared atespace.

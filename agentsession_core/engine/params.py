@@ -10,6 +10,7 @@ float field takes inf or nan.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -61,6 +62,8 @@ Number = Annotated[float, AllowInfNan(False)]
 # Seconds, also given as a Go duration string (DURATION marks such fields for the CLI).
 DURATION = BeforeValidator(_duration)
 Seconds = Annotated[Number, DURATION]
+# Seconds that may be left out (None: a default computed from other fields).
+OptionalSeconds = Annotated[float | None, AllowInfNan(False), DURATION]
 
 
 class Flag:
@@ -251,6 +254,24 @@ class PopulationParams(Section):
     )
     resume_mode: ResumeMode = Field("implicit", description="explicit: ResumeActor before a wake")
     lifecycle_mode: LifecycleMode = Field("suspend", description="how an actor is parked")
+    registration_deadline_seconds: OptionalSeconds = Field(
+        None,
+        gt=0,
+        description="registration gives up (the run fails) after this long "
+        "(default: sessions / spawn_rate x 2 + 60 s)",
+    )
+    fill_deadline_seconds: OptionalSeconds = Field(
+        None,
+        gt=0,
+        description="turnover: the fill stops retrying after this long "
+        "(default: ceil(awake / fill_concurrency) x 10 s + 60 s)",
+    )
+    catch_up_ratio: Number = Field(
+        0.5,
+        gt=0,
+        description="turnover: wakes owed to the resident set per tick, at most "
+        "max(1, ceil(ratio x swaps per tick))",
+    )
 
     @field_validator("awake")
     @classmethod
@@ -268,6 +289,21 @@ class PopulationParams(Section):
             "turnover": self.target_rps,
             "turns": self.turns_per_hour,
         }[self.kind]
+
+    def registration_deadline(self, sessions: int | None = None) -> float:
+        """Seconds registration (of `sessions`, default all) may take (docs/SPEC.md §4):
+        twice the spawn ramp plus a minute for the last sessions' first touch and step 1."""
+        if self.registration_deadline_seconds is not None:
+            return self.registration_deadline_seconds
+        count = self.sessions if sessions is None else sessions
+        return count / self.spawn_rate * 2.0 + 60.0
+
+    def fill_deadline(self) -> float:
+        """Seconds the turnover fill may take (docs/SPEC.md §4.2): ten seconds per round of
+        fill_concurrency wakes, plus a minute."""
+        if self.fill_deadline_seconds is not None:
+            return self.fill_deadline_seconds
+        return math.ceil(self.awake / self.fill_concurrency) * 10.0 + 60.0
 
 
 class CleanupParams(Section):

@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.populations.turnover import TurnoverPopulation
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW
 
@@ -44,6 +45,9 @@ class Progress:
             woke = recent.row(*TIME_TO_WAKE_ROW)
             rate = woke.count / recent.duration_s if recent.duration_s else 0.0
             parts.append(f"swaps {rate:.1f}/{engine.population.level:.1f}/s")
+            population = engine.population
+            if isinstance(population, TurnoverPopulation):
+                parts.append(f"resident {population.residents}/{population.awake}")
         for kind, name in HEADLINE_ROWS:
             stats = recent.row(kind, name)
             if stats.count:

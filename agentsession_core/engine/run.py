@@ -242,6 +242,10 @@ class Run:
         sharded run also a lost shard): the window it cut is void, not aborted."""
         return self.signal is not None
 
+    def load_problem(self) -> str | None:
+        """One line when the load was not what was asked (Population.problem)."""
+        return self.engine.population.problem() if self.engine is not None else None
+
     def stop_reason(self) -> str | None:
         if self.signal is not None:
             return f"received {self.signal.name}"
@@ -320,6 +324,9 @@ async def run(
         await run.fill()
         log.info("hold %.0fs", hold_seconds)
         _, _, reason = await run.hold(hold_seconds)
+        # A load that was not what was asked (a resident set that stayed short) is no
+        # "completed" run: its one line is the reason (docs/SPEC.md §4.2).
+        reason = reason or run.load_problem()
         run.finish("completed" if reason is None else "failed", reason)
     assert run.result is not None
     return run.result

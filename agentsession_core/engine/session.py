@@ -1,4 +1,5 @@
-"""One session's life (docs/SPEC.md §3): start, think, wake, step, hibernate, classify, replace.
+"""One session's life (docs/SPEC.md §3): start, think, wake, step, hibernate; what a failure
+makes it do (classify, replace) is its Recovery (recovery.py).
 
 A Session owns one actor and a cursor into the script. Populations decide *when* a session
 thinks, wakes or parks; the session decides *how*, books every request under its row with
@@ -17,6 +18,13 @@ from typing import TYPE_CHECKING, TypeVar
 from agentsession_core.engine import ops
 from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import stream, think_jitter
+from agentsession_core.engine.recovery import (
+    REPLACE_AFTER,
+    RETRY_BACKOFF_NS,
+    Recovery,
+    StepFailed,
+    Stopped,
+)
 from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND, TIME_TO_WAKE_ROW
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
 from agentsession_core.substrate.interface import reset_server_time, server_time_us
@@ -28,9 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentsession")
 T = TypeVar("T")
 
-REPLACE_AFTER = 3  # consecutive counted failures before an actor is replaced
 FIRST_TOUCH_DEADLINE = 120.0  # seconds a new actor gets to start serving
-RETRY_BACKOFF_NS = 100_000_000  # a failed turn waits this long on top of its think
 
 HIBERNATE_ROW = {
     "suspend": "SuspendActor",
@@ -39,20 +45,7 @@ HIBERNATE_ROW = {
 }
 
 
-class Stopped(Exception):
-    """The run is stopping: the session starts no new request."""
-
-
-class StepFailed(Exception):
-    """A request of a turn failed; carries the substrate error and where it happened."""
-
-    def __init__(self, error: SubstrateError, where: str) -> None:
-        super().__init__(f"{where}: {error}")
-        self.error = error
-        self.where = where
-
-
-class Session:
+class Session(Recovery):
     # Slots and lazily made random streams: a parked session is a few hundred bytes, so one
     # generator process can hold 100k of them (bench/RESULTS.md, density).
     __slots__ = (
@@ -138,8 +131,11 @@ class Session:
     async def start(self, intended_ns: int, *, prime: bool = False) -> None:
         """CreateActor, first touch until it serves, then (prime) step 1, then hibernate, so
         every later step starts from a hibernated actor. Populations that register
-        (ctx.registers) book that first park as *_Register."""
+        (ctx.registers) book that first park as *_Register. Stop guard (docs/SPEC.md §4.3):
+        after stop no CreateActor or first touch is sent (Stopped)."""
         ctx = self.ctx
+        if ctx.stopping.is_set():
+            raise Stopped
         namespace, template = ctx.params.target.template_ref
         self.state = "starting"
         retrying = ctx.ledger.creating(self.actor)
@@ -167,6 +163,8 @@ class Session:
         deadline = time.monotonic() + FIRST_TOUCH_DEADLINE
         intended = now_ns()
         while True:
+            if self.ctx.stopping.is_set():
+                raise Stopped
             try:
                 await self._booked(ROUTER_KIND, "FirstTouch", intended, self._ping)
                 return
@@ -192,10 +190,11 @@ class Session:
         """Park the actor per lifecycle mode; a failure leaves needs_hibernate set so the next
         turn re-drives it before anything else, and an actor the substrate says is gone or
         crashed is replaced (not while it is being started: replace() starts the new one).
-        Returns True when the actor is parked."""
+        Returns True when the actor is parked. After stop nothing is sent (docs/SPEC.md
+        §4.3): cleanup suspends and deletes every actor."""
         ctx = self.ctx
         mode = ctx.params.population.lifecycle_mode
-        if mode == "none":
+        if mode == "none" or ctx.stopping.is_set():
             self.ready_ns = now_ns()
             return False
         name = HIBERNATE_ROW[mode] + ("_Register" if register else "")
@@ -334,12 +333,17 @@ class Session:
 
     # ---------------------------------------------------------------- turns
     async def turn(
-        self, intended_ns: int, *, first_touch: bool = True, time_to_wake: bool = False
+        self,
+        intended_ns: int,
+        *,
+        first_touch: bool = True,
+        time_to_wake: bool = False,
+        park: bool = True,
     ) -> bool:
         """One scripted step at `intended_ns`: re-drive a failed hibernate, wake (booked
         from the intended time), run the next step. Lifecycle none has no wake, so the step
-        itself is booked from the intended time. A failure is handled (docs/SPEC.md §3.4) and
-        returns False; the caller decides when the actor parks."""
+        itself is booked from the intended time. A failure is handled (docs/SPEC.md §3.4;
+        `park` as in handle) and returns False; the caller decides when the actor parks."""
         try:
             if self.needs_hibernate:
                 await self.hibernate()
@@ -349,62 +353,23 @@ class Session:
                 await self.wake(intended_ns, first_touch=first_touch, time_to_wake=time_to_wake)
                 await self.run_step(now_ns())
         except StepFailed as failed:
-            await self.handle(failed)
+            await self.handle(failed, park=park)
             return False
         return True
 
-    async def think_and_step(self) -> None:
-        """The closed loop: think (the actor parked), then a turn, then park again."""
+    async def think_and_step(self, due: Row | None = None) -> None:
+        """The closed loop: think (the actor parked), then a turn, then park again. `due`
+        books the step's intended start once its think is over (closed/StepsDue)."""
         if self.needs_hibernate:  # park before thinking, not after
             await self.hibernate()
         intended = self.ready_ns + self.think_ns(self.next_step())
         self.state = "thinking"
-        if await self.ctx.wait_until(intended) and await self.turn(intended):
+        if not await self.ctx.wait_until(intended):
+            return
+        if due is not None:
+            due.event(intended)
+        if await self.turn(intended):
             await self.hibernate()
 
-    async def handle(self, failed: StepFailed, *, registering: bool = False) -> None:
-        """docs/SPEC.md §3.4: what a failure makes the session do next."""
-        action = self._note_failure(failed.error, failed.where)
-        if action is FailureClass.REPLACE or self.failures_in_a_row >= REPLACE_AFTER:
-            await self.replace()
-        elif self.awake or self.ctx.params.population.lifecycle_mode == "none":
-            await self.hibernate(register=registering and self.ctx.registers)
-        else:
-            self.ready_ns = now_ns() + RETRY_BACKOFF_NS
 
-    def note_failure(self, failed: StepFailed) -> FailureClass:
-        return self._note_failure(failed.error, failed.where)
-
-    def _note_failure(self, exc: SubstrateError, where: str) -> FailureClass:
-        action = exc.failure_class
-        if action is FailureClass.MISCONFIGURED:
-            self.ctx.surface(exc, where)
-        elif action is FailureClass.COUNT:
-            self.failures_in_a_row += 1
-        if action is not FailureClass.RETRY_LATER:
-            self.ctx.failure_log.failure(exc.code, f"{where} ({exc})")
-        return action
-
-    async def replace(self) -> None:
-        """SuspendActor + DeleteActor the old actor (booked as DeleteActor), then a fresh
-        session at step 1 on a new actor."""
-        ctx = self.ctx
-        old = self.actor
-        try:
-            await self._booked(
-                CONTROL_KIND, "DeleteActor", now_ns(), lambda: ctx.ledger.remove(ctx.substrate, old)
-            )
-        except SubstrateError as exc:
-            log.warning("%s: delete on replace failed (%s); cleanup retries it", old, exc)
-        self.generation += 1
-        self.actor = f"{ctx.actor_prefix}-{self.id}-r{self.generation}"
-        self.cursor = 0
-        self.failures_in_a_row = 0
-        self.awake = False
-        self.needs_hibernate = False
-        log.info("%s replaced by %s", old, self.actor)
-        try:
-            await self.start(now_ns(), prime=ctx.registers)
-        except StepFailed as failed:
-            self._note_failure(failed.error, failed.where)
-            self.ready_ns = now_ns() + RETRY_BACKOFF_NS
+__all__ = ["HIBERNATE_ROW", "REPLACE_AFTER", "RETRY_BACKOFF_NS", "Session", "StepFailed", "Stopped"]

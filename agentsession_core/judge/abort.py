@@ -7,16 +7,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from agentsession_core.judge.thresholds import Threshold
+from agentsession_core.judge.thresholds import References, Threshold
 from agentsession_core.judge.verdict import ThresholdResult, evaluate
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
+from agentsession_core.measure.stats import Window
 
 
 class AbortMonitor:
     """Abort rules on a sliding window of whole, closed seconds, once the warm-up is over.
 
     ``check`` is meant for a hold's ``should_stop`` (called ~10× a second): it does real
-    work once per new second only. Once tripped it keeps returning the same reason.
+    work once per new second only. Once tripped it keeps returning the same reason. `target`
+    gives the sliding window's references (verdict.evaluate), from the window itself.
     """
 
     def __init__(
@@ -26,7 +28,7 @@ class AbortMonitor:
         *,
         sliding_s: float = 30.0,
         delay_s: float = 60.0,
-        target: Callable[[], float | None],
+        target: Callable[[Window], float | References | None],
         start_ns: int | None = None,
     ) -> None:
         if sliding_s < 1:
@@ -58,7 +60,7 @@ class AbortMonitor:
         if first >= second:
             return None
         window = rec.window_seconds(first, second)
-        target = self.target()
+        target = self.target(window)
         self.last_results = [evaluate(rule, window, target) for rule in self.rules]
         for rule, result in zip(self.rules, self.last_results, strict=True):
             if result.passed is False:

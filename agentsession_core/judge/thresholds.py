@@ -2,15 +2,17 @@
 
 Grammar (whitespace is free)::
 
-    threshold := [ROWS ":"] STAT OP VALUE ["*" "target"] ["(" OPTION {"," OPTION} ")"]
+    threshold := [ROWS ":"] STAT OP VALUE ["*" REF] ["(" OPTION {"," OPTION} ")"]
     ROWS      := a row name or fnmatch pattern, matched on the NAME across kinds, or on the
                  stats.jsonl metric name KIND_NAME ("TimeToWake" or "rps_TimeToWake",
                  "WakeFirstTouch", "Step_*" or "http_Step_*", "ResumeActor", "grpc_*")
     STAT      := p50 | p66 | p75 | p80 | p90 | p95 | p98 | p99 | p99_9 | p(99) | p(99.9)
-                 | max | mean | avg | failure_ratio | failures | count | rps | achieved_rps
+                 | max | mean | avg | failure_ratio | failures | count | rps
+                 | events | events_per_s | achieved_rps
     OP        := "<" | "<=" | ">" | ">="
     VALUE     := a number; latency stats also take a duration ("2s", "500ms", "1.5m") and a
                  bare number there means milliseconds; failure_ratio also takes "1%"
+    REF       := "target" | "awake"
     OPTION    := "min" N   (minimum samples before the rule is judged)
                | "abort"   (also evaluated every second on a sliding window; see judge)
 
@@ -19,12 +21,21 @@ Examples::
     TimeToWake: p99 < 2s
     Step_*: failure_ratio < 0.01 (min 50)
     achieved_rps >= 0.95 * target
+    ResidentShortfall: events_per_s <= 0.02 * awake
     TimeToWake: failure_ratio < 0.5 (min 20, abort)
 
 Several rows matching ROWS are merged (their histograms added) before the stat is taken.
 Without ROWS a row stat covers every request row of the window; ``achieved_rps`` is
-run-level and takes no ROWS. ``VALUE * target`` multiplies by the population's level at
-judging time (target_rps for turnover). Latencies are measured from the intended time.
+run-level and takes no ROWS. ``events`` and ``events_per_s`` read count-only rows (their
+stats.jsonl event_count and events_per_s): ``ResidentShortfall: events_per_s`` is the resident
+set's mean gap, ``Backlog: events`` the swaps a tick could not start.
+
+``VALUE * target`` multiplies by the rate achieved_rps is judged against, in its unit
+(docs/SPEC.md §6): turnover, target_rps × level (swaps per second); closed, the steps the
+think model put due in the window (closed/StepsDue per second); turns, the arrivals the seeded
+Poisson schedule put in the window (turns/Arrivals per second, whose mean is sessions ×
+turns_per_hour × level / 3600). ``VALUE * awake`` multiplies by turnover's `awake` (not judged
+for other populations). Latencies are measured from the intended time.
 
 Minimum samples: a rule with fewer samples than its minimum is not judged (passed=None).
 The default minimum is 1 for latency and ratio stats and 0 for counts and rates, whose
@@ -35,7 +46,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentsession_core.errors import UsageError
@@ -47,10 +58,13 @@ from agentsession_core.script.quantity import QuantityError, parse_duration
 QUANTILE_STATS = percentiles_through("p99_9")
 LATENCY_STATS = (*QUANTILE_STATS, "max", "mean")
 RATIO_STATS = ("failure_ratio",)
-COUNT_STATS = ("failures", "count", "rps")
+COUNT_STATS = ("failures", "count", "rps", "events", "events_per_s")
 RUN_STATS = ("achieved_rps",)
 STATS = LATENCY_STATS + RATIO_STATS + COUNT_STATS + RUN_STATS
 OPS = ("<=", ">=", "<", ">")
+# What `VALUE * NAME` may scale by (the caller supplies the numbers per window).
+REFERENCES = ("target", "awake")
+References = Mapping[str, float | None]
 _ALIASES = {"avg": "mean", "p100": "max"}
 _PERCENTILE_CALL = re.compile(r"^p\(\s*([0-9]+(?:\.[0-9]+)?)\s*\)$")
 
@@ -79,14 +93,20 @@ class Threshold:
     target_factor: float | None = None
     min_samples: int = 1
     abort: bool = False
+    reference: str = "target"  # what target_factor scales (REFERENCES)
 
-    def bound(self, target: float | None) -> float | None:
-        """The number to compare against; None when it needs a target and has none."""
+    def bound(self, target: float | References | None) -> float | None:
+        """The number to compare against; None when it needs a reference and has none.
+        `target` is the window's references by name, or the `target` number alone."""
         if self.target_factor is None:
             return self.value
-        return None if target is None else self.target_factor * target
+        if isinstance(target, Mapping):
+            scale = target.get(self.reference)
+        else:
+            scale = target if self.reference == "target" else None
+        return None if scale is None else self.target_factor * scale
 
-    def holds(self, observed: float, target: float | None) -> bool | None:
+    def holds(self, observed: float, target: float | References | None) -> bool | None:
         bound = self.bound(target)
         if bound is None:
             return None
@@ -167,9 +187,13 @@ def parse_threshold(text: str, *, where: str = "thresholds", abort: bool = False
     if stat in RUN_STATS and rows is not None:
         raise _fail(where, text, f"{stat} is run-level and takes no row pattern")
     factor: float | None = None
+    reference = "target"
     if m["factor"]:
-        if m["target"] != "target":
-            raise _fail(where, text, f"only '* target' may scale a value, not {m['target']!r}")
+        reference = m["target"]
+        if reference not in REFERENCES:
+            raise _fail(
+                where, text, f"only '* target' or '* awake' may scale a value, not {reference!r}"
+            )
         if stat in LATENCY_STATS:
             raise _fail(where, text, "a latency cannot be scaled by the target")
         factor = _number(m["value"], where, text)
@@ -190,6 +214,7 @@ def parse_threshold(text: str, *, where: str = "thresholds", abort: bool = False
         target_factor=factor,
         min_samples=min_samples,
         abort=abort or abort_option,
+        reference=reference,
     )
 
 
@@ -206,7 +231,9 @@ __all__ = [
     "LATENCY_STATS",
     "QUANTILE_STATS",
     "RATIO_STATS",
+    "REFERENCES",
     "STATS",
+    "References",
     "Threshold",
     "parse_threshold",
     "parse_thresholds",

@@ -13,9 +13,15 @@ A step window is judged from its exact recorder Window against the thresholds of
 
 A row pattern matches a row's name across kinds, or its stats.jsonl metric name
 ``<kind>_<name>``: ``Step_*`` and ``http_Step_*`` both merge every http Step_ row, and
-``TimeToWake`` and ``rps_TimeToWake`` both pick the rps/TimeToWake row. achieved_rps is the
-TimeToWake count per second for a turnover window (one with TimeToWake or turnover rows, or
-the turnover gauge) and the http Step_* count per second otherwise.
+``TimeToWake`` and ``rps_TimeToWake`` both pick the rps/TimeToWake row; a rule may name the
+load's own rows too (``ResidentShortfall``, ``QueueWait``), which "all requests" leaves out.
+
+achieved_rps and its target share a unit (docs/SPEC.md §6). A turnover window (one with
+TimeToWake or turnover rows, or the turnover gauge) achieves swaps: successful TimeToWake per
+second (a wake owed for a failed one completes that swap), against target_rps × level. Any
+other window achieves steps: successful http Step_* per second, against ``intended_rate``,
+the steps the closed think model put due or the turns the Poisson schedule made arrive in the
+window (closed/StepsDue, turns/Arrivals events per second).
 
 The headline of a window: TimeToWake, WakeFirstTouch and the Step_* rows merged (latency
 percentiles in ms, from the intended time), plus the request totals and failure ratio.
@@ -31,10 +37,18 @@ from agentsession_core.judge.thresholds import (
     LATENCY_STATS,
     QUANTILE_STATS,
     RATIO_STATS,
+    References,
     Threshold,
 )
-from agentsession_core.measure.health import is_request_row
-from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW, RowKey, RowStats, Window
+from agentsession_core.measure.health import HEALTH_KIND, is_request_row
+from agentsession_core.measure.stats import (
+    INTENDED_ROWS,
+    ROUTER_KIND,
+    TIME_TO_WAKE_ROW,
+    RowKey,
+    RowStats,
+    Window,
+)
 
 Outcome = Literal["pass", "break", "void", "aborted"]
 OUTCOMES: tuple[str, ...] = ("pass", "break", "void", "aborted")
@@ -110,10 +124,11 @@ def matches(key: RowKey, pattern: str) -> bool:
 
 
 def select(window: Window, pattern: str | None) -> RowStats:
-    """Request rows matching `pattern` (all request rows for None), merged."""
-    return window.aggregate(
-        lambda key: is_request_row(key) and (pattern is None or matches(key, pattern))
-    )
+    """Rows matching `pattern` (never the generator's own), merged; for None, every
+    request row (not the load's own rows either)."""
+    if pattern is None:
+        return window.aggregate(is_request_row)
+    return window.aggregate(lambda key: key[0] != HEALTH_KIND and matches(key, pattern))
 
 
 def is_turnover(window: Window) -> bool:
@@ -134,6 +149,13 @@ def achieved(window: Window) -> tuple[float, int]:
     return (count / duration if duration > 0 else 0.0), count
 
 
+def intended_rate(window: Window) -> float:
+    """Steps (closed) or turns (turns) the load model asked for in the window, per second:
+    achieved_rps's target outside turnover."""
+    due = sum(window.row(*key).events for key in INTENDED_ROWS)
+    return due / window.duration_s if window.duration_s > 0 else 0.0
+
+
 def row_stat(stats: RowStats, stat: str, duration_s: float) -> float:
     if stat in QUANTILE_STATS:
         return stats.response.quantile(QUANTILE_STATS[stat])
@@ -149,6 +171,10 @@ def row_stat(stats: RowStats, stat: str, duration_s: float) -> float:
         return float(stats.count)
     if stat == "rps":
         return stats.rps(duration_s)
+    if stat == "events":
+        return float(stats.events)
+    if stat == "events_per_s":
+        return stats.events / duration_s if duration_s > 0 else 0.0
     raise ValueError(f"not a row statistic: {stat!r}")
 
 
@@ -156,13 +182,17 @@ def _fmt(value: float, latency: bool) -> str:
     return f"{value:.1f} ms" if latency else f"{value:.4g}"
 
 
-def evaluate(threshold: Threshold, window: Window, target: float | None) -> ThresholdResult:
+def evaluate(
+    threshold: Threshold, window: Window, target: float | References | None
+) -> ThresholdResult:
+    """`target`: the window's references by name ({"target": …, "awake": …}), or the target
+    number alone."""
     if threshold.stat == "achieved_rps":
         observed, samples = achieved(window)
         subject = "achieved_rps"
     else:
         stats = select(window, threshold.rows)
-        samples = stats.count
+        samples = stats.events if threshold.stat.startswith("events") else stats.count
         subject = f"{threshold.rows or 'all requests'} {threshold.stat}"
         observed = row_stat(stats, threshold.stat, window.duration_s)
     latency = threshold.stat in LATENCY_STATS
@@ -179,7 +209,7 @@ def evaluate(threshold: Threshold, window: Window, target: float | None) -> Thre
             observed,
             samples,
             None,
-            "not judged: the rule needs a target and the window has none",
+            f"not judged: the rule needs {threshold.reference} and the window has none",
         )
     passed = threshold.holds(observed, target)
     verb = "held" if passed else "missed"
@@ -226,7 +256,7 @@ def judge_window(
     *,
     index: int,
     level: float,
-    target: float | None,
+    target: float | References | None,
     void_reason: str | None = None,
     abort_reason: str | None = None,
 ) -> WindowVerdict:
@@ -262,6 +292,7 @@ __all__ = [
     "achieved",
     "evaluate",
     "headline",
+    "intended_rate",
     "judge_window",
     "matches",
     "select",

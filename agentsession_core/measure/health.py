@@ -24,7 +24,7 @@ import psutil
 
 from agentsession_core.measure.histogram import PERCENTILES
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
-from agentsession_core.measure.stats import RowKey, Window
+from agentsession_core.measure.stats import LOAD_KINDS, RowKey, Window
 
 # The kind of every row this module books. They measure the generator, not the substrate, so
 # the CSVs, the Aggregated row and the judge's request rows leave them out.
@@ -35,7 +35,8 @@ CPU_GAUGE = "cpu_percent"
 
 
 def is_request_row(key: RowKey) -> bool:
-    return key[0] != HEALTH_KIND
+    """A row of requests: not the generator's health, not the load's own shape."""
+    return key[0] != HEALTH_KIND and key[0] not in LOAD_KINDS
 
 
 class GeneratorHealth:

@@ -34,6 +34,21 @@ CONTROL_KIND = "grpc"
 ROUTER_KIND = "http"
 TIME_TO_WAKE_ROW: RowKey = ("rps", "TimeToWake")
 
+# Rows of the load's own shape, not requests (docs/SPEC.md §5.1): they stay out of the
+# Locust CSVs, the Aggregated row and a threshold's "all requests", and a rule names them.
+# Each step of a closed session that fell due (its think over) and each turn arrival, booked
+# as events at their intended times: the rate the load model asked for, which achieved_rps is
+# judged against (docs/SPEC.md §6). QueueWait: how long a turn arrival waited for the
+# session's previous turn (docs/SPEC.md §4.3). Backlog: swaps a tick could not start;
+# ResidentShortfall: each second, awake minus the residents (docs/SPEC.md §4.2).
+LOAD_KINDS = ("closed", "turns", "turnover")
+STEPS_DUE_ROW: RowKey = ("closed", "StepsDue")
+ARRIVALS_ROW: RowKey = ("turns", "Arrivals")
+QUEUE_WAIT_ROW: RowKey = ("turns", "QueueWait")
+BACKLOG_ROW: RowKey = ("turnover", "Backlog")
+RESIDENT_SHORTFALL_ROW: RowKey = ("turnover", "ResidentShortfall")
+INTENDED_ROWS: tuple[RowKey, ...] = (STEPS_DUE_ROW, ARRIVALS_ROW)
+
 # stats.jsonl carries p50 … p99_9 of the headline latency (docs/SPEC.md §7) and a shorter set
 # for service time and start lag, which are reported beside it (docs/SPEC.md §5.2).
 JSONL_PERCENTILES = percentiles_through("p99_9")
@@ -205,10 +220,17 @@ class Window:
 
 
 __all__ = [
+    "ARRIVALS_ROW",
+    "BACKLOG_ROW",
     "CONTROL_KIND",
+    "INTENDED_ROWS",
     "JSONL_PERCENTILES",
     "LATENCY_VIEWS",
+    "LOAD_KINDS",
+    "QUEUE_WAIT_ROW",
+    "RESIDENT_SHORTFALL_ROW",
     "ROUTER_KIND",
+    "STEPS_DUE_ROW",
     "TIME_TO_WAKE_ROW",
     "Interval",
     "RowKey",

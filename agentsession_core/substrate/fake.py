@@ -18,7 +18,8 @@ Not modelled: a worker pool (a wake never waits for room), per-op size caps, the
 budget, real bytes (see fake_glutton.py). Faults: `fail_wakes` and `crash_wakes` are the
 shares of wakes (explicit or implicit) that fail with RESOURCE_EXHAUSTED (the actor stays
 parked) or crash the actor, drawn once per wake from a stream seeded by `seed`; crash()
-kills one actor's worker on demand.
+kills one actor's worker on demand; `max_actors` is a quota: a CreateActor that would hold more
+actors at once is refused with RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class FakeSubstrate(Substrate):
         fail_wakes: float = 0.0,
         crash_wakes: float = 0.0,
         seed: int = 0,
+        max_actors: int | None = None,
     ) -> None:
         if min(fail_wakes, crash_wakes) < 0 or fail_wakes + crash_wakes > 1:
             raise ValueError("fail_wakes and crash_wakes are shares: >= 0 and at most 1 together")
@@ -106,6 +108,7 @@ class FakeSubstrate(Substrate):
             dict(templates) if templates is not None else {DEFAULT_TEMPLATE: 1 << 30}
         )
         self.fail_wakes, self.crash_wakes = fail_wakes, crash_wakes
+        self.max_actors = max_actors
         self.atespaces: set[str] = set()
         self.wakes = 0  # wakes that brought an actor to RUNNING
         self._actors: dict[tuple[str, str], _Actor] = {}
@@ -145,6 +148,8 @@ class FakeSubstrate(Substrate):
             raise Refused("NOT_FOUND", f"{where}: template {ref[0]}/{ref[1]} not found")
         if (atespace, name) in self._actors:
             raise Refused("ALREADY_EXISTS", f"actor {atespace}/{name} already exists")
+        if self.max_actors is not None and len(self._actors) >= self.max_actors:
+            raise Refused("RESOURCE_EXHAUSTED", f"quota of {self.max_actors} actors reached")
         limit = self.templates[ref]
         actor = _Actor(atespace, name, GluttonState(actor_target(atespace, name), limit))
         actor.idle.set()

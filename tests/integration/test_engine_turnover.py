@@ -74,15 +74,24 @@ async def test_turnover_smoke_run(
     }
     wanted = requests | {"turnover_window"}
     assert wanted <= set(rows), sorted(wanted - set(rows))
-    # Nothing else books requests: the rest are the generator's own rows and the extra rows.
-    others = {"generator_LoopLag", "generator_DispatchLag", "turnover_Backlog"}
+    # Nothing else books requests: the rest are the generator's own rows, the load's own
+    # count-only rows and the extra rows.
+    others = {
+        "generator_LoopLag",
+        "generator_DispatchLag",
+        "turnover_Backlog",
+        "turnover_ResidentShortfall",
+    }
     assert set(rows) - wanted <= others, sorted(set(rows) - wanted - others)
     for metric in requests:
         assert rows[metric]["failure_count"] == 0, (metric, rows[metric].get("errors"))
-    # The Locust CSVs carry the same rows as Type and Name.
+    # The Locust CSVs carry the same request rows as Type and Name (not the load's own rows).
     with (run_dir / "stats.csv").open(newline="") as f:
         typed = {f"{r['Type']}_{r['Name']}" for r in csv.DictReader(f) if r["Type"]}
-    assert typed - {"turnover_Backlog"} == requests, sorted(typed ^ requests)
+    assert typed == requests, sorted(typed ^ requests)
+    # A healthy substrate: the resident set held, and the gap was booked every second.
+    shortfall = rows["turnover_ResidentShortfall"]
+    assert shortfall["event_count"] == 0 and shortfall["duration_s"] >= HOLD - 2
 
     # Registration parks only under *_Register; SuspendActor holds the turnover parks.
     assert isinstance(population, TurnoverPopulation)
@@ -95,7 +104,8 @@ async def test_turnover_smoke_run(
     assert rows["rps_TimeToWake"]["request_count"] == AWAKE + parks
 
     window = rows["turnover_window"]
-    assert window["target_rps"] == RATE
+    assert (window["target_rps"], window["level"], window["awake"]) == (RATE, 1.0, AWAKE)
+    assert window["resident_shortfall_mean"] == 0
     assert abs(window["achieved_rps"] - RATE) <= 0.1 * RATE, window
     assert window["duration_s"] >= HOLD - 2
     assert window["backlog"] == 0

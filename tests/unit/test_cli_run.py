@@ -32,7 +32,7 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["target.token_file"] == "--token-file"
     assert flags["generator.shards"] == "--shards"
     assert flags["generator.cluster"] == "--cluster"
-    assert len(flags) == 36
+    assert len(flags) == 39
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = capsys.readouterr().out

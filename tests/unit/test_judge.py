@@ -273,7 +273,7 @@ def test_windows_jsonl_round_trips_and_step_window_row_is_flat():
 def test_abort_monitor_waits_for_warmup_then_trips_on_the_sliding_window():
     rec, clock = recorder()
     rules = parse_thresholds(["TimeToWake: failure_ratio < 0.5 (min 5)"], abort=True)
-    monitor = AbortMonitor(rec, rules, sliding_s=3, delay_s=5, target=lambda: 4.0, start_ns=MONO0)
+    monitor = AbortMonitor(rec, rules, sliding_s=3, delay_s=5, target=lambda _: 4.0, start_ns=MONO0)
     for s in range(4):  # healthy
         book(rec, "rps", "TimeToWake", second=s, n=4, latency_ms=50, seed=s)
     for s in range(4, 12):  # every wake fails from second 4 on
@@ -296,7 +296,7 @@ def test_abort_monitor_stays_quiet_while_rules_hold_or_lack_samples():
     rules = parse_thresholds(
         ["TimeToWake: p99 < 1s (min 10)", "achieved_rps >= 0.5 * target"], abort=True
     )
-    monitor = AbortMonitor(rec, rules, sliding_s=5, delay_s=0, target=lambda: 4.0, start_ns=MONO0)
+    monitor = AbortMonitor(rec, rules, sliding_s=5, delay_s=0, target=lambda _: 4.0, start_ns=MONO0)
     for s in range(20):
         book(rec, "rps", "TimeToWake", second=s, n=3, latency_ms=100, seed=s)
     for tenth in range(0, 200, 3):
@@ -308,7 +308,7 @@ def test_abort_monitor_stays_quiet_while_rules_hold_or_lack_samples():
 def test_abort_monitor_trips_on_collapsed_throughput():
     rec, clock = recorder()
     rules = parse_thresholds(["achieved_rps >= 0.5 * target"], abort=True)
-    monitor = AbortMonitor(rec, rules, sliding_s=2, delay_s=2, target=lambda: 4.0, start_ns=MONO0)
+    monitor = AbortMonitor(rec, rules, sliding_s=2, delay_s=2, target=lambda _: 4.0, start_ns=MONO0)
     for s in range(5):
         book(rec, "rps", "TimeToWake", second=s, n=4, latency_ms=100, seed=s)
     reasons = {}

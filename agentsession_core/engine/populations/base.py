@@ -1,5 +1,5 @@
 """What every population shares: the session table, spawning on an intended-time
-schedule, registration (docs/SPEC.md §4.2) and a bounded stop."""
+schedule, registration with its deadline (docs/SPEC.md §4.2) and a bounded stop."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import ramp_time_ns
 from agentsession_core.engine.session import Session, StepFailed, Stopped
+from agentsession_core.errors import AgentsessionError
 
 if TYPE_CHECKING:
     from agentsession_core.measure.recorder import Recorder
@@ -22,6 +23,18 @@ log = logging.getLogger("agentsession")
 REGISTRATION_IN_FLIGHT = 1024  # registrations started but not finished, at most
 START_RETRY_FIRST_NS = 200_000_000  # a refused CreateActor is retried after 0.2 s, 0.4 s, …
 START_RETRY_MAX_NS = 5_000_000_000  # … up to every 5 s
+
+
+class RegistrationError(AgentsessionError):
+    """Registration missed its deadline: the run fails, and cleanup deletes every actor it
+    created (docs/SPEC.md §3.5)."""
+
+
+def failure_line(failed: StepFailed) -> str:
+    """`CreateActor RESOURCE_EXHAUSTED (quota of 7 actors reached)`: what failed, without
+    the actor's name, for one-line summaries."""
+    call = failed.where.split(": ", 1)[-1]
+    return f"{call} {failed.error.code} ({failed.error.message})"
 
 
 class Population:
@@ -36,6 +49,7 @@ class Population:
         self.level_multiplier = 1.0
         self.steady_start_ns: int | None = None
         self.stopped_ns: int | None = None  # when stop began: the end of the load
+        self.last_start_failure: str | None = None  # failure_line of the latest failed start
 
     # ------------------------------------------------------------ phases
     async def register(self) -> None:
@@ -74,18 +88,27 @@ class Population:
         rate = self.ctx.params.population.spawn_rate
         return [ramp_time_ns(start_ns, rate, i) for i in range(count)]
 
-    async def start_session(self, session: Session, intended_ns: int, *, prime: bool) -> bool:
+    async def start_session(
+        self, session: Session, intended_ns: int, *, prime: bool, deadline_ns: int | None = None
+    ) -> bool:
         """Start one session at its intended time. A CreateActor that fails is retried
-        (with backoff, each retry booked from its own time) until the run stops, so a
-        capacity refusal never quietly shrinks the population. False only on stop."""
+        (with backoff, each retry booked from its own time) until the run stops or the
+        deadline passes, so a capacity refusal never quietly shrinks the population and a
+        quota never keeps it retrying forever. False on stop or at the deadline."""
         backoff_ns = START_RETRY_FIRST_NS
         while await self.ctx.wait_until(intended_ns):
+            if deadline_ns is not None and now_ns() >= deadline_ns:
+                return False
             try:
                 await session.start(intended_ns, prime=prime)
                 return True
             except StepFailed as failed:
+                self.last_start_failure = failure_line(failed)
                 if session.created:  # created, then failed: the session handles it
-                    await session.handle(failed, registering=True)
+                    try:
+                        await session.handle(failed, registering=True)
+                    except Stopped:
+                        return False
                     return True
                 session.note_failure(failed)
             except Stopped:
@@ -94,6 +117,14 @@ class Population:
             backoff_ns = min(2 * backoff_ns, START_RETRY_MAX_NS)
         return False
 
+    def registration_failed(self, registered: int, wanted: int, deadline_s: float) -> None:
+        """Raise the one line a run that could not register ends with."""
+        why = self.last_start_failure or "no answer in time"
+        raise RegistrationError(
+            f"registration: {registered} of {wanted} sessions registered before the "
+            f"{deadline_s:g} s deadline: {why}"
+        )
+
     async def register_all(self, *, prime: bool) -> None:
         """docs/SPEC.md §4.2 registration: every session's actor is created at the spawn rate,
         runs step 1 as soon as it serves (prime) and is parked (booked *_Register); then
@@ -101,26 +132,43 @@ class Population:
 
         Sessions are made as they fall due, at most REGISTRATION_IN_FLIGHT at a time, so a
         100k population never holds 100k coroutines at once; a start held back by that bound
-        shows as start lag, measured from its intended time."""
+        shows as start lag, measured from its intended time.
+
+        The whole of it has a deadline (PopulationParams.registration_deadline): a substrate
+        that refuses CreateActor (a quota) ends the run with one line naming the refusal
+        (RegistrationError), and cleanup deletes the actors already created."""
         params = self.ctx.params.population
         start = now_ns()
+        deadline_s = params.registration_deadline()
         gate = asyncio.Semaphore(REGISTRATION_IN_FLIGHT)
         registered = 0
 
         async def register(session: Session, intended_ns: int) -> None:
             nonlocal registered
             try:
-                registered += await self.start_session(session, intended_ns, prime=prime)
+                # Awaited first, then added: `registered += await ...` would read the count
+                # before the await and lose every other task's update in between.
+                started = await self.start_session(session, intended_ns, prime=prime)
+                if started:
+                    registered += 1
             finally:
                 gate.release()
 
-        async with asyncio.TaskGroup() as group:
-            for i in range(params.sessions):
-                intended = ramp_time_ns(start, params.spawn_rate, i)
-                if not await self.ctx.wait_until(intended):
-                    break
-                await gate.acquire()
-                group.create_task(register(self.new_session(), intended))
+        async def spawn_all() -> None:
+            async with asyncio.TaskGroup() as group:
+                for i in range(params.sessions):
+                    intended = ramp_time_ns(start, params.spawn_rate, i)
+                    if not await self.ctx.wait_until(intended):
+                        break
+                    await gate.acquire()
+                    group.create_task(register(self.new_session(), intended))
+
+        try:
+            await asyncio.wait_for(spawn_all(), deadline_s)
+        except TimeoutError:
+            pass  # the starts still in flight were cancelled (booked as cancelled)
+        if registered < params.sessions and not self.ctx.stopping.is_set():
+            self.registration_failed(registered, params.sessions, deadline_s)
         log.info("registration: %d of %d sessions registered", registered, params.sessions)
         # Registration is over when it has been quiet this long (or the run stops).
         with contextlib.suppress(TimeoutError):
@@ -133,6 +181,11 @@ class Population:
     def gauges(self) -> dict[str, dict[str, int]]:
         """Gauges beyond sessions-by-state, sampled once a second: name -> {state: n}."""
         return {}
+
+    def problem(self) -> str | None:
+        """One line when the load was not what was asked (a turnover whose resident set
+        stayed short): a plain run ends failed with it, not "completed" (engine/run.py)."""
+        return None
 
     def summary_rows(self, recorder: Recorder) -> dict[str, dict[str, Any]]:
         """stats.jsonl rows of this population's own phase at the end of the run:

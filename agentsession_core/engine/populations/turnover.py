@@ -1,35 +1,71 @@
 """turnover (docs/SPEC.md §4.2): keep `awake` sessions resident and swap R per second with parked
-ones.
+ones, and keep the resident set at `awake` whatever fails.
 
-Ticks run on intended times (t0 + k seconds) and never wait for the previous tick: each
-swap is its own task. A swap parks the longest-idle resident that is not inside a step and
-wakes the longest-parked session, which runs its next scripted step while busy. TimeToWake
-(the rps/TimeToWake row) is measured from the tick's intended time to the woken actor's first
-answer. When fewer idle residents or parked sessions exist than the tick asks for, the
-shortfall is booked as turnover/Backlog events, never silently absorbed.
+Ticks run on intended times (t0 + k seconds) and never wait for the previous tick: each park
+and each wake is its own task. A swap parks the longest-idle resident that is not inside a
+step and wakes the longest-parked session, which runs its next scripted step while busy.
+TimeToWake (the rps/TimeToWake row) is measured from the tick's intended time to the woken
+actor's first answer. When fewer idle residents or parked sessions exist than the tick asks
+for, the shortfall is booked as turnover/Backlog events, never silently absorbed.
+
+The resident set holds its size. Residents are the sessions whose actor is awake: the idle ones
+and the woken ones inside their step. A wake claims its slot when it starts (as the park it
+is paired with gives one up), so the conductor never wakes twice for one slot, but its
+session is a resident only once the actor answered: a wake stuck waiting for a worker is a
+gap. A failed wake gives its slot back and a failed park keeps its session resident, so each
+tick:
+  1. books the gap the last second left, awake − residents (at least 0), as a
+     `turnover`/ResidentShortfall event: a figure thresholds judge (docs/SPEC.md §6);
+  2. parks sessions above `awake` (failed parks, retried first) without a paired wake;
+  3. wakes the slots owed to the set (neither resident nor claimed by a wake), at most
+     max(1, ceil(catch_up_ratio × swaps per tick)) on top of its swaps: a burst of failures
+     is made good over a few ticks without exceeding the configured rate by more than that
+     bounded catch-up;
+  4. starts its swaps.
+A woken session whose step fails stays resident (only the conductor parks); one that has to
+be replaced comes back parked and its slot is owed like a failed wake's.
+
+Fill: `awake` sessions are woken, fill_concurrency at a time; a failed fill wake is retried
+(with the next parked session, after a short backoff) until the set is full or the fill
+deadline passes. A fill that ends short says so in one line, which the run carries
+(`problem`); the ticks then wake the owed sessions at the catch-up rate.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.context import RunContext, now_ns
-from agentsession_core.engine.populations.base import Population
+from agentsession_core.engine.populations.base import Population, failure_line
+from agentsession_core.engine.populations.turnover_window import level_rows
 from agentsession_core.engine.session import Session, StepFailed, Stopped
-from agentsession_core.judge.verdict import achieved
-from agentsession_core.measure.stats import TIME_TO_WAKE_ROW
+from agentsession_core.measure.stats import BACKLOG_ROW, RESIDENT_SHORTFALL_ROW
 
 if TYPE_CHECKING:
     from agentsession_core.measure.recorder import Recorder
-    from agentsession_core.measure.stats import Window
 
 log = logging.getLogger("agentsession")
 
 FILL_DONE_MARKER = "agentsession: turnover fill done"
 TICK_NS = 1_000_000_000
+NS_PER_S = 1_000_000_000
+FILL_RETRY_BACKOFF_S = 0.2  # a fill slot whose wake failed waits this long before the next
+# A turnover whose resident set averaged a larger gap than this share of `awake` did not hold
+# the load it was asked for (the default ResidentShortfall threshold uses the same bound).
+RESIDENT_TOLERANCE = 0.02
+
+
+def shortfall_line(mean: float, awake: int, over: str) -> str:
+    """The one line of a turnover whose resident set averaged short."""
+    return (
+        f"turnover: the resident set averaged {awake - mean:.1f} of {awake} sessions over "
+        f"{over} (ResidentShortfall mean {mean:.2f}, more than {RESIDENT_TOLERANCE:.0%} of awake)"
+    )
 
 
 class TurnoverPopulation(Population):
@@ -37,103 +73,195 @@ class TurnoverPopulation(Population):
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
+        params = ctx.params.population
+        self.awake = params.awake
         self.idle: deque[Session] = deque()  # awake, not in a step; oldest first
         self.parked: deque[Session] = deque()  # hibernated; longest parked first
+        self.waking: set[Session] = set()  # wakes in flight (with their step): slots claimed
         self.turnover_start_ns: int | None = None
         self.swaps_started = 0
-        # Residents above `awake`: a park that failed while its paired wake went ahead.
-        # Later ticks park these without a paired wake, so the resident set comes back.
-        self.excess = 0
+        self.tick_ns = TICK_NS  # one tick a second (tests shorten it)
+        self.segments: list[tuple[int, float]] = []  # (start, level multiplier) per level
+        self.fill_short: str | None = None  # the fill's one line when it ended short
+        self.last_wake_failure: str | None = None
+        self.shortfall_total = 0  # Σ ResidentShortfall over the ticks so far
+        self.ticks = 0
+        self._filling = False
+        self._shortfall = ctx.recorder.row(*RESIDENT_SHORTFALL_ROW)
+        self._backlog = ctx.recorder.row(*BACKLOG_ROW)
         ctx.registers = True
+        ctx.primes = params.awake > 0 or params.lifecycle_mode == "none"
+
+    @property
+    def claimed(self) -> int:
+        """Slots held or being woken into: what the conductor fills up to `awake`."""
+        return len(self.idle) + len(self.waking)
+
+    @property
+    def residents(self) -> int:
+        """Sessions whose actor is awake: the idle ones and the woken ones (docs/SPEC.md §4.2)."""
+        return len(self.idle) + sum(1 for s in self.waking if s.awake)
 
     # ------------------------------------------------------------ registration and fill
     async def register(self) -> None:
-        params = self.ctx.params.population
-        prime = params.awake > 0 or params.lifecycle_mode == "none"
-        await self.register_all(prime=prime)
+        await self.register_all(prime=self.ctx.primes)
         for session in self.sessions:
             if session.created:
                 self.parked.append(session)
 
     async def fill(self) -> None:
-        """Wake `awake` sessions, fill_concurrency at a time, then start ticking."""
+        """Wake `awake` sessions (retrying failed wakes until the deadline), then tick."""
         params = self.ctx.params.population
-        gate = asyncio.Semaphore(params.fill_concurrency)
-        chosen = [self.parked.popleft() for _ in range(min(params.awake, len(self.parked)))]
-
-        async def wake(session: Session) -> None:
-            async with gate:
-                if self.ctx.stopping.is_set():
-                    self.parked.append(session)
-                    return
-                try:
-                    await session.wake(now_ns(), time_to_wake=True)
-                except StepFailed as failed:
-                    await session.handle(failed)
-                except Stopped:
-                    return
-                (self.idle if session.awake else self.parked).append(session)
-
-        if params.lifecycle_mode != "none":
-            await asyncio.gather(*(wake(s) for s in chosen))
+        self._filling = True
+        if params.lifecycle_mode == "none":
+            while self.parked and len(self.idle) < self.awake:
+                self.idle.append(self.parked.popleft())
         else:
-            self.idle.extend(chosen)
-        log.info(FILL_DONE_MARKER)
-        self.steady_start_ns = self.turnover_start_ns = await self.ctx.steady_start()
-        if params.lifecycle_mode != "none":
-            self.spawn(self._tick_forever(self.turnover_start_ns), "turnover-ticks")
-
-    # ------------------------------------------------------------ ticks
-    async def _tick_forever(self, t0_ns: int) -> None:
-        owed = 0.0
-        tick = 0
-        backlog = self.ctx.recorder.row("turnover", "Backlog")
-        while not self.ctx.stopping.is_set():
-            tick += 1
-            intended = t0_ns + tick * TICK_NS
-            if not await self.ctx.wait_until(intended):
-                return
-            while self.excess and self.idle:
-                self.excess -= 1
-                out = self.idle.popleft()
-                self.spawn(self._park(out, intended), f"park-{out.id}")
-            owed += self.level
-            wanted = int(owed)
-            owed -= wanted
-            for _ in range(wanted):
-                if not self.idle or not self.parked:
-                    backlog.event(intended)
-                    continue
-                out, into = self.idle.popleft(), self.parked.popleft()
-                self.swaps_started += 1
-                self.spawn(self._park(out, intended), f"park-{out.id}")
-                self.spawn(self._wake(into, intended), f"wake-{into.id}")
-
-    async def _park(self, session: Session, intended_ns: int) -> None:
-        # A tick that fired just before stop spawns its swaps after it: the stop guard
-        # applies to parks as to wakes, so a swap is either whole or not started.
+            await self._fill(params.fill_deadline(), params.fill_concurrency)
         if self.ctx.stopping.is_set():
             return
-        try:
-            await session.hibernate(intended_ns=intended_ns)
-        except Stopped:
+        log.info(FILL_DONE_MARKER)
+        # In a sharded run the common t0 (once every shard filled), which may lie ahead.
+        self.steady_start_ns = self.turnover_start_ns = await self.ctx.steady_start()
+        self.segments = [(self.turnover_start_ns, self.level_multiplier)]
+        self.spawn(self._tick_forever(self.turnover_start_ns), "turnover-ticks")
+
+    async def _fill(self, deadline_s: float, concurrency: int) -> None:
+        deadline = now_ns() + int(deadline_s * NS_PER_S)
+        gate = asyncio.Semaphore(concurrency)
+        changed = asyncio.Event()
+        while not self.ctx.stopping.is_set() and len(self.idle) < self.awake:
+            left = (deadline - now_ns()) / NS_PER_S
+            if left <= 0 or (not self.parked and not self.waking):
+                break
+            if self.claimed < self.awake and self.parked and not gate.locked():
+                await gate.acquire()
+                session = self.parked.popleft()
+                self.waking.add(session)
+                self.spawn(self._fill_wake(session, gate, changed), f"fill-{session.id}")
+                continue
+            changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), min(left, 1.0))
+        short = self.awake - len(self.idle)
+        if short <= 0 or self.ctx.stopping.is_set():
             return
+        if self.parked or self.waking:
+            if self.last_wake_failure is not None:
+                why = f"last failed wake: {self.last_wake_failure}"
+            else:
+                why = f"{len(self.waking)} wakes still waiting for an answer"
+            how = f"at the {deadline_s:g} s fill deadline ({why})"
+        else:
+            how = "with no parked session left to wake"
+        self.fill_short = (
+            f"fill: {len(self.idle)} of {self.awake} sessions resident {how}; the turnover "
+            f"starts {short} short and books the gap as turnover/ResidentShortfall every second"
+        )
+        log.error("%s", self.fill_short)
+
+    async def _fill_wake(
+        self, session: Session, gate: asyncio.Semaphore, changed: asyncio.Event
+    ) -> None:
+        try:
+            try:
+                await session.wake(now_ns(), time_to_wake=True)
+            except StepFailed as failed:
+                self.last_wake_failure = failure_line(failed)
+                await session.handle(failed, park=False)
+            except Stopped:
+                pass
+            finally:
+                self.waking.discard(session)
+                (self.idle if session.awake else self.parked).append(session)
+                changed.set()
+            if not session.awake:  # back off before this slot tries the next session
+                await asyncio.sleep(FILL_RETRY_BACKOFF_S)
+        finally:
+            gate.release()
+            changed.set()  # the slot is free again
+
+    # ------------------------------------------------------------ ticks
+    def catch_up(self) -> int:
+        """Owed wakes one tick may start on top of its swaps (docs/SPEC.md §4.2)."""
+        per_tick = self.level * self.tick_ns / NS_PER_S
+        return max(1, math.ceil(self.ctx.params.population.catch_up_ratio * per_tick))
+
+    async def _tick_forever(self, t0_ns: int) -> None:
+        rate_owed = 0.0
+        tick = 0
+        while not self.ctx.stopping.is_set():
+            tick += 1
+            intended = t0_ns + tick * self.tick_ns
+            if not await self.ctx.wait_until(intended):
+                return
+            rate_owed += self.level * self.tick_ns / NS_PER_S
+            swaps = int(rate_owed)
+            rate_owed -= swaps
+            self.tick(intended, swaps)
+
+    def tick(self, intended_ns: int, swaps: int) -> None:
+        """One tick: book the gap, park the excess, wake the owed, swap (module docstring)."""
+        shortfall = max(0, self.awake - self.residents)
+        self.ticks += 1
+        self.shortfall_total += shortfall
+        self._shortfall.event(intended_ns, shortfall)
+        if self.ctx.params.population.lifecycle_mode == "none":
+            return  # nothing parks or wakes: the gauge of a density run only
+        gap = self.awake - self.claimed
+        while gap < 0 and self.idle:
+            gap += 1
+            self._start_park(self.idle.popleft(), intended_ns)
+        for _ in range(min(gap, self.catch_up(), len(self.parked))):
+            self._start_wake(self.parked.popleft(), intended_ns)
+        for _ in range(swaps):
+            if not self.idle or not self.parked:
+                self._backlog.event(intended_ns)
+                continue
+            self.swaps_started += 1
+            self._start_park(self.idle.popleft(), intended_ns)
+            self._start_wake(self.parked.popleft(), intended_ns)
+
+    def _start_park(self, session: Session, intended_ns: int) -> None:
+        self.spawn(self._park(session, intended_ns), f"park-{session.id}")
+
+    def _start_wake(self, session: Session, intended_ns: int) -> None:
+        self.waking.add(session)  # the slot is claimed now, whatever the wake's answer
+        self.spawn(self._wake(session, intended_ns), f"wake-{session.id}")
+
+    async def _park(self, session: Session, intended_ns: int) -> None:
+        # After stop hibernate sends nothing (the stop guard), so a swap whose tick fired just
+        # before stop is either whole or not started.
+        await session.hibernate(intended_ns=intended_ns)
         if session.awake:
-            self.excess += 1
-            self.idle.append(session)
+            self.idle.appendleft(session)  # still resident: the next tick parks it first
         else:
             self.parked.append(session)
 
     async def _wake(self, session: Session, intended_ns: int) -> None:
         try:
-            await session.turn(intended_ns, first_touch=False, time_to_wake=True)
+            await session.turn(intended_ns, first_touch=False, time_to_wake=True, park=False)
         except Stopped:
-            return
-        (self.idle if session.awake else self.parked).append(session)
+            pass
+        finally:
+            self.waking.discard(session)
+            (self.idle if session.awake else self.parked).append(session)
 
-    # ------------------------------------------------------------ gauge and summary
+    # ------------------------------------------------------------ levels, gauges, summary
+    def set_level(self, multiplier: float) -> None:
+        super().set_level(multiplier)
+        if self.turnover_start_ns is not None:
+            self.segments.append((now_ns(), multiplier))
+
     def gauges(self) -> dict[str, dict[str, int]]:
-        return {"turnover_sessions": self.gauge()}
+        out = {"turnover_sessions": self.gauge()}
+        if self._filling:
+            residents = self.residents
+            out["turnover_resident"] = {
+                "resident": residents,
+                "shortfall": max(0, self.awake - residents),
+            }
+        return out
 
     def gauge(self) -> dict[str, int]:
         """agentsession_turnover_sessions{state=awake|parked|waking|parking}."""
@@ -149,46 +277,26 @@ class TurnoverPopulation(Population):
                 counts["parked"] += 1
         return counts
 
+    def problem(self) -> str | None:
+        """The fill's line, or a resident set that averaged short over the turnover."""
+        if self.fill_short is not None:
+            return self.fill_short
+        if not self.ticks or not self.awake:
+            return None
+        mean = self.shortfall_total / self.ticks
+        if mean <= RESIDENT_TOLERANCE * self.awake:
+            return None
+        return shortfall_line(mean, self.awake, f"{self.ticks} ticks")
+
     def summary_rows(self, recorder: Recorder) -> dict[str, dict[str, Any]]:
-        """One `turnover_window` row over whole seconds of turnover only: the first second
-        starts after the fill's own wakes, the last ends when the load stopped (not after
-        cleanup), so achieved_rps is swaps over the time they were asked for."""
-        start = self.turnover_start_ns
-        if start is None:
+        """One `turnover_window` row per level (turnover_window.py)."""
+        if self.turnover_start_ns is None:
             return {}
-        end = self.stopped_ns or now_ns()
-        window = recorder.window(start + 999_999_999, max(end, start + 999_999_999))
-        return {"turnover_window": turnover_measurements(window, self.level)}
-
-
-def turnover_measurements(window: Window, target_rps: float) -> dict[str, Any]:
-    """The turnover phase only: per-request counts, failures and rates, achieved vs target."""
-    duration = window.duration_s or 1.0
-    wakes = window.row(*TIME_TO_WAKE_ROW)
-    out: dict[str, Any] = {
-        "start_unix": window.start_s,
-        "end_unix": window.end_s,
-        "duration_s": window.duration_s,
-        "target_rps": target_rps,
-        "achieved_rps": achieved(window)[0],
-        "backlog": window.row("turnover", "Backlog").events,
-    }
-    for quantile_key, value in wakes.measurements(duration).items():
-        if quantile_key.startswith("p"):
-            out[f"time_to_wake_{quantile_key}"] = value
-    requests = failures = 0
-    for (kind, name), stats in sorted(window.rows.items()):
-        if kind == "generator" or not stats.count:
-            continue
-        requests += stats.count
-        failures += stats.failures
-        out[f"{kind}_{name}_count"] = stats.count
-        out[f"{kind}_{name}_failures"] = stats.failures
-        out[f"{kind}_{name}_rps"] = stats.count / duration
-    out.update(
-        requests=requests,
-        failures=failures,
-        rps=requests / duration,
-        failure_ratio=failures / requests if requests else 0.0,
-    )
-    return out
+        params = self.ctx.params.population
+        return level_rows(
+            recorder,
+            self.segments,
+            self.stopped_ns or now_ns(),
+            target_rps=params.target_rps,
+            awake=self.awake,
+        )

@@ -83,6 +83,7 @@ class ShardedRun(Run):
         self.phase = "setup"
         self.level = 1.0
         self.t0_ns: int | None = None  # the common t0, on this process's monotonic clock
+        self.level_changes: list[tuple[int, float]] = []  # (when, level): turnover_window rows
         self.load_stopped_ns: int | None = None
         self.workers: list[str] = []
         self.shard_info: list[dict[str, Any]] = []
@@ -236,6 +237,8 @@ class ShardedRun(Run):
             self.level = level
         if start_ns is None:  # the first hold starts on the common t0
             start_ns = self.t0_ns if self.t0_ns is not None and not self._held else now_ns()
+        if not self.level_changes or self.level_changes[-1][1] != self.level:
+            self.level_changes.append((start_ns, self.level))
         self._held = True
         deadline = start_ns + int(seconds * 1e9)
         while (left := deadline - now_ns()) > 0:
@@ -258,6 +261,11 @@ class ShardedRun(Run):
             await asyncio.sleep(0.05)
 
     # ------------------------------------------------------------ stop rules
+    def load_problem(self) -> str | None:
+        """A resident set that averaged short over the merged turnover (docs/SPEC.md §4.2);
+        a shard's short fill is in its own forwarded line."""
+        return files.load_problem(self)
+
     def stop_reason(self) -> str | None:
         reason = super().stop_reason()
         if reason is not None:

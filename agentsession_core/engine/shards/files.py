@@ -9,8 +9,10 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.context import now_ns
-from agentsession_core.engine.populations.turnover import turnover_measurements
+from agentsession_core.engine.populations.turnover import RESIDENT_TOLERANCE, shortfall_line
+from agentsession_core.engine.populations.turnover_window import level_rows
 from agentsession_core.engine.run_files import status_document as run_status_document
+from agentsession_core.measure.stats import RESIDENT_SHORTFALL_ROW
 from agentsession_core.output.stats_files import (
     jsonl_row,
     render_failures_csv,
@@ -159,16 +161,47 @@ def shard_health(run: ShardedRun, k: int) -> dict[str, Any]:
     return {**rows[k], **run.stream.health_summary(k), "counts": counts}
 
 
+def level_segments(run: ShardedRun) -> list[tuple[int, float]]:
+    """(start, level) of each load level from the common t0 on."""
+    assert run.t0_ns is not None
+    segments = [(run.t0_ns, 1.0)]
+    for at, level in run.level_changes:
+        if at <= run.t0_ns:  # the first hold's own level
+            segments = [(run.t0_ns, level)]
+        else:
+            segments.append((at, level))
+    return segments
+
+
 def population_rows(run: ShardedRun) -> dict[str, dict[str, Any]]:
-    """The turnover_window row over the merged stream: whole seconds from the common t0 to
-    the stop of the load, at the whole run's target (TurnoverPopulation.summary_rows)."""
+    """The turnover_window rows over the merged stream, one per level: whole seconds from the
+    common t0 to the stop of the load, at the whole run's target (TurnoverPopulation
+    .summary_rows)."""
     if run.params.population.kind != "turnover" or run.t0_ns is None:
         return {}
+    population = run.params.population
+    return level_rows(
+        run.recorder,
+        level_segments(run),
+        run.load_stopped_ns or now_ns(),
+        target_rps=population.target_rps,
+        awake=population.awake,
+    )
+
+
+def load_problem(run: ShardedRun) -> str | None:
+    """The merged resident set's mean gap over the turnover, against RESIDENT_TOLERANCE."""
+    population = run.params.population
+    if population.kind != "turnover" or run.t0_ns is None or not population.awake:
+        return None
     start = run.t0_ns + NS - 1
-    end = max(run.load_stopped_ns or now_ns(), start)
-    window = run.recorder.window(start, end)
-    target = run.params.population.level * run.level
-    return {"turnover_window": turnover_measurements(window, target)}
+    window = run.recorder.window(start, max(run.load_stopped_ns or now_ns(), start))
+    if not window.duration_s:
+        return None
+    mean = window.row(*RESIDENT_SHORTFALL_ROW).events / window.duration_s
+    if mean <= RESIDENT_TOLERANCE * population.awake:
+        return None
+    return shortfall_line(mean, population.awake, f"{window.duration_s:.0f} s")
 
 
 __all__ = ["progress_line", "sessions", "status_document", "write_final_files"]
