@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonDict
 
-from agentsession_core.errors import UsageError
+from agentsession_core.errors import UsageError, clip
 from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
 
 PopulationKind = Literal["closed", "turnover", "turns"]
@@ -33,6 +33,20 @@ LifecycleMode = Literal["suspend", "suspend-async", "pause", "none"]
 ResumeMode = Literal["implicit", "explicit"]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+# Upper bounds (issue #11). A value past one is a typo or a hostile file, not a plan, and
+# each keeps a run's arithmetic, memory and duration finite: an `inf` or 1e7 must be refused
+# here, in one line, not found later as a dead ticker or a hang (README "Configuration
+# reference" lists them).
+MAX_SESSIONS = 1_000_000
+MAX_RATE = 100_000.0  # swaps or session starts per second
+MAX_THINK_SCALE = 1000.0
+MAX_TURNS_PER_HOUR = 3600.0  # one turn a second per session
+MAX_CONCURRENCY = 10_000
+MAX_WAIT_S = 86_400.0  # a timeout, a quiet period, a turn: one day
+MAX_SEED = 2**63 - 1
+MAX_TEXT = 4096  # paths, URLs, tokens
+MAX_NAME = 63  # name and tag: directory names in the artifact path
 _TEMPLATE = re.compile(r"^[a-z0-9][a-z0-9.-]*/[a-z0-9][a-z0-9.-]*$")
 
 
@@ -40,6 +54,8 @@ def _duration(value: Any) -> Any:
     """A duration string ("2s", "1h30m") in seconds; numbers (and numeric text) pass on."""
     if not isinstance(value, str):
         return value
+    if len(value) > 100:  # no duration is this long; never parse or echo a huge one
+        raise ValueError(f"{clip(value)}: {len(value)} characters is not a duration")
     try:
         float(value)
     except ValueError:
@@ -86,15 +102,21 @@ class Section(BaseModel):
 class TargetParams(Section):
     """Where the load goes. No substrate URL: an embedded local substrate is started."""
 
-    substrate: str | None = Field(None, description="control API URL (none: local substrate)")
-    router: str | None = Field(None, description="router URL when it differs from the control URL")
+    substrate: str | None = Field(
+        None, max_length=MAX_TEXT, description="control API URL (none: local substrate)"
+    )
+    router: str | None = Field(
+        None, max_length=MAX_TEXT, description="router URL when it differs from the control URL"
+    )
     token: str | None = Field(
-        None, description="bearer token (redacted in artifacts; CLI: or AGENTSESSION_TOKEN)"
+        None,
+        max_length=MAX_TEXT,
+        description="bearer token (redacted in artifacts; CLI: or AGENTSESSION_TOKEN)",
     )
     template: str = Field("benchmark-workloads/glutton", description="actor template NS/NAME")
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
     local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
-    request_timeout_seconds: Seconds = Field(120.0, gt=0, description="per request")
+    request_timeout_seconds: Seconds = Field(120.0, gt=0, le=MAX_WAIT_S, description="per request")
 
     @field_validator("substrate", "router")
     @classmethod
@@ -102,7 +124,7 @@ class TargetParams(Section):
         if value in (None, ""):
             return None
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"{value!r} is not an http(s) URL")
+            raise ValueError(f"{clip(value)} is not an http(s) URL")
         return value
 
     @field_validator("template")
@@ -124,22 +146,31 @@ class PopulationParams(Section):
     kind: Annotated[PopulationKind, Flag("--population")] = Field(
         "closed", description="population"
     )
-    sessions: int = Field(10, ge=1, le=1_000_000, description="sessions registered")
-    spawn_rate: Number = Field(10.0, gt=0, description="sessions started per second")
+    sessions: int = Field(10, ge=1, le=MAX_SESSIONS, description="sessions registered")
+    spawn_rate: Number = Field(10.0, gt=0, le=MAX_RATE, description="sessions started per second")
     awake: int = Field(
         0,
         ge=0,
+        le=MAX_SESSIONS,
         validate_default=True,
         description="turnover: sessions kept resident (at most sessions)",
     )
-    target_rps: Number = Field(1.0, ge=0, description="turnover: swaps per second at 1x")
+    target_rps: Number = Field(
+        1.0, ge=0, le=MAX_RATE, description="turnover: swaps per second at 1x"
+    )
     registration_quiet_seconds: Annotated[
         Seconds, Flag("--registration-quiet-seconds", "--registration-quiet")
-    ] = Field(60.0, ge=0, description="registration ends after this long without a start")
-    fill_concurrency: int = Field(8, ge=1, description="turnover: concurrent fill wakes")
-    turns_per_hour: Number = Field(6.0, gt=0, description="turns: per session at 1x")
+    ] = Field(
+        60.0, ge=0, le=MAX_WAIT_S, description="registration ends after this long without a start"
+    )
+    fill_concurrency: int = Field(
+        8, ge=1, le=MAX_CONCURRENCY, description="turnover: concurrent fill wakes"
+    )
+    turns_per_hour: Number = Field(
+        6.0, gt=0, le=MAX_TURNS_PER_HOUR, description="turns: per session at 1x"
+    )
     turn_mean_seconds: Annotated[Seconds, Flag("--turn-mean-seconds", "--turn-mean")] = Field(
-        60.0, gt=0, description="turns: mean turn length"
+        60.0, gt=0, le=MAX_WAIT_S, description="turns: mean turn length"
     )
     resume_mode: ResumeMode = Field("implicit", description="explicit: ResumeActor before a wake")
     lifecycle_mode: LifecycleMode = Field("suspend", description="how an actor is parked")
@@ -166,13 +197,16 @@ class CleanupParams(Section):
     """The end of a run: stopping the load, deleting every actor it created."""
 
     concurrency: Annotated[int, Flag("--cleanup-concurrency")] = Field(
-        16, ge=1, description="actors deleted at once"
+        16, ge=1, le=MAX_CONCURRENCY, description="actors deleted at once"
     )
     timeout_seconds: Annotated[Seconds, Flag("--cleanup-timeout-seconds")] = Field(
-        120.0, gt=0, description="for the whole cleanup; what is left is listed as leaked"
+        120.0,
+        gt=0,
+        le=MAX_WAIT_S,
+        description="for the whole cleanup; what is left is listed as leaked",
     )
     stop_grace_seconds: Seconds = Field(
-        10.0, ge=0, description="in-flight requests get this long at stop"
+        10.0, ge=0, le=MAX_WAIT_S, description="in-flight requests get this long at stop"
     )
 
 
@@ -181,26 +215,42 @@ class RunParams(Section):
     --hold`, the campaign's windows)."""
 
     name: str = Field(
-        "agentsession", description="run name (artifact path)", json_schema_extra=form_position(0)
+        "agentsession",
+        max_length=MAX_NAME,
+        description="run name (artifact path)",
+        json_schema_extra=form_position(0),
     )
     tag: str = Field(
-        "adhoc", description="run tag (artifact path)", json_schema_extra=form_position(1)
+        "adhoc",
+        max_length=MAX_NAME,
+        description="run tag (artifact path)",
+        json_schema_extra=form_position(1),
     )
     out: str = Field(
         "./artifacts",
+        max_length=MAX_TEXT,
         description="where the run directory is written (path or file:// URL)",
         json_schema_extra=form_position(3),
     )
     seed: int = Field(
-        1, ge=0, description="one seed for every random choice", json_schema_extra=form_position(4)
+        1,
+        ge=0,
+        le=MAX_SEED,
+        description="one seed for every random choice",
+        json_schema_extra=form_position(4),
     )
     script: str = Field(
         "coding-session",
+        max_length=MAX_TEXT,
         description="built-in script name or YAML path",
         json_schema_extra=form_position(5),
     )
     think_scale: Number = Field(
-        1.0, ge=0, description="multiplies every think time", json_schema_extra=form_position(6)
+        1.0,
+        ge=0,
+        le=MAX_THINK_SCALE,
+        description="multiplies every think time",
+        json_schema_extra=form_position(6),
     )
     metrics_port: int | None = Field(
         None,
