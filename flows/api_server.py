@@ -9,14 +9,14 @@ killed the API under the flow that was still reporting to it: the run stopped an
 up, but every later state change and log upload retried against a closed port for minutes,
 ten tracebacks, exit 1 and no run directory (issue #11).
 
-Here the same app (`prefect.server.api.server:create_app` with the same ephemeral flags,
-uvicorn on 127.0.0.1) runs in a new session (`start_new_session=True`): signals meant for
-the command never reach it, so the flow reports its Cancelled state and the command exits
-130/143 within seconds. It still never outlives the command: the command stops it once the
-flow has returned, and the server watches a pipe from the command, so a command killed with
+Here the same app (`prefect.server.api.server:create_app` with the same ephemeral flags, uvicorn on
+127.0.0.1) runs in a new session (`start_new_session=True`): signals meant for the command never
+reach it, so the flow reports its Cancelled state and the command exits 130/143 within seconds
+(docs/SPEC.md §6, "Refusals and stops"). It still never outlives the command: the command stops it
+once the flow has returned, and the server watches a pipe from the command, so a command killed with
 SIGKILL takes it down too (EOF on its stdin → it shuts down). Its output goes to a log file
-(Prefect's shutdown noise stays off the terminal); a server that cannot start is one line
-with the tail of that log.
+(Prefect's shutdown noise stays off the terminal); a server that cannot start is one line with the
+tail of that log.
 """
 
 from __future__ import annotations
@@ -56,8 +56,14 @@ class ApiServerError(AgentsessionError):
 @contextlib.contextmanager
 def temporary_api(log_path: Path, *, timeout: float) -> Iterator[str]:
     """Start the API, yield its URL (`http://127.0.0.1:PORT/api`), stop it on the way out."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "ab")  # closed by the `with` below, after the server stops
+    except OSError as exc:
+        raise ApiServerError(
+            f"cannot write the temporary Prefect API's log {log_path}: {exc}"
+        ) from None
+    with log:
         deadline = time.monotonic() + timeout
         for attempt in range(1, START_ATTEMPTS + 1):
             port = _free_port()

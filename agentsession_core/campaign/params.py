@@ -48,8 +48,8 @@ DEFAULT_THRESHOLDS = (
 DEFAULT_ABORT_RULES = ("Step_*: failure_ratio < 0.5 (min 20)",)
 # Float arithmetic must not turn 0.3 min / 6 s into 2.9999 windows.
 _WHOLE = 1e-9
-# Upper bounds (issue #11; RunParams has the engine's): `hold_minutes=1e7` once hung building
-# the window list, so the count is checked from the arithmetic before any list exists.
+# Upper bounds (issue #11, docs/SPEC.md §6; RunParams has the engine's): `hold_minutes=1e7` once
+# hung building the window list, so the count is checked from the arithmetic before any list exists.
 MAX_HOLD_MINUTES = 7 * 24 * 60.0  # a week at one level
 MAX_WINDOW_SECONDS = 7 * 86_400.0
 MAX_WINDOWS = 10_000  # per campaign, all levels

@@ -34,9 +34,9 @@ ResumeMode = Literal["implicit", "explicit"]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
-# Upper bounds (issue #11). A value past one is a typo or a hostile file, not a plan, and
-# each keeps a run's arithmetic, memory and duration finite: an `inf` or 1e7 must be refused
-# here, in one line, not found later as a dead ticker or a hang (README "Configuration
+# Upper bounds (issue #11, docs/SPEC.md §6). A value past one is a typo or a hostile file, not a
+# plan, and each keeps a run's arithmetic, memory and duration finite: an `inf` or 1e7 must be
+# refused here, in one line, not found later as a dead ticker or a hang (README "Configuration
 # reference" lists them).
 MAX_SESSIONS = 1_000_000
 MAX_RATE = 100_000.0  # swaps or session starts per second

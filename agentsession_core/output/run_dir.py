@@ -6,13 +6,12 @@ Layout (docs/SPEC.md §7): ``<dest>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix
 content, never half. manifest.json is written last and lists every other file with its size
 and sha256.
 
-A full or vanished disk must still end a run with its final status.json and manifest.json
-(issue #11: never a stuck `running`). So the run reserves room for its manifest when it starts
-(`reserve_manifest`), status.json and the manifest fall back to overwriting their own blocks
-in place when no new file fits (`in_place=True`), a lost run directory is made again for
-them, and logs.txt keeps its first write error instead of printing a traceback per line.
-
-Everything here is synchronous and thread-safe: async callers use asyncio.to_thread.
+A full or vanished disk must still end a run with its final status.json and manifest.json (issue
+#11, docs/SPEC.md §7: never a stuck `running`). So the run reserves room for its manifest when it
+starts (`reserve_manifest`), status.json and the manifest fall back to overwriting their own blocks
+in place when no new file fits (`in_place=True`), a lost run directory is made again for them, and
+logs.txt keeps its first write error instead of printing a traceback per line. Everything here is
+synchronous and thread-safe: async callers use asyncio.to_thread.
 """
 
 from __future__ import annotations

@@ -27,11 +27,11 @@ class _Sequence(list):
 
 
 class NoAliasLoader(yaml.SafeLoader):
-    """safe_load without anchors and aliases, for every file and value a user hands us
-    (scripts, parameter files, `--set`). An alias shares a node, so nine nested lists of nine
-    aliases (the "billion laughs") describe 10^9 leaves in 1 KiB: anything that walks or
-    prints the value — a validator, an error message — never ends (issue #11). Our files
-    have no need for them, so they are refused at the first anchor, with its line."""
+    """safe_load without anchors and aliases, for every file and value a user hands us (scripts,
+    parameter files, `--set`). An alias shares a node, so nine nested lists of nine aliases (the
+    "billion laughs") describe 10^9 leaves in 1 KiB: anything that walks or prints the value — a
+    validator, an error message — never ends (issue #11). Our files have no need for them, so
+    they are refused at the first anchor, with its line (docs/SPEC.md §6)."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
