@@ -25,6 +25,7 @@ from agentsession_core.campaign.campaign import Campaign, CampaignError, load_ba
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import retry_delays
 from agentsession_core.engine.run import Run
+from agentsession_core.engine.shards import open_run
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.output.upload import UploadError, UploadResult, record_failed_upload
 from tasks.gate import gate
@@ -51,7 +52,8 @@ async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | 
         baseline = await asyncio.to_thread(load_baseline, params)
         # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation is
         # a SIGTERM to this process): the hold stops, actors are deleted, status: cancelled.
-        run = Run(params)
+        # generator.shards > 1 splits the load over Dask workers (a ShardedRun, same surface).
+        run = open_run(params)
     except AgentsessionError as exc:  # a bad baseline, an output directory we cannot make
         get_run_logger().error("%s", exc)
         return Failed(message=f"campaign not started: {exc}")

@@ -109,8 +109,8 @@ class Campaign:
         )
         window = self.run.recorder.window(start, end)
         void: str | None
-        if reason is not None and (self.run.signal or self.run.write_failure):
-            # Cut short by SIGINT/SIGTERM or by our own disk: not judgeable, and not the
+        if reason is not None and self.run.cut_short(reason):
+            # Cut short by SIGINT/SIGTERM, our own disk or a lost shard: not judgeable, and not the
             # substrate's fault.
             void, aborted = f"cut short: {reason}", None
         else:
@@ -195,7 +195,8 @@ class Campaign:
         result = self.run.result
         if result is None or self.gate is None:
             return False
-        if result.status in ("completed", "aborted", "refused"):
+        # void: a shard was lost; refused: the run could not start (both judged void)
+        if result.status in ("completed", "aborted", "void", "refused"):
             return True
         # A substrate that died mid-hold is a verdict (fail), not a broken campaign; a run
         # directory that stopped taking writes is our failure, not a verdict.

@@ -17,7 +17,8 @@ from typing import Any
 
 from agentsession_core.campaign.campaign import Campaign, load_baseline
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.engine.run import Run, RunResult, run_on_fresh_loop
+from agentsession_core.engine.run import RunResult, run_on_fresh_loop
+from agentsession_core.engine.shards import open_run
 from agentsession_core.judge.gate import EXIT_CODES
 from agentsession_core.output.upload import (
     UploadError,
@@ -63,7 +64,7 @@ async def run_campaign(
     small) still writes its run directory and ends with a `void` verdict and the reason.
     """
     baseline = await asyncio.to_thread(load_baseline, params)
-    run = Run(params, substrate=substrate, handle_signals=handle_signals)
+    run = open_run(params, substrate=substrate, handle_signals=handle_signals)
     async with run:
         campaign = Campaign(params, run, baseline=baseline)
         await run.preflight()
@@ -75,7 +76,11 @@ async def run_campaign(
             await campaign.hold_window(window.index)
         campaign.finish()
     assert run.result is not None
-    uploaded = await _upload(run.result.run_dir, params)
+    if run.write_failure is not None:  # the local copy is incomplete: nothing to send
+        run_dir = str(run.result.run_dir)
+        uploaded = UploadResult(False, params.destination, run_dir, error=run.write_failure)
+    else:
+        uploaded = await _upload(run.result.run_dir, params)
     gate = await asyncio.to_thread(_read_gate, run.result.run_dir)
     return CampaignResult(
         verdict=gate.get("verdict", "void"),

@@ -34,7 +34,7 @@ from agentsession_core.errors import AgentsessionError
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
-from agentsession_core.output.run_dir import RunDir
+from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
 from agentsession_core.script import Script, load_script
 from agentsession_core.substrate.interface import Substrate
@@ -141,12 +141,7 @@ class Run:
 
     async def _open(self) -> None:
         self.script = await asyncio.to_thread(load_script, self.params.script)
-        try:
-            await asyncio.to_thread(write_start_files, self)
-        except OSError as exc:  # a full or read-only disk: the run cannot start
-            raise PreflightError(
-                f"cannot write the run directory: {describe_os_error(exc)}"
-            ) from None
+        await self._write_start_files()
         substrate = self.substrate
         if substrate is None:
             log_path = self.run_dir.file("substrate.log")
@@ -155,7 +150,7 @@ class Run:
                     open_substrate(self.params.target, log_path)
                 )
             except (RuntimeError, OSError) as exc:  # the embedded substrate did not start
-                raise PreflightError(f"substrate local: {_short(exc)}") from None
+                raise PreflightError(f"substrate local: {one_line(exc)}") from None
         engine = self.engine = Engine(
             self.params, substrate, self.script, self.recorder, atespace=self.atespace
         )
@@ -175,6 +170,13 @@ class Run:
         self._background(self._report_every_second(progress), "reporter")
         # Registered last, so it runs first on the way out: stop load, delete actors.
         self._stack.push_async_callback(engine.cleanup)
+
+    async def _write_start_files(self) -> None:
+        try:
+            await asyncio.to_thread(write_start_files, self)
+        except OSError as exc:  # a full or read-only disk: the run cannot start
+            reason = f"cannot write the run directory: {describe_os_error(exc)}"
+            raise PreflightError(reason) from None
 
     def _background(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)
@@ -205,10 +207,14 @@ class Run:
             if self.status == "completed":
                 self.status, self.reason = "failed", f"cleanup failed: {cleanup_exc}"
         finally:
-            await asyncio.to_thread(write_final_files, self)
+            await asyncio.to_thread(self.write_final_files)
         leaks = self.engine.leaks if self.engine else []
         self.result = RunResult(self.status, self.exit_code, self.run_dir.path, self.reason, leaks)
         return isinstance(exc, Exception)
+
+    def write_final_files(self) -> None:
+        """The final stats, the finalizers' files and the manifest (in a thread)."""
+        write_final_files(self)
 
     # ------------------------------------------------------------ phases
     def _engine(self) -> Engine:
@@ -271,6 +277,11 @@ class Run:
     def exit_code(self) -> int:
         return SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
 
+    def cut_short(self, reason: str) -> bool:
+        """Whether a stop for `reason` says nothing about the substrate (a signal, our own
+        disk; in a sharded run also a lost shard): the window it cut is void, not aborted."""
+        return self.signal is not None or self.write_failure is not None
+
     def stop_reason(self) -> str | None:
         if self.refusal is not None:
             return f"refused: {self.refusal}"
@@ -278,6 +289,8 @@ class Run:
             return f"received {self.signal.name}"
         if self.write_failure is not None:
             return self.write_failure
+        if self.engine is not None and self.engine.ctx.fatal:
+            return self.engine.ctx.fatal
         return self._watchdog.failure if self._watchdog else None
 
     def finish(self, status: str = "completed", reason: str | None = None) -> None:
@@ -292,6 +305,8 @@ class Run:
             self.status, self.reason = "cancelled", f"received {self.signal.name}"
         elif self.write_failure is not None:
             self.status, self.reason = "failed", self.write_failure
+        elif self.engine is not None and self.engine.ctx.fatal:
+            self.status, self.reason = "failed", self.engine.ctx.fatal
         elif self._watchdog is not None and self._watchdog.failure:
             self.status, self.reason = "failed", self._watchdog.failure
 
@@ -304,15 +319,20 @@ class Run:
             engine.ctx.failure_log.summarise()
             self.recorder.flush()
             text = self.history.render_closed(self.recorder, len(engine.population.sessions))
-            if self.write_failure is None:
-                status = status_document(self, final=False)
-                try:
-                    await asyncio.to_thread(self._write_progress, text, status)
-                except OSError as exc:
-                    self.writes_failed(exc)
-                if self._log.failure is not None:
-                    self.writes_failed(self._log.failure)
+            await self._save_progress(text, lambda: status_document(self, final=False))
             progress.tick()
+
+    async def _save_progress(self, history_text: str, status: Callable[[], dict[str, Any]]) -> None:
+        """stats_history.csv and status.json, once a second. The first write that fails (or
+        logs.txt's) ends the run with the reason (writes_failed); none is tried after it."""
+        if self.write_failure is not None:
+            return
+        try:
+            await asyncio.to_thread(self._write_progress, history_text, status())
+        except OSError as exc:
+            self.writes_failed(exc)
+        if self._log.failure is not None:
+            self.writes_failed(self._log.failure)
 
     def _write_progress(self, history_text: str, status: dict[str, Any]) -> None:
         if not self.run_dir.path.is_dir():  # writing would quietly make a new, partial one
@@ -358,22 +378,13 @@ class Run:
                 self.engine.ctx.stopping.set()
 
 
-def describe_os_error(exc: OSError) -> str:
-    """`PATH: No space left on device` (a write to a temp file names no path: the reason)."""
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    return f"{exc.filename}: {reason}" if exc.filename else reason
-
-
-def _short(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
-
-
 async def run(
     params: RunParams, *, hold_seconds: float = DEFAULT_HOLD_S, live: bool = False
 ) -> RunResult:
     """The CLI's run: start-up, then one hold of `hold_seconds`."""
-    run = Run(params, live=live)
+    from agentsession_core.engine.shards import open_run  # imports this module
+
+    run = open_run(params, live=live)
     async with run:
         if await run.preflight():  # refused: said once; leaving writes the files
             await run.register()

@@ -150,6 +150,18 @@ def overwrite_in_place(path: Path, data: bytes) -> Path:
     return path
 
 
+def describe_os_error(exc: OSError) -> str:
+    """`PATH: No space left on device` (a write to a temp file names no path: the reason)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{exc.filename}: {reason}" if exc.filename else reason
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An error's text as one line of at most `limit` characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
 class RunLogHandler(logging.FileHandler):
     """logs.txt. The first write error (a full or vanished disk) is kept in `failure` and
     ends the writing; logging's default would print a traceback on stderr for every later
