@@ -123,6 +123,16 @@ def test_ctrl_c_while_the_prefect_api_starts_leaves_nothing_behind(tmp_path: Pat
 def test_a_run_in_a_terminal_stops_on_ctrl_c_and_on_sigterm_to_its_group(
     tmp_path: Path, then, code: int, name: str
 ) -> None:
+    assert_run_stops(tmp_path, then, code, name, [])
+
+
+def test_a_sharded_run_stops_on_ctrl_c_without_its_dask_workers_dying(tmp_path: Path) -> None:
+    """The local Dask cluster's worker processes are out of the command's group: the
+    coordinator stops every shard and each deletes its actors (engine/shards/own_group.py)."""
+    assert_run_stops(tmp_path, ctrl_c, 130, "SIGINT", ["--shards", "2"])
+
+
+def assert_run_stops(tmp_path: Path, then, code: int, name: str, extra: list[str]) -> None:
     env, marker = command_env()
     argv = [
         AGENTSESSION,
@@ -149,6 +159,7 @@ def test_a_run_in_a_terminal_stops_on_ctrl_c_and_on_sigterm_to_its_group(
         str(tmp_path / "art"),
         "--progress",
         "plain",
+        *extra,
     ]
     session = in_terminal(argv, env, when="hold 120s", then=then)
     assert_stopped_cleanly(session, code, name)
