@@ -4,6 +4,8 @@ The CLI prints an AgentsessionError as one line and exits with its exit_code; an
 else is a bug and keeps its traceback.
 """
 
+import reprlib
+
 
 class AgentsessionError(Exception):
     """A user-facing error whose message names the place (file, step, op, parameter)."""
@@ -15,3 +17,28 @@ class UsageError(AgentsessionError):
     """Bad command-line arguments or parameters."""
 
     exit_code = 2
+
+
+# A bad value goes into a one-line message; these keep the line short and, above all, cheap:
+# reprlib never renders more than a few items per level, so a YAML alias bomb (a list of
+# lists of ... sharing 10^9 leaves) is shown in microseconds instead of hanging the process.
+_CLIP = reprlib.Repr()
+_CLIP.maxlevel = 2
+_CLIP.maxlist = _CLIP.maxtuple = _CLIP.maxdict = _CLIP.maxset = 4
+_CLIP.maxstring = _CLIP.maxother = 60
+_CLIP.maxlong = 40
+# Python refuses to turn an int of more than 4300 digits into text (sys.int_info).
+_MAX_INT_BITS = 4000
+
+
+def clip(value: object, limit: int = 80) -> str:
+    """A bounded repr of a user's value for an error message: at most `limit` characters,
+    one line, computed without ever rendering the whole value."""
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    try:
+        text = _CLIP.repr(value)
+    except Exception:  # a broken __repr__ must not hide the real error
+        text = f"<{type(value).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."

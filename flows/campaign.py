@@ -5,8 +5,10 @@ keeps running between them and no task ever blocks the loop. Leaving the `async 
 always stops the load, deletes the actors and writes every artifact (windows, gate, report,
 manifest) — after a failure or a cancellation too. Upload failures do not fail the flow: the
 local copy stays, status.json and the flow's result say so. A campaign that reached its
-verdict completes whatever the verdict (the gate judges); one that did not (refused,
-crashed, cancelled) fails.
+verdict completes whatever the verdict (the gate judges). A refusal before any actor
+existed (unreachable substrate, bad credentials, a template too small) is such a verdict:
+`void` with the reason, said once, no traceback (docs/SPEC.md §6). One that crashed fails;
+a cancelled one ends Cancelled.
 
 Deployments: `nightly` and `adhoc` in deployments/prefect.yaml, both on this flow.
 """
@@ -17,13 +19,14 @@ import asyncio
 from typing import Any
 
 from prefect import flow, get_run_logger
-from prefect.states import Cancelled, State
+from prefect.states import Cancelled, Failed, State
 
 from agentsession_core.campaign.campaign import Campaign, CampaignError, load_baseline
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import retry_delays
 from agentsession_core.engine.run import Run
 from agentsession_core.engine.shards import open_run
+from agentsession_core.errors import AgentsessionError
 from agentsession_core.output.upload import UploadError, UploadResult, record_failed_upload
 from tasks.gate import gate
 from tasks.hold import hold_window
@@ -48,33 +51,19 @@ DEFAULT_PARAMS = CampaignParams()
 async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | State:
     """Run a benchmark campaign; the result names the verdict, the run directory and where
     the artifacts went (a cancelled campaign ends in a Cancelled state instead)."""
-    baseline = await asyncio.to_thread(load_baseline, params)
-    # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation is a
-    # SIGTERM to this process): the hold stops, actors are deleted, status says cancelled.
-    # generator.shards > 1 splits the load over Dask workers (a ShardedRun, same surface).
-    run = open_run(params)
+    try:
+        baseline = await asyncio.to_thread(load_baseline, params)
+        # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation is
+        # a SIGTERM to this process): the hold stops, actors are deleted, status: cancelled.
+        # generator.shards > 1 splits the load over Dask workers (a ShardedRun, same surface).
+        run = open_run(params)
+    except AgentsessionError as exc:  # a bad baseline, an output directory we cannot make
+        get_run_logger().error("%s", exc)
+        return Failed(message=f"campaign not started: {exc}")
     async with run:
         driver = Campaign(params, run, baseline=baseline)
-        await preflight(run)
-        population = params.population
-        await register.with_options(
-            timeout_seconds=population.registration_deadline()
-            + population.registration_quiet_seconds
-            + PHASE_TIMEOUT_MARGIN_S
-        )(run)
-        await fill.with_options(
-            timeout_seconds=population.fill_deadline() + PHASE_TIMEOUT_MARGIN_S
-        )(run)
-        progress = await hold_progress(driver)
-        hold = hold_window.with_options(
-            timeout_seconds=params.window_seconds
-            + params.cleanup.stop_grace_seconds
-            + HOLD_TIMEOUT_MARGIN_S
-        )
-        for window in driver.plan:
-            if driver.stopped:
-                break
-            await hold(driver, window.index, progress)
+        if await preflight(run):  # refused: said once, recorded; straight to the files
+            await _load(run, driver, params)
         driver.finish()
     assert run.result is not None
     uploaded = await _upload(run, params)
@@ -84,9 +73,11 @@ async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | 
         # written; the flow run ends Cancelled, not Failed.
         return Cancelled(message=f"campaign cancelled: {run.result.reason}")
     if not driver.reached_verdict:
-        raise CampaignError(
-            f"campaign {run.result.status}: {run.result.reason or 'no verdict'}",
-            run_dir=run.result.run_dir,
+        # Crashed, or its run directory stopped taking writes: the Run said why once (and
+        # status.json has it); a Failed state with that reason, not a second traceback.
+        return Failed(
+            message=f"campaign {run.result.status}: {run.result.reason or 'no verdict'}",
+            data=CampaignError(run.result.reason or "no verdict", run_dir=run.result.run_dir),
         )
     verdict = await gate(run.result.run_dir, params.name, uploaded.to_dict())
     return {
@@ -99,9 +90,34 @@ async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | 
     }
 
 
+async def _load(run: Run, driver: Campaign, params: CampaignParams) -> None:
+    """Register, fill and every judged window (ending early when one ends the campaign)."""
+    population = params.population
+    await register.with_options(
+        timeout_seconds=population.registration_deadline()
+        + population.registration_quiet_seconds
+        + PHASE_TIMEOUT_MARGIN_S
+    )(run)
+    await fill.with_options(timeout_seconds=population.fill_deadline() + PHASE_TIMEOUT_MARGIN_S)(
+        run
+    )
+    progress = await hold_progress(driver)
+    hold = hold_window.with_options(
+        timeout_seconds=params.window_seconds
+        + params.cleanup.stop_grace_seconds
+        + HOLD_TIMEOUT_MARGIN_S
+    )
+    for window in driver.plan:
+        if driver.stopped:
+            break
+        await hold(driver, window.index, progress)
+
+
 async def _upload(run: Run, params: CampaignParams) -> UploadResult:
     assert run.result is not None
     run_dir = run.result.run_dir
+    if run.write_failure is not None:  # the local copy is incomplete: nothing to send
+        return UploadResult(False, params.destination, str(run_dir), error=run.write_failure)
     attempts = params.upload.attempts
     task = upload.with_options(retries=attempts - 1, retry_delay_seconds=retry_delays(params) or 0)
     try:

@@ -1,28 +1,37 @@
 """`agentsession campaign` runs the campaign flow here; `agentsession serve` serves its
 deployments (nightly on its cron, adhoc on demand) from this box.
 
-Without PREFECT_API_URL the flow runs against Prefect's ephemeral API (a temporary local
-server, ~20-30 s to start). Prefect's telemetry is off unless the environment says
+Without PREFECT_API_URL the flow runs against a temporary local Prefect API (~10-30 s to
+start) that this command starts in a session of its own, so a Ctrl-C in the terminal or a
+SIGTERM to the process group stops the campaign, not the API it reports to
+(flows/api_server.py says why). Prefect's telemetry is off unless the environment says
 otherwise. The last line on stdout is the local run directory (also when the destination
 is S3: the local copy stays). Exit 0 when the campaign reached its verdict, whatever the
-verdict (`agentsession gate` judges it); 1 when the campaign itself failed; 2 on bad input.
+verdict (`agentsession gate` judges it; a campaign refused before any actor existed is
+judged `void`); 1 when the campaign itself failed; 2 on bad input; 130/143 when stopped by
+SIGINT/SIGTERM (actors deleted, artifacts written, one line on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import math
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentsession_core.campaign.campaign import load_baseline
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.preset_files import preset_names, preset_path
 from agentsession_core.engine.params import parse
 from agentsession_core.engine.params_io import apply_settings, load_values
+from flows.api_server import temporary_api
 
 if TYPE_CHECKING:
     from prefect.states import State
@@ -33,6 +42,8 @@ PREFECT_DEFAULTS = {
     # The ephemeral server needs ~20-30 s on two cores; Prefect's default allows 20.
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
 }
+# The flow's last log lines and events, sent before the temporary API stops.
+DRAIN_TIMEOUT_S = 10.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -95,12 +106,91 @@ def prepare_prefect_env() -> None:
         os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_ENABLED", "true")
 
 
+class Interrupted(BaseException):
+    """SIGTERM before the flow took over its signals (like KeyboardInterrupt for SIGINT)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signal = signum
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
 def _handle(args: argparse.Namespace) -> int:
     params = resolve(args)  # bad input: UsageError, exit 2, nothing started
     if args.print_params:
         print(params.model_dump_json(indent=2))
         return 0
+    load_baseline(params)  # an unreadable baseline: one line before Prefect starts
     prepare_prefect_env()
+    started = time.time()
+    # Until the flow installs its own handlers (Prefect's SIGTERM bridge, then the Run's),
+    # a SIGTERM ends the command like a Ctrl-C does: one line, no traceback.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        with contextlib.ExitStack() as stack:
+            if _own_api_needed():
+                log_path = _api_log()
+                print(
+                    f"agentsession campaign: starting a temporary Prefect API (10-30 s; its log: "
+                    f"{log_path})",
+                    file=sys.stderr,
+                )
+                url = stack.enter_context(temporary_api(log_path, timeout=_startup_timeout()))
+                os.environ["PREFECT_API_URL"] = url
+                # Runs before the API stops: the flow's last logs and events reach it, rather
+                # than retrying against a closed port at exit.
+                stack.callback(_drain_prefect)
+            return _run_flow(params, started)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        signum = exc.signal if isinstance(exc, Interrupted) else signal.SIGINT
+        run_dir = _newest_run(params, since=started)
+        what = "actors cleaned up, artifacts written" if run_dir else "nothing had started"
+        print(
+            f"agentsession campaign: stopped by {signal.Signals(signum).name}; {what}",
+            file=sys.stderr,
+        )
+        if run_dir is not None:
+            print(run_dir)
+        return 128 + signum
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _own_api_needed() -> bool:
+    """Our own temporary API (flows/api_server.py) unless an API is configured. Prefect reads
+    PREFECT_API_URL once, when it is first imported: in a process that imported it already
+    (a library user, a test) Prefect's own ephemeral server stays the fallback."""
+    return not os.environ.get("PREFECT_API_URL") and "prefect" not in sys.modules
+
+
+def _drain_prefect() -> None:
+    if "prefect" not in sys.modules:  # interrupted before the flow was imported
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=DRAIN_TIMEOUT_S)
+    EventsWorker.drain_all(timeout=DRAIN_TIMEOUT_S)
+
+
+def _api_log() -> Path:
+    home = os.environ.get("PREFECT_HOME") or "~/.prefect"
+    return Path(home).expanduser() / "agentsession-temporary-api.log"
+
+
+def _startup_timeout() -> float:
+    raw = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return float(PREFECT_DEFAULTS["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"])
+    return value if math.isfinite(value) and value > 0 else 120.0
+
+
+def _run_flow(params: CampaignParams, started: float) -> int:
     from prefect.exceptions import TerminationSignal
 
     from flows.campaign import campaign  # Prefect's console handler shows the run's log
@@ -112,20 +202,11 @@ def _handle(args: argparse.Namespace) -> int:
 
     try:
         state = asyncio.run(run_campaign())
-    except (TerminationSignal, KeyboardInterrupt) as exc:
-        # The flow's `async with Run` already stopped the load, deleted the actors and wrote
-        # the artifacts (status "cancelled"); say so in one line, not a traceback.
-        name = "SIGINT" if isinstance(exc, KeyboardInterrupt) else signal.Signals(exc.signal).name
-        print(
-            f"agentsession campaign: cancelled by {name}; actors cleaned up, artifacts written",
-            file=sys.stderr,
-        )
-        run_dir = _newest_run(params)
-        if run_dir is not None:
-            print(run_dir)
-        return 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signal
+    except TerminationSignal as exc:  # Prefect's SIGTERM bridge, outside the Run
+        raise Interrupted(exc.signal) from None
+    run_dir = _newest_run(params, since=started)
     if state.is_cancelled():
-        run_dir = _newest_run(params)
+        # The Run took the signal: the load stopped, actors were deleted, files written.
         print(
             f"agentsession campaign: {state.message}; actors cleaned up, artifacts written",
             file=sys.stderr,
@@ -143,12 +224,19 @@ def _handle(args: argparse.Namespace) -> int:
                 f"({upload['error']}); the local copy stays",
                 file=sys.stderr,
             )
-        print(f"verdict: {result['verdict']} ({result['reason']})", file=sys.stderr)
+        if result["run_status"] == "refused":
+            # The Run logged the reason once (the one line); gate.json holds it too.
+            print("verdict: void (the campaign could not start; reason above)", file=sys.stderr)
+        else:
+            print(f"verdict: {result['verdict']} ({result['reason']})", file=sys.stderr)
         print(result["run_dir"])
         return 0
+    # Failed: the reason was logged once above (and is in status.json and the flow's state).
     error = state.result(raise_on_failure=False)
-    print(f"agentsession campaign: {state.name}: {error}", file=sys.stderr)
-    run_dir = getattr(error, "run_dir", None) or _newest_run(params)
+    print(
+        f"agentsession campaign: {(state.name or 'failed').lower()} (reason above)", file=sys.stderr
+    )
+    run_dir = getattr(error, "run_dir", None) or run_dir
     if run_dir is None:
         return 1
     print(run_dir)
@@ -164,13 +252,19 @@ def _signal_exit(run_dir: Path) -> int | None:
     return code if code in (130, 143) else None
 
 
-def _newest_run(params: CampaignParams) -> Path | None:
-    """The campaign failed before reporting its directory: the newest one of this name/tag."""
+def _newest_run(params: CampaignParams, *, since: float) -> Path | None:
+    """This command's run directory when the flow could not report it: the newest one of
+    this name/tag started since the command began (never an older run's)."""
     root = Path(params.out.removeprefix("file://")) / "runs" / params.name
-    found = sorted(
-        root.glob(f"run_date=*/run_ts=*/run_tag={params.tag}"), key=lambda p: p.parent.name
-    )
-    return found[-1] if found else None
+    found = []
+    for path in root.glob(f"run_date=*/run_ts=*/run_tag={params.tag}"):
+        try:
+            ts = int(path.parent.name.removeprefix("run_ts="))
+        except ValueError:
+            continue
+        if ts >= int(since):
+            found.append((ts, path))
+    return max(found)[1] if found else None
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -14,9 +14,11 @@ from agentsession_core.engine.run import Run
 
 
 @task(name="preflight", cache_policy=NO_CACHE, persist_result=False)
-async def preflight(run: Run) -> None:
-    """The template can hold the script (memory check); the substrate answers."""
-    await run.preflight()
+async def preflight(run: Run) -> bool:
+    """The template can hold the script (memory check); the substrate answers. False when
+    the run was refused: the Run recorded and logged the reason once, and the task still
+    completes (a refusal is a verdict, void, not a task failure with a traceback)."""
+    return await run.preflight()
 
 
 @task(name="register", cache_policy=NO_CACHE, persist_result=False)

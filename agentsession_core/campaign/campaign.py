@@ -91,7 +91,8 @@ class Campaign:
 
     @property
     def stopped(self) -> bool:
-        return self.stop_reason is not None
+        """No (further) window: one ended the campaign, or the run was refused at start."""
+        return self.stop_reason is not None or self.run.refusal is not None
 
     async def hold_window(self, index: int) -> WindowVerdict | None:
         """Hold and judge window `index`; None when the campaign already stopped."""
@@ -116,7 +117,7 @@ class Campaign:
         window = self.run.recorder.window(start, end)
         void: str | None
         if reason is not None and self.run.cut_short(reason):
-            # Cut short by SIGINT/SIGTERM or a lost shard: not judgeable, and not the
+            # Cut short by SIGINT/SIGTERM, our own disk or a lost shard: not judgeable, and not the
             # substrate's fault.
             void, aborted = f"cut short: {reason}", None
         else:
@@ -138,7 +139,10 @@ class Campaign:
         )
         if reason is not None:
             self.stop_reason = reason
-            log.error("window %d ended early: %s", plan.index, reason)
+            if void is None:  # an abort rule or a dead substrate: news
+                log.error("window %d ended early: %s", plan.index, reason)
+            else:  # a signal or a full disk, said once already
+                log.info("window %d ended early (void)", plan.index)
         else:
             log.info("window %d at %.2gx: %s", plan.index, plan.level, verdict.outcome)
         return verdict
@@ -193,11 +197,19 @@ class Campaign:
 
     @property
     def reached_verdict(self) -> bool:
-        """Judged to its end or stopped by an abort rule; not refused, crashed or cancelled."""
+        """Judged to its end, stopped by an abort rule, or refused before any actor existed
+        (a refusal is a verdict too: void, docs/SPEC.md §6); not crashed or cancelled."""
         result = self.run.result
         if result is None or self.gate is None:
             return False
-        if result.status in ("completed", "aborted", "void"):  # void: a shard was lost
+        # void: a shard was lost; refused: the run could not start (both judged void)
+        if result.status in ("completed", "aborted", "void", "refused"):
             return True
-        # A substrate that died mid-hold is a verdict (fail), not a broken campaign.
-        return result.status == "failed" and self.stop_reason is not None and bool(self.verdicts)
+        # A substrate that died mid-hold is a verdict (fail), not a broken campaign; a run
+        # directory that stopped taking writes is our failure, not a verdict.
+        return (
+            result.status == "failed"
+            and self.stop_reason is not None
+            and self.run.write_failure is None
+            and bool(self.verdicts)
+        )

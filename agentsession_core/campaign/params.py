@@ -25,6 +25,10 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 
 from agentsession_core.engine.params import (
+    MAX_RATE,
+    MAX_SESSIONS,
+    MAX_TEXT,
+    MAX_WAIT_S,
     Flag,
     Number,
     PopulationKind,
@@ -57,6 +61,18 @@ DEFAULT_THRESHOLDS = DEFAULT_THRESHOLDS_BY_KIND["turnover"]  # the campaign's de
 DEFAULT_ABORT_RULES = ("Step_*: failure_ratio < 0.5 (min 20)",)
 # Float arithmetic must not turn 0.3 min / 6 s into 2.9999 windows.
 _WHOLE = 1e-9
+# Upper bounds (issue #11, docs/SPEC.md §6; RunParams has the engine's): `hold_minutes=1e7` once
+# hung building the window list, so the count is checked from the arithmetic before any list exists.
+MAX_HOLD_MINUTES = 7 * 24 * 60.0  # a week at one level
+MAX_WINDOW_SECONDS = 7 * 86_400.0
+MAX_WINDOWS = 10_000  # per campaign, all levels
+MAX_LEVELS = 100
+MAX_LEVEL = 1000.0  # a load multiplier
+MAX_RULES = 100  # thresholds, abort rules
+MAX_RULE_CHARS = 500
+MAX_ABORT_DELAY_S = 7 * 86_400.0
+MAX_RETRY_DELAY_S = 300.0  # the first; it doubles per attempt
+Rule = Annotated[str, Field(max_length=MAX_RULE_CHARS)]
 
 
 class CampaignPopulationParams(PopulationParams):
@@ -68,41 +84,54 @@ class CampaignPopulationParams(PopulationParams):
     sessions: int = Field(
         1000,
         ge=1,
-        le=1_000_000,
+        le=MAX_SESSIONS,
         description="sessions registered (campaign default: 1000; run: 10)",
     )
     awake: int = Field(
         100,
         ge=0,
+        le=MAX_SESSIONS,
         validate_default=True,
         description="turnover: sessions kept resident, at most sessions (campaign default: 100; "
         "run: 0)",
     )
     target_rps: Number = Field(
-        5.0, ge=0, description="turnover: swaps per second at 1x (campaign default: 5; run: 1)"
+        5.0,
+        ge=0,
+        le=MAX_RATE,
+        description="turnover: swaps per second at 1x (campaign default: 5; run: 1)",
     )
 
 
 class AbortParams(Section):
     """Rules checked every second on a sliding window; a trip ends the campaign at once."""
 
-    rules: list[str] = Field(
+    rules: list[Rule] = Field(
         default_factory=lambda: list(DEFAULT_ABORT_RULES),
+        max_length=MAX_RULES,
         description="threshold expressions that abort when missed",
     )
-    sliding_seconds: Seconds = Field(30.0, gt=0, description="window the rules are judged on")
-    delay_seconds: Seconds = Field(60.0, ge=0, description="warm-up before rules are checked")
+    sliding_seconds: Seconds = Field(
+        30.0, gt=0, le=MAX_WAIT_S, description="window the rules are judged on"
+    )
+    delay_seconds: Seconds = Field(
+        60.0, ge=0, le=MAX_ABORT_DELAY_S, description="warm-up before rules are checked"
+    )
 
 
 class UploadParams(Section):
     """How artifacts reach `dest` when it is s3:// (the AWS chain supplies credentials)."""
 
     endpoint_url: str | None = Field(
-        None, description="S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)"
+        None,
+        max_length=MAX_TEXT,
+        description="S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
     )
     region: str | None = Field(None, description="default: the AWS chain's region")
     attempts: int = Field(3, ge=1, le=10, description="upload attempts before giving up")
-    retry_delay_seconds: Seconds = Field(2.0, ge=0, description="first retry delay (doubles)")
+    retry_delay_seconds: Seconds = Field(
+        2.0, ge=0, le=MAX_RETRY_DELAY_S, description="first retry delay (doubles)"
+    )
 
 
 @dataclass(frozen=True)
@@ -118,42 +147,56 @@ class CampaignParams(RunParams):
 
     dest: str | None = Field(
         None,
+        max_length=MAX_TEXT,
         description="where the run goes afterwards: s3://bucket/prefix; none: it stays in out "
         "(a local path or file:// URL here is where it is written, i.e. sets out)",
         json_schema_extra=form_position(2),
     )
     hold_minutes: Number = Field(
-        60.0, gt=0, description="hold at the first level", json_schema_extra=form_position(7)
+        60.0,
+        gt=0,
+        le=MAX_HOLD_MINUTES,
+        description="hold at the first level",
+        json_schema_extra=form_position(7),
     )
     window_seconds: Seconds = Field(
-        600.0, gt=0, description="each window is judged alone", json_schema_extra=form_position(8)
+        600.0,
+        ge=1,  # the recorder keeps one interval per second: a window is whole seconds
+        le=MAX_WINDOW_SECONDS,
+        description="each window is judged alone",
+        json_schema_extra=form_position(8),
     )
     levels: list[Number] = Field(
         default_factory=lambda: [1.0],
         min_length=1,
+        max_length=MAX_LEVELS,
         description="ramp of load multipliers",
         json_schema_extra=form_position(9),
     )
     ramp_minutes: Number | None = Field(
         None,
         gt=0,
+        le=MAX_HOLD_MINUTES,
         description="hold at each level after the first (default: hold_minutes)",
         json_schema_extra=form_position(10),
     )
-    thresholds: list[str] = Field(
+    thresholds: list[Rule] = Field(
         default_factory=lambda: list(DEFAULT_THRESHOLDS),
+        max_length=MAX_RULES,
         description="judged per window, e.g. 'TimeToWake: p99 < 2s' (default: per population "
         "kind, see README)",
         json_schema_extra=form_position(11),
     )
     baseline: str | None = Field(
         None,
+        max_length=MAX_TEXT,
         description="earlier run (directory or s3:// prefix) to compare against",
         json_schema_extra=form_position(12),
     )
     max_regression: Number = Field(
         0.2,
         ge=0,
+        le=100,
         description="allowed headline change vs baseline",
         json_schema_extra=form_position(13),
     )
@@ -204,6 +247,8 @@ class CampaignParams(RunParams):
         for i, level in enumerate(value):
             if not (level > 0 and math.isfinite(level)):
                 raise ValueError(f"levels[{i}] = {level}: must be a positive multiplier")
+            if level > MAX_LEVEL:
+                raise ValueError(f"levels[{i}] = {level:g}: at most {MAX_LEVEL:g}x")
         return value
 
     @field_validator("script")
@@ -233,14 +278,20 @@ class CampaignParams(RunParams):
 
     @model_validator(mode="after")
     def _whole(self) -> CampaignParams:
-        self.windows_per_hold()
-        self.windows_per_ramp_level()
+        per_hold, per_level = self.windows_per_hold(), self.windows_per_ramp_level()
+        total = per_hold + per_level * (len(self.levels) - 1)
+        if total > MAX_WINDOWS:
+            raise ValueError(
+                f"hold_minutes, ramp_minutes, levels and window_seconds make {total} windows; "
+                f"at most {MAX_WINDOWS} per campaign (use longer windows)"
+            )
         self.parsed_thresholds()
         self.parsed_abort_rules()
         return self
 
     # ------------------------------------------------------------ the hold, in windows
     def windows_per_hold(self) -> int:
+        # The count comes from arithmetic, never from a list (hold_minutes=1e7 once hung).
         return _whole_windows(self.hold_minutes, "hold_minutes", self.window_seconds)
 
     def windows_per_ramp_level(self) -> int:
@@ -287,6 +338,8 @@ def _is_local(dest: str) -> bool:
 
 def _whole_windows(minutes: float, field: str, window_seconds: float) -> int:
     exact = minutes * 60.0 / window_seconds
+    if not math.isfinite(exact) or exact > 1e12:  # far past MAX_WINDOWS: refused as such
+        return 10**12
     count = round(exact)
     if count < 1 or abs(exact - count) > _WHOLE * max(1.0, exact):
         raise ValueError(

@@ -76,7 +76,11 @@ async def run_campaign(
             await campaign.hold_window(window.index)
         campaign.finish()
     assert run.result is not None
-    uploaded = await _upload(run.result.run_dir, params)
+    if run.write_failure is not None:  # the local copy is incomplete: nothing to send
+        run_dir = str(run.result.run_dir)
+        uploaded = UploadResult(False, params.destination, run_dir, error=run.write_failure)
+    else:
+        uploaded = await _upload(run.result.run_dir, params)
     gate = await asyncio.to_thread(_read_gate, run.result.run_dir)
     return CampaignResult(
         verdict=gate.get("verdict", "void"),

@@ -17,11 +17,12 @@ from typing import Any
 from agentsession_core.cli.model_flags import Leaf, add_model_flags, flag_values
 from agentsession_core.engine.params import RunParams, parse
 from agentsession_core.engine.params_io import apply_settings, load_values, merge
-from agentsession_core.errors import UsageError
+from agentsession_core.errors import UsageError, clip
 from agentsession_core.output.run_dir import redact
 from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
 
 DEFAULT_HOLD = "60s"
+MAX_HOLD_S = 7 * 86_400.0
 _LEAVES: list[Leaf] = []
 
 
@@ -31,7 +32,9 @@ def _duration(text: str) -> float:
     except QuantityError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must not be negative")
+        raise argparse.ArgumentTypeError(f"{clip(text)}: must not be negative")
+    if value > MAX_HOLD_S:  # issue #11: an absurd hold is a typo, refused before anything starts
+        raise argparse.ArgumentTypeError(f"{clip(text)}: at most 7 days ({MAX_HOLD_S:g} s)")
     return value
 
 

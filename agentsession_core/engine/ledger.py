@@ -98,7 +98,9 @@ class ActorLedger:
                     log.error("cleanup: %s", task.exception())
         for name in self.live:
             leaks.setdefault(name, "not deleted within the cleanup deadline")
-        log.info(
+        # Nothing was created (a refused run): a refusal is one line, not two.
+        log.log(
+            logging.INFO if names or self.created else logging.DEBUG,
             "cleanup: %d actors deleted, %d left, %.1fs",
             len(names) - len(leaks),
             len(leaks),

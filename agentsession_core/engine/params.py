@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonDict
 
-from agentsession_core.errors import UsageError
+from agentsession_core.errors import UsageError, clip
 from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
 from agentsession_core.substrate.protocol import ATE_API_SERVER_NAME, ATE_SCHEMES
 
@@ -37,6 +37,20 @@ ResumeMode = Literal["implicit", "explicit"]
 WireForm = Literal["ate", "json"]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+# Upper bounds (issue #11, docs/SPEC.md §6). A value past one is a typo or a hostile file, not a
+# plan, and each keeps a run's arithmetic, memory and duration finite: an `inf` or 1e7 must be
+# refused here, in one line, not found later as a dead ticker or a hang (README "Configuration
+# reference" lists them).
+MAX_SESSIONS = 1_000_000
+MAX_RATE = 100_000.0  # swaps or session starts per second
+MAX_THINK_SCALE = 1000.0
+MAX_TURNS_PER_HOUR = 360_000.0  # a hundred turns a second per session
+MAX_CONCURRENCY = 10_000
+MAX_WAIT_S = 86_400.0  # a timeout, a quiet period, a turn: one day
+MAX_SEED = 2**64 - 1  # shards derive 64-bit seeds from it
+MAX_TEXT = 4096  # paths, URLs, tokens
+MAX_NAME = 63  # name and tag: directory names in the artifact path
 _SCHEDULER = re.compile(r"^(tcp|tls)://[^\s/]+:\d+$")
 _TEMPLATE = re.compile(r"^[a-z0-9][a-z0-9.-]*/[a-z0-9][a-z0-9.-]*$")
 
@@ -45,6 +59,8 @@ def _duration(value: Any) -> Any:
     """A duration string ("2s", "1h30m") in seconds; numbers (and numeric text) pass on."""
     if not isinstance(value, str):
         return value
+    if len(value) > 100:  # no duration is this long; never parse or echo a huge one
+        raise ValueError(f"{clip(value)}: {len(value)} characters is not a duration")
     try:
         float(value)
     except ValueError:
@@ -112,6 +128,7 @@ class TargetParams(Section):
 
     substrate: str | None = Field(
         None,
+        max_length=MAX_TEXT,
         description="control API URL: http(s):// (json) or grpc://host:port, grpcs://host[:port] "
         "(ate); none: local substrate",
     )
@@ -120,12 +137,15 @@ class TargetParams(Section):
     )
     router: str | None = Field(
         None,
+        max_length=MAX_TEXT,
         validate_default=True,
         description="router URL (http://); required with a grpc(s):// substrate, else only when "
         "it differs from the control URL",
     )
     token: str | None = Field(
-        None, description="bearer token (redacted in artifacts; CLI: or AGENTSESSION_TOKEN)"
+        None,
+        max_length=MAX_TEXT,
+        description="bearer token (redacted in artifacts; CLI: or AGENTSESSION_TOKEN)",
     )
     token_file: str | None = Field(
         None,
@@ -145,7 +165,7 @@ class TargetParams(Section):
     template: str = Field("benchmark-workloads/glutton", description="actor template NS/NAME")
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
     local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
-    request_timeout_seconds: Seconds = Field(120.0, gt=0, description="per request")
+    request_timeout_seconds: Seconds = Field(120.0, gt=0, le=MAX_WAIT_S, description="per request")
 
     @field_validator("substrate")
     @classmethod
@@ -153,7 +173,7 @@ class TargetParams(Section):
         if value in (None, ""):
             return None
         if not value.startswith(("http://", "https://", *ATE_SCHEMES)):
-            raise ValueError(f"{value!r} is not an http(s)://, grpc:// or grpcs:// URL")
+            raise ValueError(f"{clip(value)} is not an http(s)://, grpc:// or grpcs:// URL")
         return value
 
     @field_validator("protocol")
@@ -164,11 +184,11 @@ class TargetParams(Section):
             return value
         ate_url = substrate.startswith(ATE_SCHEMES)
         if value == "json" and ate_url:
-            raise ValueError(f"json needs an http(s):// substrate URL, not {substrate!r}")
+            raise ValueError(f"json needs an http(s):// substrate URL, not {clip(substrate)}")
         if value == "ate" and not ate_url:
             raise ValueError(
                 f"ate's control API is gRPC: give substrate as grpc://host:port or "
-                f"grpcs://host[:port], not {substrate!r}"
+                f"grpcs://host[:port], not {clip(substrate)}"
             )
         return value
 
@@ -177,7 +197,7 @@ class TargetParams(Section):
     def _router(cls, value: str | None, info: ValidationInfo) -> str | None:
         value = value or None
         if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"{value!r} is not an http(s) URL")
+            raise ValueError(f"{clip(value)} is not an http(s) URL")
         substrate = info.data.get("substrate")
         if wire_of(info.data.get("protocol"), substrate) != "ate":
             return value
@@ -185,7 +205,7 @@ class TargetParams(Section):
             # The ate wire's router is an HTTP service apart from the gRPC control API.
             raise ValueError("required with the ate wire: the router's http:// URL")
         if value is not None and not value.startswith("http://"):
-            raise ValueError(f"the ate wire's router client speaks http:// only, not {value!r}")
+            raise ValueError(f"the ate wire's router client speaks http:// only, not {clip(value)}")
         return value
 
     @field_validator("token_file")
@@ -235,22 +255,31 @@ class PopulationParams(Section):
     kind: Annotated[PopulationKind, Flag("--population")] = Field(
         "closed", description="population"
     )
-    sessions: int = Field(10, ge=1, le=1_000_000, description="sessions registered")
-    spawn_rate: Number = Field(10.0, gt=0, description="sessions started per second")
+    sessions: int = Field(10, ge=1, le=MAX_SESSIONS, description="sessions registered")
+    spawn_rate: Number = Field(10.0, gt=0, le=MAX_RATE, description="sessions started per second")
     awake: int = Field(
         0,
         ge=0,
+        le=MAX_SESSIONS,
         validate_default=True,
         description="turnover: sessions kept resident (at most sessions)",
     )
-    target_rps: Number = Field(1.0, ge=0, description="turnover: swaps per second at 1x")
+    target_rps: Number = Field(
+        1.0, ge=0, le=MAX_RATE, description="turnover: swaps per second at 1x"
+    )
     registration_quiet_seconds: Annotated[
         Seconds, Flag("--registration-quiet-seconds", "--registration-quiet")
-    ] = Field(60.0, ge=0, description="registration ends after this long without a start")
-    fill_concurrency: int = Field(8, ge=1, description="turnover: concurrent fill wakes")
-    turns_per_hour: Number = Field(6.0, gt=0, description="turns: per session at 1x")
+    ] = Field(
+        60.0, ge=0, le=MAX_WAIT_S, description="registration ends after this long without a start"
+    )
+    fill_concurrency: int = Field(
+        8, ge=1, le=MAX_CONCURRENCY, description="turnover: concurrent fill wakes"
+    )
+    turns_per_hour: Number = Field(
+        6.0, gt=0, le=MAX_TURNS_PER_HOUR, description="turns: per session at 1x"
+    )
     turn_mean_seconds: Annotated[Seconds, Flag("--turn-mean-seconds", "--turn-mean")] = Field(
-        60.0, gt=0, description="turns: mean turn length"
+        60.0, gt=0, le=MAX_WAIT_S, description="turns: mean turn length"
     )
     resume_mode: ResumeMode = Field("implicit", description="explicit: ResumeActor before a wake")
     lifecycle_mode: LifecycleMode = Field("suspend", description="how an actor is parked")
@@ -310,13 +339,16 @@ class CleanupParams(Section):
     """The end of a run: stopping the load, deleting every actor it created."""
 
     concurrency: Annotated[int, Flag("--cleanup-concurrency")] = Field(
-        16, ge=1, description="actors deleted at once"
+        16, ge=1, le=MAX_CONCURRENCY, description="actors deleted at once"
     )
     timeout_seconds: Annotated[Seconds, Flag("--cleanup-timeout-seconds")] = Field(
-        120.0, gt=0, description="for the whole cleanup; what is left is listed as leaked"
+        120.0,
+        gt=0,
+        le=MAX_WAIT_S,
+        description="for the whole cleanup; what is left is listed as leaked",
     )
     stop_grace_seconds: Seconds = Field(
-        10.0, ge=0, description="in-flight requests get this long at stop"
+        10.0, ge=0, le=MAX_WAIT_S, description="in-flight requests get this long at stop"
     )
 
 
@@ -365,26 +397,42 @@ class RunParams(Section):
     --hold`, the campaign's windows)."""
 
     name: str = Field(
-        "agentsession", description="run name (artifact path)", json_schema_extra=form_position(0)
+        "agentsession",
+        max_length=MAX_NAME,
+        description="run name (artifact path)",
+        json_schema_extra=form_position(0),
     )
     tag: str = Field(
-        "adhoc", description="run tag (artifact path)", json_schema_extra=form_position(1)
+        "adhoc",
+        max_length=MAX_NAME,
+        description="run tag (artifact path)",
+        json_schema_extra=form_position(1),
     )
     out: str = Field(
         "./artifacts",
+        max_length=MAX_TEXT,
         description="where the run directory is written (path or file:// URL)",
         json_schema_extra=form_position(3),
     )
     seed: int = Field(
-        1, ge=0, description="one seed for every random choice", json_schema_extra=form_position(4)
+        1,
+        ge=0,
+        le=MAX_SEED,
+        description="one seed for every random choice",
+        json_schema_extra=form_position(4),
     )
     script: str = Field(
         "coding-session",
+        max_length=MAX_TEXT,
         description="built-in script name or YAML path",
         json_schema_extra=form_position(5),
     )
     think_scale: Number = Field(
-        1.0, ge=0, description="multiplies every think time", json_schema_extra=form_position(6)
+        1.0,
+        ge=0,
+        le=MAX_THINK_SCALE,
+        description="multiplies every think time",
+        json_schema_extra=form_position(6),
     )
     metrics_port: int | None = Field(
         None,

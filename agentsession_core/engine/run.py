@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import time
@@ -33,7 +34,7 @@ from agentsession_core.errors import AgentsessionError
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
-from agentsession_core.output.run_dir import RunDir
+from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
 from agentsession_core.script import Script, load_script
 from agentsession_core.substrate.interface import Substrate
@@ -100,6 +101,8 @@ class Run:
         self.started_unix = time.time()
         self.status = "failed"
         self.reason: str | None = None
+        self.refusal: str | None = None  # why the run could not start (refuse)
+        self.write_failure: str | None = None  # the run directory stopped taking writes
         self.signal: signal.Signals | None = None
         self.engine: Engine | None = None
         self.recorder = Recorder()
@@ -116,7 +119,7 @@ class Run:
 
     # ------------------------------------------------------------ enter / leave
     async def __aenter__(self) -> Run:
-        handler = self.run_dir.log_handler()
+        handler = self._log = self.run_dir.log_handler()
         log.addHandler(handler)
         if log.level == logging.NOTSET or log.level > logging.INFO:
             log.setLevel(logging.INFO)
@@ -127,6 +130,10 @@ class Run:
             self._stack.callback(self._remove_signals)
         try:
             await self._open()
+        except PreflightError as exc:
+            # Cannot start (e.g. the local substrate did not come up): a refusal like any
+            # other; the body's phases then do nothing and leaving writes the files.
+            self.refuse(exc)
         except BaseException as exc:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -134,13 +141,16 @@ class Run:
 
     async def _open(self) -> None:
         self.script = await asyncio.to_thread(load_script, self.params.script)
-        await asyncio.to_thread(write_start_files, self)
+        await self._write_start_files()
         substrate = self.substrate
         if substrate is None:
             log_path = self.run_dir.file("substrate.log")
-            substrate = await self._stack.enter_async_context(
-                open_substrate(self.params.target, log_path)
-            )
+            try:
+                substrate = await self._stack.enter_async_context(
+                    open_substrate(self.params.target, log_path)
+                )
+            except (RuntimeError, OSError) as exc:  # the embedded substrate did not start
+                raise PreflightError(f"substrate local: {one_line(exc)}") from None
         engine = self.engine = Engine(
             self.params, substrate, self.script, self.recorder, atespace=self.atespace
         )
@@ -161,6 +171,13 @@ class Run:
         # Registered last, so it runs first on the way out: stop load, delete actors.
         self._stack.push_async_callback(engine.cleanup)
 
+    async def _write_start_files(self) -> None:
+        try:
+            await asyncio.to_thread(write_start_files, self)
+        except OSError as exc:  # a full or read-only disk: the run cannot start
+            reason = f"cannot write the run directory: {describe_os_error(exc)}"
+            raise PreflightError(reason) from None
+
     def _background(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)
 
@@ -171,9 +188,10 @@ class Run:
         self._stack.push_async_callback(cancel)
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        if isinstance(exc, AgentsessionError):
-            self.status = "refused" if isinstance(exc, PreflightError) else "failed"
-            self.reason = str(exc)
+        if isinstance(exc, PreflightError):
+            self.refuse(exc)
+        elif isinstance(exc, AgentsessionError):
+            self.status, self.reason = "failed", str(exc)
             log.error("%s", exc)
         elif isinstance(exc, Exception):
             self.status, self.reason = "failed", f"{type(exc).__name__}: {exc}"
@@ -204,8 +222,26 @@ class Run:
             raise RuntimeError("Run used outside `async with`")
         return self.engine
 
-    async def preflight(self) -> None:
-        await self._engine().preflight()
+    async def preflight(self) -> bool:
+        """The substrate can run this (docs/SPEC.md §3.1); False when it refused (recorded by
+        `refuse`: the later phases then do nothing and the run ends `refused`)."""
+        if self.refusal is not None:
+            return False
+        try:
+            await self._engine().preflight()
+        except PreflightError as exc:
+            self.refuse(exc)
+            return False
+        return True
+
+    def refuse(self, exc: PreflightError) -> None:
+        """The run cannot start (unreachable substrate, bad credentials, a template too
+        small): said once, no actor was created, and the run ends `refused` — a verdict of
+        its own (the gate says void: nothing about the substrate's performance was judged,
+        docs/SPEC.md §6), not a crash."""
+        if self.refusal is None:
+            self.refusal = str(exc)
+            log.error("refused: %s", exc)
 
     async def register(self) -> None:
         if not self.stop_reason():
@@ -231,24 +267,32 @@ class Run:
 
         if (reason := stop()) is not None:
             return now_ns(), now_ns(), reason
-        return await self._engine().hold(seconds, level=level, should_stop=stop, start_ns=start_ns)
+        start, end, reason = await self._engine().hold(
+            seconds, level=level, should_stop=stop, start_ns=start_ns
+        )
+        # The engine only saw its stop event; say what set it (a signal, a full disk).
+        return start, end, (self.stop_reason() or reason) if reason is not None else None
 
     @property
     def exit_code(self) -> int:
         return SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
 
     def cut_short(self, reason: str) -> bool:
-        """Whether a stop for `reason` says nothing about the substrate (a signal; in a
-        sharded run also a lost shard): the window it cut is void, not aborted."""
-        return self.signal is not None
+        """Whether a stop for `reason` says nothing about the substrate (a signal, our own
+        disk; in a sharded run also a lost shard): the window it cut is void, not aborted."""
+        return self.signal is not None or self.write_failure is not None
 
     def load_problem(self) -> str | None:
         """One line when the load was not what was asked (Population.problem)."""
         return self.engine.population.problem() if self.engine is not None else None
 
     def stop_reason(self) -> str | None:
+        if self.refusal is not None:
+            return f"refused: {self.refusal}"
         if self.signal is not None:
             return f"received {self.signal.name}"
+        if self.write_failure is not None:
+            return self.write_failure
         if self.engine is not None and self.engine.ctx.fatal:
             return self.engine.ctx.fatal
         return self._watchdog.failure if self._watchdog else None
@@ -259,8 +303,12 @@ class Run:
         self._settle()
 
     def _settle(self) -> None:
-        if self.signal is not None:
+        if self.refusal is not None:  # it happened first: nothing else ran
+            self.status, self.reason = "refused", self.refusal
+        elif self.signal is not None:
             self.status, self.reason = "cancelled", f"received {self.signal.name}"
+        elif self.write_failure is not None:
+            self.status, self.reason = "failed", self.write_failure
         elif self.engine is not None and self.engine.ctx.fatal:
             self.status, self.reason = "failed", self.engine.ctx.fatal
         elif self._watchdog is not None and self._watchdog.failure:
@@ -275,13 +323,36 @@ class Run:
             engine.ctx.failure_log.summarise()
             self.recorder.flush()
             text = self.history.render_closed(self.recorder, len(engine.population.sessions))
-            status = status_document(self, final=False)
-            await asyncio.to_thread(self._write_progress, text, status)
+            await self._save_progress(text, lambda: status_document(self, final=False))
             progress.tick()
 
+    async def _save_progress(self, history_text: str, status: Callable[[], dict[str, Any]]) -> None:
+        """stats_history.csv and status.json, once a second. The first write that fails (or
+        logs.txt's) ends the run with the reason (writes_failed); none is tried after it."""
+        if self.write_failure is not None:
+            return
+        try:
+            await asyncio.to_thread(self._write_progress, history_text, status())
+        except OSError as exc:
+            self.writes_failed(exc)
+        if self._log.failure is not None:
+            self.writes_failed(self._log.failure)
+
     def _write_progress(self, history_text: str, status: dict[str, Any]) -> None:
+        if not self.run_dir.path.is_dir():  # writing would quietly make a new, partial one
+            raise FileNotFoundError(errno.ENOENT, "removed during the run", str(self.run_dir.path))
         self.run_dir.append_text("stats_history.csv", history_text)
         self.run_dir.write_json("status.json", status)
+
+    def writes_failed(self, exc: OSError) -> None:
+        """The run directory stopped taking writes (a full or vanished disk): said once, and
+        the run ends `failed` with the reason; the last files still land where they can
+        (run_files.write_final_files)."""
+        if self.write_failure is None:
+            self.write_failure = f"cannot write the run directory: {describe_os_error(exc)}"
+            log.error("%s; ending the run", self.write_failure)
+            if self.engine is not None:
+                self.engine.ctx.stopping.set()
 
     # ------------------------------------------------------------ signals
     def _install_signals(self) -> None:
@@ -319,14 +390,14 @@ async def run(
 
     run = open_run(params, live=live)
     async with run:
-        await run.preflight()
-        await run.register()
-        await run.fill()
-        log.info("hold %.0fs", hold_seconds)
-        _, _, reason = await run.hold(hold_seconds)
-        # A load that was not what was asked (a resident set that stayed short) is no
-        # "completed" run: its one line is the reason (docs/SPEC.md §4.2).
-        reason = reason or run.load_problem()
-        run.finish("completed" if reason is None else "failed", reason)
+        if await run.preflight():  # refused: said once; leaving writes the files
+            await run.register()
+            await run.fill()
+            log.info("hold %.0fs", hold_seconds)
+            _, _, reason = await run.hold(hold_seconds)
+            # A load that was not what was asked (a resident set that stayed short) is no
+            # "completed" run: its one line is the reason (docs/SPEC.md §4.2).
+            reason = reason or run.load_problem()
+            run.finish("completed" if reason is None else "failed", reason)
     assert run.result is not None
     return run.result

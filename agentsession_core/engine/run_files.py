@@ -1,13 +1,17 @@
-"""The files a Run writes itself: campaign.json, script.yaml and status.json at the start,
-status.json every second, and at the end the final stats (stats.csv, failures.csv,
-stats.jsonl, gauges.jsonl), the finalizers' files and the manifest, last."""
+"""The files a Run writes itself: campaign.json, script.yaml, status.json and the manifest's
+reserved room at the start, status.json every second, and at the end the final stats
+(stats.csv, failures.csv, stats.jsonl, gauges.jsonl), the finalizers' files and the
+manifest, last (docs/SPEC.md §7)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import platform
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.context import now_ns
@@ -33,6 +37,7 @@ def write_start_files(run: Run) -> None:
     run.run_dir.write_json("campaign.json", campaign_document(run))
     run.run_dir.write_text("script.yaml", encode(run.script))
     run.run_dir.write_json("status.json", status_document(run, final=False))
+    run.run_dir.reserve_manifest()  # the manifest still fits when the disk fills up
 
 
 def campaign_document(run: Run) -> dict[str, Any]:
@@ -67,41 +72,83 @@ def status_document(run: Run, *, final: bool) -> dict[str, Any]:
     }
 
 
+# attempt(name, write): one file's write; a failure is recorded, never raised (seal).
+Attempt = Callable[[str, Callable[[], object]], None]
+
+
 def write_final_files(run: Run) -> None:
+    """The final stats, the finalizers' files, the final status and the manifest, last."""
+    seal(run, functools.partial(_write_stats, run), status_document)
+
+
+def _write_stats(run: Run, attempt: Attempt) -> None:
+    run_dir, engine = run.run_dir, run.engine
+    if engine is None:
+        return
+    rec = run.recorder
+    rec.flush(now_ns() + 1_000_000_000)  # close the last open second
+    history = run.history.render_closed(rec, len(engine.population.sessions))
+    attempt("stats_history.csv", lambda: run_dir.append_text("stats_history.csv", history))
+    whole = rec.window(rec.mono_ns_of_second(rec.first_second), now_ns() + 1_000_000_000)
+    tag, test = run.params.tag, run.params.name
+    gauges = render_jsonl(
+        {"t": t, "name": name, "labels": labels, "value": value}
+        for t, labels, name, value in whole.gauges
+    )
+    attempt("gauges.jsonl", lambda: run_dir.write_text("gauges.jsonl", gauges))
+    attempt("stats.csv", lambda: run_dir.write_text("stats.csv", render_stats_csv(whole)))
+    attempt("failures.csv", lambda: run_dir.write_text("failures.csv", render_failures_csv(whole)))
+    population_rows = [
+        jsonl_row(kind, measurements, tag=tag, test_name=test)
+        for kind, measurements in engine.population.summary_rows(rec).items()
+    ]
+    stats = render_stats_jsonl(
+        whole, tag=tag, test_name=test, extra_rows=[*population_rows, *run.extra_rows]
+    )
+    attempt("stats.jsonl", lambda: run_dir.write_text("stats.jsonl", stats))
+
+
+def seal(
+    run: Run,
+    write_stats: Callable[[Attempt], None],
+    status: Callable[..., dict[str, Any]],
+) -> None:
+    """`write_stats(attempt)`, then the final status, the finalizers' files, the status again
+    (finalizers read it) and the manifest, last — for a Run and a ShardedRun alike.
+
+    Every write is attempted even when one fails (a full or vanished disk, issue #11,
+    docs/SPEC.md §7): the run then ends `failed` with the reason, status.json and
+    manifest.json still land where they can (in place over their own blocks when no new file
+    fits; the manifest names what is missing), and no OSError escapes — never a stuck
+    `running` or a traceback.
+    """
     run_dir = run.run_dir
-    engine = run.engine
-    if engine is not None:
-        rec = run.recorder
-        rec.flush(now_ns() + 1_000_000_000)  # close the last open second
-        history = run.history.render_closed(rec, len(engine.population.sessions))
-        run_dir.append_text("stats_history.csv", history)
-        whole = rec.window(rec.mono_ns_of_second(rec.first_second), now_ns() + 1_000_000_000)
-        tag, test = run.params.tag, run.params.name
-        run_dir.write_text(
-            "gauges.jsonl",
-            render_jsonl(
-                {"t": t, "name": name, "labels": labels, "value": value}
-                for t, labels, name, value in whole.gauges
-            ),
-        )
-        run_dir.write_text("stats.csv", render_stats_csv(whole))
-        run_dir.write_text("failures.csv", render_failures_csv(whole))
-        population_rows = [
-            jsonl_row(kind, measurements, tag=tag, test_name=test)
-            for kind, measurements in engine.population.summary_rows(rec).items()
-        ]
-        run_dir.write_text(
-            "stats.jsonl",
-            render_stats_jsonl(
-                whole, tag=tag, test_name=test, extra_rows=[*population_rows, *run.extra_rows]
-            ),
-        )
-    # Final status first: finalizers (gate, report) read it.
-    run_dir.write_json("status.json", status_document(run, final=True))
+    problems: list[str] = []
+
+    def attempt(name: str, write: Callable[[], object]) -> None:
+        try:
+            write()
+        except OSError as exc:
+            if not exc.filename:
+                exc = OSError(exc.errno, exc.strerror or str(exc), str(run_dir.path / name))
+            problems.append(f"{Path(exc.filename).name}: {exc.strerror or exc}")
+            if run.write_failure is None:
+                run.writes_failed(exc)
+                run.finish(run.status, run.reason)  # settle: failed, with the reason
+
+    def final_status() -> None:
+        run_dir.write_json("status.json", status(run, final=True), in_place=True)
+
+    write_stats(attempt)
+    attempt("status.json", final_status)  # first: finalizers (gate, report) read it
     for finalize in run.finalizers:
         try:
-            finalize(run)
+            attempt("a finalizer's file", functools.partial(finalize, run))
         except Exception:
             log.exception("finalizer failed")
-    run_dir.write_json("status.json", status_document(run, final=True))
-    run_dir.write_manifest()
+    attempt("status.json", final_status)
+    if problems:  # the first was said (writes_failed); the list goes to the manifest
+        log.debug("not written: %s", "; ".join(problems))
+    # What a reader of the manifest must know: the files are not the whole run.
+    problem = "; ".join(p for p in (run.write_failure, *problems) if p) or None
+    attempt("manifest.json", lambda: run_dir.write_manifest(problem))

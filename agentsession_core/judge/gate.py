@@ -296,7 +296,9 @@ def load_run(location: str) -> dict:
         gate = _json(location, "gate.json", gate_bytes)
         if "verdict" not in gate or "windows" not in gate:
             raise GateInputError(f"{location}/gate.json: no verdict/windows (not a gate document)")
-    elif windows_bytes is not None:
+    elif windows_bytes is not None or (status or {}).get("status") == "refused":
+        # A refused run (`agentsession run` writes no windows) is judged too: void, with
+        # the reason (docs/SPEC.md §6).
         gate = gate_document(
             windows,
             abort_reason=(status or {}).get("abort_reason"),

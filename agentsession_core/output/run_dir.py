@@ -6,7 +6,12 @@ Layout (docs/SPEC.md §7): ``<dest>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix
 content, never half. manifest.json is written last and lists every other file with its size
 and sha256.
 
-Everything here is synchronous and thread-safe: async callers use asyncio.to_thread.
+A full or vanished disk must still end a run with its final status.json and manifest.json (issue
+#11, docs/SPEC.md §7: never a stuck `running`). So the run reserves room for its manifest when it
+starts (`reserve_manifest`), status.json and the manifest fall back to overwriting their own blocks
+in place when no new file fits (`in_place=True`), a lost run directory is made again for them, and
+logs.txt keeps its first write error instead of printing a traceback per line. Everything here is
+synchronous and thread-safe: async callers use asyncio.to_thread.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import hashlib
 import logging
 import os
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -28,6 +34,8 @@ from agentsession_core.errors import UsageError
 
 MANIFEST = "manifest.json"
 LOG_FILE = "logs.txt"
+# Room held for manifest.json from the start (about 50 entries; a run writes about 15).
+MANIFEST_RESERVE = 8 * 1024
 REDACTED = "***"
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Parameter names that hold credentials. Deliberately not plain "key": script ops have keys.
@@ -101,7 +109,10 @@ def atomic_write(path: Path, data: bytes | str) -> Path:
     """`data` (text as UTF-8) at `path` through a temp file in the same directory, fsync and a
     rename: readers and a crash see the old content or the new, never half of it."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _naming(exc, path) from None
     try:
         os.fchmod(fd, 0o644)  # artifacts are for readers other than us (gates, uploaders)
         with os.fdopen(fd, "wb") as f:
@@ -109,10 +120,71 @@ def atomic_write(path: Path, data: bytes | str) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _naming(exc, path) from None
         raise
     return path
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """The error names the artifact, not a temp file (`status.json: No space left ...`)."""
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
+
+
+def overwrite_in_place(path: Path, data: bytes) -> Path:
+    """`data` over the existing file's own blocks (no new file, no O_TRUNC first), the last
+    resort when a disk is full: a final status or manifest still lands. Not atomic, so only
+    used after an atomic write failed."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        view = memoryview(data)
+        done = 0
+        while done < len(data):
+            done += os.pwrite(fd, view[done:], done)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def describe_os_error(exc: OSError) -> str:
+    """`PATH: No space left on device` (a write to a temp file names no path: the reason)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{exc.filename}: {reason}" if exc.filename else reason
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An error's text as one line of at most `limit` characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+class RunLogHandler(logging.FileHandler):
+    """logs.txt. The first write error (a full or vanished disk) is kept in `failure` and
+    ends the writing; logging's default would print a traceback on stderr for every later
+    line. The run sees `failure` and ends with the reason."""
+
+    failure: OSError | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failure is None:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handleError(record)
+        elif self.failure is None:
+            self.failure = error
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError as exc:  # the unwritten tail of a full disk
+            self.failure = self.failure or exc
 
 
 class RunDir:
@@ -154,7 +226,9 @@ class RunDir:
     def write_text(self, name: str, text: str) -> Path:
         return self.write_bytes(name, text.encode("utf-8"))
 
-    def write_json(self, name: str, obj: Any) -> Path:
+    def write_json(self, name: str, obj: Any, *, in_place: bool = False) -> Path:
+        """`obj` as indented JSON; `in_place`: when no new file fits (a full disk), overwrite
+        the existing file's blocks instead (status.json, the manifest)."""
         data = orjson.dumps(
             obj,
             option=orjson.OPT_INDENT_2
@@ -162,7 +236,13 @@ class RunDir:
             | orjson.OPT_SERIALIZE_NUMPY
             | orjson.OPT_NON_STR_KEYS,
         )
-        return self.write_bytes(name, data + b"\n")
+        try:
+            return self.write_bytes(name, data + b"\n")
+        except OSError:
+            target = self.file(name)
+            if not (in_place and target.is_file()):
+                raise
+            return overwrite_in_place(target, data + b"\n")
 
     def open_append(self, name: str) -> TextIO:
         """A line-buffered append handle (stats_history.csv, stats.jsonl as it grows)."""
@@ -173,16 +253,19 @@ class RunDir:
     def append_text(self, name: str, text: str) -> None:
         """Add `text` at the end of a file that grows as the run goes; "" leaves it alone."""
         if text:
-            with self.open_append(name) as f:
-                f.write(text)
+            try:
+                with self.open_append(name) as f:
+                    f.write(text)
+            except OSError as exc:
+                raise _naming(exc, self.file(name)) from None
 
     def has_content(self, name: str) -> bool:
         target = self.file(name)
         return target.is_file() and target.stat().st_size > 0
 
-    def log_handler(self, level: int = logging.INFO) -> logging.Handler:
+    def log_handler(self, level: int = logging.INFO) -> RunLogHandler:
         """A handler writing logs.txt; attach it to the run's logger."""
-        handler = logging.FileHandler(self.file(LOG_FILE), encoding="utf-8")
+        handler = RunLogHandler(self.file(LOG_FILE), encoding="utf-8")
         handler.setLevel(level)
         handler.setFormatter(
             logging.Formatter(
@@ -201,14 +284,27 @@ class RunDir:
                 out.append(rel)
         return out
 
-    def write_manifest(self) -> Path:
-        """Written last: every file with size and sha256."""
+    def reserve_manifest(self) -> Path:
+        """At the start: a placeholder holding MANIFEST_RESERVE bytes, so the real manifest
+        fits even when the disk fills up during the run."""
+        note = b'{"version": 1, "files": [], "incomplete": "the run has not ended"}\n'
+        return self.write_bytes(MANIFEST, note + b" " * (MANIFEST_RESERVE - len(note)))
+
+    def write_manifest(self, problem: str | None = None) -> Path:
+        """Written last: every file with size and sha256; `problem` says why some are missing
+        (a file that could not be written)."""
         with self._lock:
             entries = []
             for rel in self.files():
-                size, digest = _size_and_sha256(self.path / rel)
+                try:
+                    size, digest = _size_and_sha256(self.path / rel)
+                except FileNotFoundError:  # removed under us: not part of the run any more
+                    continue
                 entries.append({"path": rel, "size": size, "sha256": digest})
-            return self.write_json(MANIFEST, {"version": 1, "files": entries})
+            document: dict[str, Any] = {"version": 1, "files": entries}
+            if problem:
+                document["incomplete"] = problem
+            return self.write_json(MANIFEST, document, in_place=True)
 
 
 def _size_and_sha256(path: Path) -> tuple[int, str]:

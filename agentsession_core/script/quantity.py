@@ -1,5 +1,8 @@
 """Byte sizes as Kubernetes quantities and durations as Go durations, both directions.
 
+A bad value is shown clipped (`clip`): these messages get whatever a YAML file or a flag
+held, and formatting an alias bomb in full never ends (issue #11).
+
 Sizes parse to whole bytes (int). Durations parse to whole nanoseconds (int): exact, so a
 script survives encode/decode unchanged and two thinks compare without float noise. Use
 `seconds(ns)` where a float is wanted.
@@ -10,7 +13,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from agentsession_core.errors import AgentsessionError
+from agentsession_core.errors import AgentsessionError, clip
 
 # Kubernetes allows int64 quantities; a bigger size is a typo, not a plan.
 MAX_BYTES = 2**63 - 1
@@ -18,6 +21,9 @@ MAX_BYTES = 2**63 - 1
 MAX_NS = 2**63 - 1
 # Keeps `1e999999999` from making Python build a giant integer before we can reject it.
 _MAX_EXPONENT = 30
+# No real size or duration is this long; a longer one would make a giant Fraction (and Python
+# refuses to read an integer of over 4300 digits).
+_MAX_TEXT = 100
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
@@ -50,15 +56,17 @@ def parse_quantity(text: str | int) -> int:
     if isinstance(text, bool) or not isinstance(text, int | str):
         raise QuantityError(
             f"expected a size (integer bytes or a quantity like 32Mi), got "
-            f"{type(text).__name__} {text!r}"
+            f"{type(text).__name__} {clip(text)}"
         )
     if isinstance(text, int):
         value = Fraction(text)
+    elif len(text) > _MAX_TEXT:
+        raise QuantityError(f"bad size {clip(text)}: {len(text)} characters is too long")
     else:
         match = _QUANTITY.fullmatch(text)
         if match is None:
             raise QuantityError(
-                f"bad size {text!r}: expected a number with an optional unit "
+                f"bad size {clip(text)}: expected a number with an optional unit "
                 f"(Ki Mi Gi Ti Pi Ei, k M G T P E) or exponent (1e6)"
             )
         value = Fraction(match["number"])
@@ -68,16 +76,16 @@ def parse_quantity(text: str | int) -> int:
         elif match["exponent"]:
             exponent = int(match["exponent"])
             if abs(exponent) > _MAX_EXPONENT:
-                raise QuantityError(f"bad size {text!r}: exponent {exponent} is out of range")
+                raise QuantityError(f"bad size {clip(text)}: exponent {exponent} is out of range")
             value *= Fraction(10) ** exponent
         if match["sign"] == "-":
             value = -value
     if value <= 0:
-        raise QuantityError(f"size {text!r} must be positive")
+        raise QuantityError(f"size {clip(text)} must be positive")
     if value.denominator != 1:
-        raise QuantityError(f"size {text!r} is not a whole number of bytes ({float(value):g})")
+        raise QuantityError(f"size {clip(text)} is not a whole number of bytes ({float(value):g})")
     if value > MAX_BYTES:
-        raise QuantityError(f"size {text!r} is too large (over 2^63-1 bytes)")
+        raise QuantityError(f"size {clip(text)} is too large (over 2^63-1 bytes)")
     return int(value)
 
 
@@ -97,8 +105,10 @@ def parse_duration(text: str) -> int:
     Go, a value finer than a nanosecond is refused rather than truncated."""
     if isinstance(text, bool) or not isinstance(text, str):
         raise QuantityError(
-            f"expected a duration string like 2s or 500ms, got {type(text).__name__} {text!r}"
+            f"expected a duration string like 2s or 500ms, got {type(text).__name__} {clip(text)}"
         )
+    if len(text) > _MAX_TEXT:
+        raise QuantityError(f"bad duration {clip(text)}: {len(text)} characters is too long")
     body = text
     sign = 1
     if body and body[0] in "+-":
@@ -107,7 +117,7 @@ def parse_duration(text: str) -> int:
     if body == "0":
         return 0
     if not body:
-        raise QuantityError(f"bad duration {text!r}: empty")
+        raise QuantityError(f"bad duration {clip(text)}: empty")
     total = Fraction(0)
     pos = 0
     while pos < len(body):
@@ -115,19 +125,23 @@ def parse_duration(text: str) -> int:
         assert match is not None  # the pattern matches the empty string
         number, unit = match.groups()
         if not number.strip("."):
-            raise QuantityError(f"bad duration {text!r}: expected a number at {body[pos:]!r}")
+            raise QuantityError(
+                f"bad duration {clip(text)}: expected a number at {clip(body[pos:])}"
+            )
         if not unit:
             raise QuantityError(
-                f"bad duration {text!r}: missing unit after {number} (ns us µs ms s m h)"
+                f"bad duration {clip(text)}: missing unit after {number} (ns us µs ms s m h)"
             )
         if unit not in _DURATION_UNITS:
-            raise QuantityError(f"bad duration {text!r}: unknown unit {unit!r} (ns us µs ms s m h)")
+            raise QuantityError(
+                f"bad duration {clip(text)}: unknown unit {clip(unit)} (ns us µs ms s m h)"
+            )
         total += Fraction(number.rstrip(".") or "0") * _DURATION_UNITS[unit]
         pos = match.end()
     if total.denominator != 1:
-        raise QuantityError(f"bad duration {text!r}: finer than one nanosecond")
+        raise QuantityError(f"bad duration {clip(text)}: finer than one nanosecond")
     if total > MAX_NS:
-        raise QuantityError(f"bad duration {text!r}: too long (over 2^63-1 ns)")
+        raise QuantityError(f"bad duration {clip(text)}: too long (over 2^63-1 ns)")
     return sign * int(total)
 
 

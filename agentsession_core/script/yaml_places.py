@@ -1,7 +1,8 @@
 """YAML text → plain data whose mappings and sequences know their lines; duplicate keys are errors.
 
 A script error names its place, and PyYAML's safe_load drops line numbers and silently keeps the
-last of two equal keys.
+last of two equal keys. Anchors and aliases are refused (NoAliasLoader, also used for parameter
+files and `--set` values).
 """
 
 from __future__ import annotations
@@ -25,8 +26,30 @@ class _Sequence(list):
     item_lines: list[int] | None = None
 
 
-class _Loader(yaml.SafeLoader):
-    """safe_load, plus: duplicate keys are errors, and containers know their line."""
+class NoAliasLoader(yaml.SafeLoader):
+    """safe_load without anchors and aliases, for every file and value a user hands us (scripts,
+    parameter files, `--set`). An alias shares a node, so nine nested lists of nine aliases (the
+    "billion laughs") describe 10^9 leaves in 1 KiB: anything that walks or prints the value — a
+    validator, an error message — never ends (issue #11). Our files have no need for them, so
+    they are refused at the first anchor, with its line (docs/SPEC.md §6)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            kind = "alias *" if isinstance(event, yaml.AliasEvent) else "anchor &"
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"{kind}{anchor[:40]}: anchors and aliases are not allowed here",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
+
+
+class _Loader(NoAliasLoader):
+    """safe_load without aliases, plus: duplicate keys are errors, and containers know their
+    line."""
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Mapping:
@@ -87,12 +110,19 @@ def load_yaml(text: str, source: str) -> Any:
         raise ScriptError(source, "file", f"YAML: {exc}") from None
     except RecursionError:
         raise ScriptError(source, "file", "YAML nesting is too deep") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise ScriptError(source, "file", f"YAML: {number_problem(exc)}") from None
     finally:
         if loader is not None:
             loader.dispose()
     if data is None:
         raise ScriptError(source, "file", "empty; a script needs name, min_actor_memory, steps")
     return data
+
+
+def number_problem(exc: ValueError) -> str:
+    """PyYAML's int() of a number too long to read, in one short line."""
+    return " ".join(str(exc).split(":")[0].split())[:120] or "a number that cannot be read"
 
 
 def item_line(items: list, index: int) -> int | None:

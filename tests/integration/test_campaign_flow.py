@@ -19,7 +19,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from agentsession_core.campaign.campaign import CampaignError
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import parse
 from agentsession_core.output.run_dir import verify_manifest
@@ -203,14 +202,20 @@ async def test_s3_down_keeps_the_local_copy_retries_and_says_so(prefect_api, tmp
 
 
 async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tmp_path):
+    """A refusal is a verdict (void, with the reason), not a crashed flow (issue #11)."""
     values = small_campaign(tmp_path, target={"substrate": f"http://127.0.0.1:{closed_port()}"})
     state = await run_flow(values)
-    assert state.is_failed()
-    with pytest.raises(CampaignError, match="substrate") as info:
-        await state.result()
-    status = orjson.loads((info.value.run_dir / "status.json").read_bytes())
+    assert state.is_completed(), state
+    result = await state.result()
+    assert result["verdict"] == "void" and result["run_status"] == "refused", result
+    assert "could not start" in result["reason"] and "substrate" in result["reason"]
+    run_dir = Path(result["run_dir"])
+    status = orjson.loads((run_dir / "status.json").read_bytes())
     assert status["status"] == "refused" and status["actors_created"] == 0
     assert "substrate" in status["abort_reason"]
+    assert verify_manifest(run_dir) == []
+    runs = await task_runs(state)
+    assert not any(name.startswith(("register", "fill", "hold")) for name in runs), runs
 
 
 def test_cli_runs_the_flow_and_prints_the_run_directory_last(prefect_api, tmp_path):

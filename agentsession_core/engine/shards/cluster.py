@@ -21,6 +21,7 @@ from agentsession_core.errors import AgentsessionError
 log = logging.getLogger("agentsession")
 
 CONNECT_TIMEOUT_S = 30.0
+OWN_GROUP = "agentsession_core.engine.shards.own_group"
 WORKERS_TIMEOUT_S = 120.0
 
 
@@ -54,6 +55,9 @@ class ShardCluster:
                     memory_limit=0,
                     dashboard_address=None,
                     asynchronous=True,
+                    # Out of the command's process group: a terminal's Ctrl-C is the
+                    # coordinator's to handle, not each worker's (own_group.py).
+                    preload=[OWN_GROUP],
                 )
                 self.client = await Client(self.cluster, asynchronous=True)
             else:

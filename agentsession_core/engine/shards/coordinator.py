@@ -31,7 +31,6 @@ from agentsession_core.engine.engine import PreflightError
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turnover import FILL_DONE_MARKER
 from agentsession_core.engine.run import Run
-from agentsession_core.engine.run_files import write_start_files
 from agentsession_core.engine.shards import files
 from agentsession_core.engine.shards.cluster import ShardCluster
 from agentsession_core.engine.shards.split import (
@@ -117,7 +116,7 @@ class ShardedRun(Run):
     # ------------------------------------------------------------ enter / leave
     async def _open(self) -> None:
         self.script = await asyncio.to_thread(load_script, self.params.script)
-        await asyncio.to_thread(write_start_files, self)
+        await self._write_start_files()
         target, generator = self.params.target, self.params.generator
         url, router = target.substrate, target.router
         if url is None:  # started once, here; every shard gets its URLs
@@ -189,14 +188,18 @@ class ShardedRun(Run):
 
         await asyncio.gather(*(one(k) for k in self.live_shards))
 
-    async def preflight(self) -> None:
+    async def preflight(self) -> bool:
+        """Every shard's preflight; False when one refused (Run.refuse: said once, the later
+        phases do nothing, the run ends `refused`)."""
+        if self.refusal is not None:
+            return False
         self.phase = "preflight"
         try:
             await self._all("phase", "preflight")
-        except PreflightError:
-            raise
         except AgentsessionError as exc:
-            raise PreflightError(str(exc)) from None
+            self.refuse(exc if isinstance(exc, PreflightError) else PreflightError(str(exc)))
+            return False
+        return True
 
     async def register(self) -> None:
         if not self.stop_reason():
@@ -356,8 +359,7 @@ class ShardedRun(Run):
             return
         self._last_report_second = second
         text = self.history.render_closed(self.recorder, files.sessions(self))
-        status = files.status_document(self, final=False)
-        await asyncio.to_thread(self._write_progress, text, status)
+        await self._save_progress(text, lambda: files.status_document(self, final=False))
         if time.monotonic() - self._last_progress >= 10.0:
             self._last_progress = time.monotonic()
             log.info("progress: %s", files.progress_line(self))

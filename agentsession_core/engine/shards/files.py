@@ -4,6 +4,7 @@ placement, counts and fate) and a `shards` section in status.json."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.populations.turnover import RESIDENT_TOLERANCE, shortfall_line
 from agentsession_core.engine.populations.turnover_window import level_rows
+from agentsession_core.engine.run_files import Attempt, seal
 from agentsession_core.engine.run_files import status_document as run_status_document
 from agentsession_core.measure.stats import RESIDENT_SHORTFALL_ROW
 from agentsession_core.output.stats_files import (
@@ -115,43 +117,38 @@ def progress_line(run: ShardedRun) -> str:
 
 def write_final_files(run: ShardedRun) -> None:
     """run_files.write_final_files for a sharded run (called in a thread, after every shard
-    stopped and its last seconds were merged)."""
+    stopped and its last seconds were merged); a write that fails ends the run `failed`
+    with the reason and the rest still lands where it can (run_files.seal)."""
+    seal(run, functools.partial(_write_stats, run), status_document)
+
+
+def _write_stats(run: ShardedRun, attempt: Attempt) -> None:
     run_dir = run.run_dir
     rec = run.recorder
     tag, test = run.params.tag, run.params.name
-    if run.stream is not None:
-        rec.flush(now_ns() + NS)  # nothing is left out: every shard has stopped
-        run_dir.append_text("stats_history.csv", run.history.render_closed(rec, sessions(run)))
-        whole = rec.window_seconds(rec.first_second, rec.closed_until)
-        run_dir.write_text(
-            "gauges.jsonl",
-            render_jsonl(
-                {"t": t, "name": name, "labels": labels, "value": value}
-                for t, labels, name, value in whole.gauges
-            ),
-        )
-        run_dir.write_text("stats.csv", render_stats_csv(whole))
-        run_dir.write_text("failures.csv", render_failures_csv(whole))
-        extra = [
-            jsonl_row(kind, measurements, tag=tag, test_name=test)
-            for kind, measurements in population_rows(run).items()
-        ]
-        run_dir.write_text(
-            "stats.jsonl",
-            render_stats_jsonl(
-                whole, tag=tag, test_name=test, extra_rows=[*extra, *run.extra_rows]
-            ),
-        )
-        for k in range(run.stream.count):
-            run_dir.write_json(f"shards/{k}/health.json", shard_health(run, k))
-    run_dir.write_json("status.json", status_document(run, final=True))
-    for finalize in run.finalizers:
-        try:
-            finalize(run)
-        except Exception:
-            log.exception("finalizer failed")
-    run_dir.write_json("status.json", status_document(run, final=True))
-    run_dir.write_manifest()
+    if run.stream is None:
+        return
+    rec.flush(now_ns() + NS)  # nothing is left out: every shard has stopped
+    history = run.history.render_closed(rec, sessions(run))
+    attempt("stats_history.csv", lambda: run_dir.append_text("stats_history.csv", history))
+    whole = rec.window_seconds(rec.first_second, rec.closed_until)
+    gauges = render_jsonl(
+        {"t": t, "name": name, "labels": labels, "value": value}
+        for t, labels, name, value in whole.gauges
+    )
+    attempt("gauges.jsonl", lambda: run_dir.write_text("gauges.jsonl", gauges))
+    attempt("stats.csv", lambda: run_dir.write_text("stats.csv", render_stats_csv(whole)))
+    attempt("failures.csv", lambda: run_dir.write_text("failures.csv", render_failures_csv(whole)))
+    extra = [
+        jsonl_row(kind, measurements, tag=tag, test_name=test)
+        for kind, measurements in population_rows(run).items()
+    ]
+    stats = render_stats_jsonl(whole, tag=tag, test_name=test, extra_rows=[*extra, *run.extra_rows])
+    attempt("stats.jsonl", lambda: run_dir.write_text("stats.jsonl", stats))
+    for k in range(run.stream.count):
+        name = f"shards/{k}/health.json"
+        health = shard_health(run, k)
+        attempt(name, functools.partial(run_dir.write_json, name, health))
 
 
 def shard_health(run: ShardedRun, k: int) -> dict[str, Any]:

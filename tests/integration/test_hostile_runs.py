@@ -1,0 +1,178 @@
+"""Bad numbers, hostile files and a full disk, as a user meets them (issue #11): real
+commands, each ending in one line, no traceback; refusals before anything starts, and a run
+whose disk fills up ends `failed` with its final status and manifest written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agentsession_core.output.run_dir import verify_manifest
+
+pytestmark = pytest.mark.timeout(300)
+CLI = [sys.executable, "-m", "agentsession_core"]
+RUN = [
+    *CLI,
+    "run",
+    "--script",
+    "smoke",
+    "--population",
+    "turnover",
+    "--sessions",
+    "6",
+    "--awake",
+    "2",
+    "--target-rps",
+    "2",
+    "--registration-quiet-seconds",
+    "0.5s",
+    "--local-workers",
+    "4",
+    "--think-scale",
+    "0.05",
+    "--progress",
+    "plain",
+]
+
+
+def laughs() -> str:
+    lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]")
+    return "\n".join(lines) + "\n"
+
+
+def command(args: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_refusal(done: subprocess.CompletedProcess[str], code: int, *says: str):
+    assert done.returncode == code, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-2000:]
+    assert all(part in lines[0] for part in says), lines[0]
+    assert len(lines[0]) < 1000 and done.stdout == ""
+
+
+@pytest.fixture
+def bomb_script(tmp_path: Path) -> Path:
+    path = tmp_path / "bomb.yaml"
+    steps = "steps:\n  - {name: a, agent: x, think: *a9, ops: [ping: {}]}\n"
+    path.write_text(laughs() + "name: bomb\nmin_actor_memory: *a9\n" + steps)
+    return path
+
+
+def test_a_yaml_bomb_script_is_refused_in_one_line(bomb_script: Path, tmp_path: Path) -> None:
+    out = tmp_path / "art"
+    started = time.monotonic()
+    assert_one_line_refusal(
+        command([*RUN, "--script", str(bomb_script), "--out", str(out)]), 1, "anchor &a0"
+    )
+    assert_one_line_refusal(
+        command([*CLI, "campaign", "--preset", "demo", "--set", f"script={bomb_script}"]),
+        2,
+        "parameter script",
+        "anchor &a0",
+    )
+    assert time.monotonic() - started < 30 and not out.exists()
+
+
+def test_a_yaml_bomb_params_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(laughs() + "hold_minutes: *a9\n")
+    for args, code in (
+        ([*CLI, "campaign", "--params", str(params)], 2),
+        ([*RUN, "--params", str(params), "--out", str(tmp_path / "art")], 2),
+    ):
+        assert_one_line_refusal(command(args), code, str(params), "anchor &a0")
+    assert not (tmp_path / "art").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["campaign", "--preset", "demo", "--set", "hold_minutes=inf"], "hold_minutes"),
+        (["campaign", "--preset", "demo", "--set", "hold_minutes=1e7"], "hold_minutes"),
+        (["campaign", "--preset", "demo", "--set", "population.target_rps=.inf"], "target_rps"),
+        (["campaign", "--preset", "demo", "--set", "think_scale=.inf"], "think_scale"),
+        (
+            ["campaign", "--preset", "demo", "--set", "population.registration_quiet_seconds=inf"],
+            "registration_quiet_seconds",
+        ),
+        (["run", "--target-rps", "inf"], "target_rps"),
+        (["run", "--think-scale", "1e9"], "think_scale"),
+        (["run", "--hold", "10000000s"], "--hold"),
+    ],
+    ids=lambda v: "-".join(v) if isinstance(v, list) else v,
+)
+def test_non_finite_and_absurd_numbers_are_refused_before_anything_starts(
+    args: list[str], names: str, tmp_path: Path
+) -> None:
+    where = ["--set", f"dest={tmp_path / 'art'}"] if args[0] == "campaign" else []
+    where = where or ["--out", str(tmp_path / "art")]
+    assert_one_line_refusal(command([*CLI, *args, *where]), 2, names)
+    assert not (tmp_path / "art").exists()
+
+
+# ------------------------------------------------------------------ a full disk
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 40 KiB tmpfs: the run fills it within seconds (stats_history.csv grows)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("a 40 KiB tmpfs needs root and mount(8)")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=40k", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def assert_ended_on_the_full_disk(run_dir: Path, err: str) -> None:
+    assert "Traceback" not in err and "Logging error" not in err, err[-3000:]
+    said = [line for line in err.splitlines() if "No space left on device" in line]
+    assert said and "cannot write the run directory" in said[0], err[-3000:]
+    status = orjson.loads((run_dir / "status.json").read_bytes())
+    assert status["status"] == "failed" and status["exit_code"] == 1, status
+    assert "No space left on device" in status["abort_reason"]
+    assert status["actors_deleted"] == status["actors_created"] and status["leaked_actors"] == []
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    assert "No space left on device" in manifest["incomplete"]
+    assert verify_manifest(run_dir) == []
+
+
+def test_a_run_on_a_full_disk_ends_failed_with_its_final_status(small_disk: Path) -> None:
+    done = command([*RUN, "--hold", "120s", "--out", str(small_disk)], timeout=150)
+    assert done.returncode == 1, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, done.stderr[-3000:]
+    assert_ended_on_the_full_disk(Path(done.stdout.strip().splitlines()[-1]), done.stderr)
+
+
+def test_a_campaign_on_a_full_disk_ends_failed_with_its_final_status(small_disk: Path) -> None:
+    sets = [f"dest={small_disk}", "hold_minutes=2", "levels=[1.0]", "abort.rules=[]"]
+    args = [*CLI, "campaign", "--preset", "demo"]
+    for setting in sets:
+        args += ["--set", setting]
+    done = command(args, timeout=240)
+    assert done.returncode == 1, done.stderr[-3000:]
+    ours = [line for line in done.stderr.splitlines() if "agentsession - " in line]
+    assert sum("No space left on device" in line for line in ours) == 1, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == "agentsession campaign: failed (reason above)"
+    assert_ended_on_the_full_disk(Path(done.stdout.strip().splitlines()[-1]), done.stderr)

@@ -1,0 +1,167 @@
+"""Stopping a command the way a person does (issue #11): Ctrl-C typed in its terminal and
+SIGTERM to its whole process group, not a signal aimed at one PID.
+
+`agentsession campaign` runs here with no PREFECT_API_URL, so it starts its own temporary
+Prefect API, which must survive the signal (flows/api_server.py): the command exits
+130/143 within seconds, prints its run directory, no traceback, every actor deleted, the
+artifacts sealed, and no process of its left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agentsession_core.output.run_dir import verify_manifest
+from tests.integration.terminal import (
+    Session,
+    ctrl_c,
+    in_terminal,
+    sigterm_group,
+    wait_gone,
+)
+
+pytestmark = pytest.mark.timeout(300)
+AGENTSESSION = str(Path(sys.executable).with_name("agentsession"))
+
+
+def command_env() -> tuple[dict[str, str], str]:
+    """The test's environment without an API URL (the command starts its own API), plus a
+    marker that finds every process the command started."""
+    marker = f"AGENTSESSION_TEST_MARK={uuid.uuid4().hex}"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env[marker.split("=")[0]] = marker.split("=")[1]
+    env["TERM"] = "xterm"
+    return env, marker
+
+
+def campaign_argv(out: Path) -> list[str]:
+    sets = [
+        "name=term",
+        "tag=t1",
+        f"dest={out}",
+        "hold_minutes=2",
+        "window_seconds=30",
+        "levels=[1.0]",
+        "abort.rules=[]",
+        "population.sessions=6",
+        "population.awake=2",
+        "population.registration_quiet_seconds=0.5",
+        "target.local_workers=4",
+    ]
+    argv = [AGENTSESSION, "campaign", "--preset", "demo"]
+    for setting in sets:
+        argv += ["--set", setting]
+    return argv
+
+
+def assert_stopped_cleanly(session: Session, code: int, signal_name: str) -> Path:
+    assert session.exit_code == code, session.output[-3000:]
+    assert session.after_signal_s < 10, (session.after_signal_s, session.output[-3000:])
+    assert "Traceback" not in session.output, session.output[-5000:]
+    assert "Error logging to API" not in session.output, session.output[-3000:]
+    run_dir = session.run_dir()
+    status = orjson.loads((run_dir / "status.json").read_bytes())
+    assert status["status"] == "cancelled" and status["exit_code"] == code, status
+    assert status["abort_reason"] == f"received {signal_name}", status
+    assert status["leaked_actors"] == [], status
+    assert status["actors_created"] > 0 and status["actors_deleted"] == status["actors_created"]
+    assert verify_manifest(run_dir) == []
+    return run_dir
+
+
+def assert_campaign_stopped(session: Session, code: int, signal_name: str, marker: str) -> None:
+    run_dir = assert_stopped_cleanly(session, code, signal_name)
+    said = [line for line in session.lines if line.startswith("agentsession campaign:")]
+    assert len(said) == 2 and f"cancelled: received {signal_name}" in said[-1], said
+    gate = orjson.loads((run_dir / "gate.json").read_bytes())
+    assert gate["verdict"] == "void" and "cancelled" in gate["reason"], gate
+    # The temporary API and the local substrate ended with the command.
+    assert wait_gone(marker) == []
+
+
+def test_ctrl_c_in_a_terminal_stops_a_campaign_mid_hold(tmp_path: Path) -> None:
+    env, marker = command_env()
+    session = in_terminal(
+        campaign_argv(tmp_path / "art"), env, when="turnover fill done", then=ctrl_c
+    )
+    assert_campaign_stopped(session, 130, "SIGINT", marker)
+
+
+def test_sigterm_to_the_process_group_stops_a_campaign_mid_hold(tmp_path: Path) -> None:
+    env, marker = command_env()
+    session = in_terminal(
+        campaign_argv(tmp_path / "art"), env, when="turnover fill done", then=sigterm_group
+    )
+    assert_campaign_stopped(session, 143, "SIGTERM", marker)
+
+
+def test_ctrl_c_while_the_prefect_api_starts_leaves_nothing_behind(tmp_path: Path) -> None:
+    env, marker = command_env()
+    session = in_terminal(
+        campaign_argv(tmp_path / "art"),
+        env,
+        when="starting a temporary Prefect API",
+        then=ctrl_c,
+        delay_s=0.5,
+    )
+    assert session.exit_code == 130, session.output
+    assert "Traceback" not in session.output
+    assert "stopped by SIGINT; nothing had started" in session.output
+    assert not (tmp_path / "art").exists()
+    assert wait_gone(marker) == []
+
+
+@pytest.mark.parametrize(
+    ("then", "code", "name"), [(ctrl_c, 130, "SIGINT"), (sigterm_group, 143, "SIGTERM")]
+)
+def test_a_run_in_a_terminal_stops_on_ctrl_c_and_on_sigterm_to_its_group(
+    tmp_path: Path, then, code: int, name: str
+) -> None:
+    assert_run_stops(tmp_path, then, code, name, [])
+
+
+def test_a_sharded_run_stops_on_ctrl_c_without_its_dask_workers_dying(tmp_path: Path) -> None:
+    """The local Dask cluster's worker processes are out of the command's group: the
+    coordinator stops every shard and each deletes its actors (engine/shards/own_group.py)."""
+    assert_run_stops(tmp_path, ctrl_c, 130, "SIGINT", ["--shards", "2"])
+
+
+def assert_run_stops(tmp_path: Path, then, code: int, name: str, extra: list[str]) -> None:
+    env, marker = command_env()
+    argv = [
+        AGENTSESSION,
+        "run",
+        "--script",
+        "smoke",
+        "--population",
+        "turnover",
+        "--sessions",
+        "6",
+        "--awake",
+        "2",
+        "--target-rps",
+        "2",
+        "--registration-quiet-seconds",
+        "0.5s",
+        "--local-workers",
+        "4",
+        "--think-scale",
+        "0.05",
+        "--hold",
+        "120s",
+        "--out",
+        str(tmp_path / "art"),
+        "--progress",
+        "plain",
+        *extra,
+    ]
+    session = in_terminal(argv, env, when="hold 120s", then=then)
+    assert_stopped_cleanly(session, code, name)
+    assert sum(f"received {name}" in line for line in session.lines) == 1, session.output
+    assert wait_gone(marker) == []
