@@ -93,6 +93,14 @@ class AteSubstrate:
             timeout=control_timeout,
         )
         self.router = FastRouterClient(router_url, token=token, timeout=router_timeout)
+        # What to check when the router refuses who we are: it gets the plain token only.
+        if token:
+            self._router_check = "target.token (--token or AGENTSESSION_TOKEN; the router got it)"
+        else:
+            self._router_check = (
+                "target.token (--token or AGENTSESSION_TOKEN): the router got no token "
+                "(a target.token_file goes to the control API only)"
+            )
 
     # ---------------------------------------------------------------- control API
     @staticmethod
@@ -185,7 +193,10 @@ class AteSubstrate:
             if resends < STALE_RESENDS and stale_assignment(answer.status, answer.headers):
                 resends += 1
                 continue
-            raise ate_router_error(answer.status, answer.body, answer.headers)
+            error = ate_router_error(answer.status, answer.body, answer.headers)
+            if error.credential_refused:
+                error.check = self._router_check
+            raise error
         content_type = answer.headers.get("content-type")
         result = glutton_codec.decode_answer(route, answer.body, content_type=content_type)
         elapsed = server_elapsed_us(answer.headers.get(ELAPSED_HEADER))
