@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,8 +70,10 @@ def looks_like_tls(details: str) -> bool:
 
 
 def diagnose(tls: TlsSettings, timeout: float = 3.0) -> Diagnosis | None:
-    """One TLS handshake with `tls`, blocking (run it in a thread): what is wrong with the
-    credentials, naming the parameter to fix, or None when it is not a credential problem."""
+    """What is wrong with the credentials, naming the parameter to fix, or None when it is not
+    a credential problem. Blocking (run it in a thread). A server that closes the connection
+    right after the handshake without a word is asked twice, 0.3 s apart, before that counts
+    as refusing the client certificate (a server going down closes connections too)."""
     try:
         context = ssl.create_default_context(
             cadata=tls.ca_pem.decode("ascii", "replace") if tls.ca_pem else None
@@ -83,29 +86,48 @@ def diagnose(tls: TlsSettings, timeout: float = 3.0) -> Diagnosis | None:
             f"TLS: the TLS files cannot be used ({exc})",
             "target.ca_file, target.cert_file and target.key_file",
         )
+    verdict = _handshake(tls, context, timeout)
+    if verdict is _CLOSED:
+        time.sleep(0.3)
+        verdict = _handshake(tls, context, timeout)
+    if verdict is _CLOSED:
+        return _client_certificate(tls, "the server closed the connection after the handshake")
+    return verdict if isinstance(verdict, Diagnosis) else None
+
+
+_CLOSED = object()  # the handshake completed, then the server closed without a word
+
+
+def _handshake(tls: TlsSettings, context: ssl.SSLContext, timeout: float) -> object:
+    """One handshake and one read: a Diagnosis, _CLOSED, or None (TLS is not the problem)."""
     name = tls.server_name or tls.host
     try:
         with socket.create_connection((tls.host, tls.port), timeout=timeout) as raw:
             try:
-                with context.wrap_socket(raw, server_hostname=name) as conn:
-                    conn.sendall(_H2_PREFACE)
-                    answered = conn.recv(9)
+                conn = context.wrap_socket(raw, server_hostname=name)
             except ssl.SSLCertVerificationError as exc:
                 return _server_certificate(tls, name, exc)
             except ssl.SSLError as exc:
                 reason = str(exc.reason or exc)
-                if "ALERT" in reason.upper():
+                if "ALERT" in reason.upper():  # the server objected to our certificate
                     return _client_certificate(tls, reason)
-                if "EOF" in reason.upper():
-                    return _client_certificate(tls, "the server closed the connection")
-                return None  # not TLS at all (a plaintext server) or a protocol mismatch
-            except (ConnectionResetError, BrokenPipeError):
-                return _client_certificate(tls, "the server reset the connection")
+                return None  # not TLS at all (a plaintext server), or a protocol mismatch
+            with conn:
+                # TLS 1.3: the server checks our certificate after the client's handshake
+                # is done; its verdict is the answer to our first bytes.
+                try:
+                    conn.sendall(_H2_PREFACE)
+                    answered = conn.recv(9)
+                except ssl.SSLError as exc:
+                    reason = str(exc.reason or exc)
+                    if "ALERT" in reason.upper():
+                        return _client_certificate(tls, reason)
+                    return _CLOSED
+                except (ConnectionResetError, BrokenPipeError):
+                    return _CLOSED
     except OSError:
-        return None  # nothing listens, or no answer in time: not a credential
-    if answered:
-        return None
-    return _client_certificate(tls, "the server closed the connection after the handshake")
+        return None  # nothing listens, reset mid-handshake, or no answer in time
+    return None if answered else _CLOSED
 
 
 def _server_certificate(
