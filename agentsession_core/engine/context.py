@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -74,12 +75,23 @@ class RunContext:
     # SuspendActor / SuspendActorAsync hold only the population's own parks (docs/SPEC.md §4.2).
     registers: bool = False
     failure_log: FailureLog = field(default_factory=FailureLog)
+    # Actor names are `<actor_prefix>-<session id>`; the shards of a sharded run each have
+    # their own prefix, so their names never collide in the shared atespace.
+    actor_prefix: str = "agent"
+    # When the steady load starts (see steady_start); set by a shard of a sharded run.
+    common_t0: Callable[[], Awaitable[int]] | None = None
     dispatch_lag: Row = field(init=False)
 
     def __post_init__(self) -> None:
         # How late the loop wakes a sleeper past its intended time: the generator-health
         # signal that judges a window void (telemetry.GeneratorHealth).
         self.dispatch_lag = self.recorder.row(*DISPATCH_LAG_ROW)
+
+    async def steady_start(self) -> int:
+        """The intended start of the steady load (the fill is done): now, or in a sharded run
+        the common t0 the coordinator gives once every shard has filled (it may lie ahead:
+        the populations schedule from it and sleep towards it)."""
+        return now_ns() if self.common_t0 is None else await self.common_t0()
 
     async def wait_until(self, deadline_ns: int) -> bool:
         """Sleep until `deadline_ns` unless the run stops first; True when the deadline was

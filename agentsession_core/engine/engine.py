@@ -53,12 +53,13 @@ class Engine:
         recorder: Recorder,
         *,
         atespace: str,
+        ledger: ActorLedger | None = None,
     ) -> None:
         self.params = params
         self.substrate = substrate
         self.script = script
         self.recorder = recorder
-        self.ledger = ActorLedger(atespace)
+        self.ledger = ledger if ledger is not None else ActorLedger(atespace)
         self.ctx = RunContext(substrate, recorder, script, params, atespace, self.ledger)
         self.population = POPULATIONS[params.population.kind](self.ctx)
         self.phase = "created"

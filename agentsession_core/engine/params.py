@@ -36,6 +36,7 @@ ResumeMode = Literal["implicit", "explicit"]
 WireForm = Literal["ate", "json"]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_SCHEDULER = re.compile(r"^(tcp|tls)://[^\s/]+:\d+$")
 _TEMPLATE = re.compile(r"^[a-z0-9][a-z0-9.-]*/[a-z0-9][a-z0-9.-]*$")
 
 
@@ -283,6 +284,46 @@ class CleanupParams(Section):
     )
 
 
+def _shards(value: Any) -> Any:
+    """generator.shards: a whole number >= 1 (also as text) or "auto"."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text == "auto":
+        return "auto"
+    if text is not None and text.isdigit():
+        value = int(text)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r}: a number of shards (>= 1) or auto")
+    if not 1 <= value <= 1024:
+        raise ValueError(f"{value}: between 1 and 1024 shards, or auto")
+    return value
+
+
+class GeneratorParams(Section):
+    """The load generator: one process, or shards on a Dask cluster (engine/shards/)."""
+
+    shards: Annotated[
+        Annotated[int, Field(ge=1, le=1024)] | Literal["auto"], BeforeValidator(_shards)
+    ] = Field(
+        1,
+        description="generator processes the population is split into: 1 = this process "
+        "(no Dask), auto = one per core (of the cluster's workers, with cluster)",
+    )
+    cluster: str | None = Field(
+        None,
+        description="Dask scheduler address (tcp://host:8786); none: a local cluster of "
+        "worker processes on this machine",
+    )
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not _SCHEDULER.match(value):
+            raise ValueError(f"{value!r} is not a Dask scheduler address (tcp://host:8786)")
+        return value
+
+
 class RunParams(Section):
     """One engine run. The hold is not a parameter: the caller holds (`agentsession run
     --hold`, the campaign's windows)."""
@@ -323,6 +364,19 @@ class RunParams(Section):
     cleanup: CleanupParams = Field(
         default_factory=CleanupParams, json_schema_extra=form_position(17)
     )
+    generator: GeneratorParams = Field(
+        default_factory=GeneratorParams, json_schema_extra=form_position(20)
+    )
+
+    @model_validator(mode="after")
+    def _shards_have_sessions(self) -> RunParams:
+        shards, sessions = self.generator.shards, self.population.sessions
+        if isinstance(shards, int) and shards > sessions:
+            raise ValueError(
+                f"generator.shards ({shards}) exceeds population.sessions ({sessions}): "
+                "every shard needs at least one session"
+            )
+        return self
 
     @field_validator("name", "tag")
     @classmethod

@@ -189,10 +189,14 @@ class Run:
             if self.status == "completed":
                 self.status, self.reason = "failed", f"cleanup failed: {cleanup_exc}"
         finally:
-            await asyncio.to_thread(write_final_files, self)
+            await asyncio.to_thread(self.write_final_files)
         leaks = self.engine.leaks if self.engine else []
         self.result = RunResult(self.status, self.exit_code, self.run_dir.path, self.reason, leaks)
         return isinstance(exc, Exception)
+
+    def write_final_files(self) -> None:
+        """The final stats, the finalizers' files and the manifest (in a thread)."""
+        write_final_files(self)
 
     # ------------------------------------------------------------ phases
     def _engine(self) -> Engine:
@@ -232,6 +236,11 @@ class Run:
     @property
     def exit_code(self) -> int:
         return SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
+
+    def cut_short(self, reason: str) -> bool:
+        """Whether a stop for `reason` says nothing about the substrate (a signal; in a
+        sharded run also a lost shard): the window it cut is void, not aborted."""
+        return self.signal is not None
 
     def stop_reason(self) -> str | None:
         if self.signal is not None:
@@ -302,7 +311,9 @@ async def run(
     params: RunParams, *, hold_seconds: float = DEFAULT_HOLD_S, live: bool = False
 ) -> RunResult:
     """The CLI's run: start-up, then one hold of `hold_seconds`."""
-    run = Run(params, live=live)
+    from agentsession_core.engine.shards import open_run  # imports this module
+
+    run = open_run(params, live=live)
     async with run:
         await run.preflight()
         await run.register()

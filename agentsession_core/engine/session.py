@@ -75,7 +75,7 @@ class Session:
         self.ctx = ctx
         self.id = sid
         self.generation = 0
-        self.actor = f"agent-{sid}"
+        self.actor = f"{ctx.actor_prefix}-{sid}"
         self.cursor = 0
         self.failures_in_a_row = 0
         self.awake = False
@@ -397,7 +397,7 @@ class Session:
         except SubstrateError as exc:
             log.warning("%s: delete on replace failed (%s); cleanup retries it", old, exc)
         self.generation += 1
-        self.actor = f"agent-{self.id}-r{self.generation}"
+        self.actor = f"{ctx.actor_prefix}-{self.id}-r{self.generation}"
         self.cursor = 0
         self.failures_in_a_row = 0
         self.awake = False

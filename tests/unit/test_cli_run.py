@@ -30,7 +30,9 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["cleanup.concurrency"] == "--cleanup-concurrency"
     assert flags["target.protocol"] == "--protocol"
     assert flags["target.token_file"] == "--token-file"
-    assert len(flags) == 34
+    assert flags["generator.shards"] == "--shards"
+    assert flags["generator.cluster"] == "--cluster"
+    assert len(flags) == 36
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = capsys.readouterr().out
