@@ -34,8 +34,9 @@ def _wait_listening(port: int, proc: subprocess.Popen, log: Path, deadline_s: fl
 
 
 @contextlib.contextmanager
-def nginx_target(core: int | None = 1) -> Iterator[str]:
-    """Yields the base URL (http://127.0.0.1:PORT) of a running private nginx."""
+def nginx_target(core: int | None = 1, template: Path = TEMPLATE) -> Iterator[str]:
+    """Yields the base URL (http://127.0.0.1:PORT) of a running private nginx, configured from
+    `template` (default: the generator bench's fixed JSON answers)."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(binary).exists():
         raise RuntimeError("nginx is not installed: apt-get install -y nginx-light")
@@ -44,7 +45,7 @@ def nginx_target(core: int | None = 1) -> Iterator[str]:
         port = free_port()
         conf = Path(prefix) / "nginx.conf"
         conf.write_text(
-            TEMPLATE.read_text().replace("@PREFIX@", prefix).replace("@PORT@", str(port))
+            template.read_text().replace("@PREFIX@", prefix).replace("@PORT@", str(port))
         )
         pin = ["taskset", "-c", str(core)] if core is not None and shutil.which("taskset") else []
         proc = subprocess.Popen(

@@ -14,7 +14,9 @@ not a project dependency). Progress goes to stderr. Figures:
               start lag (intended → sent) p50/p99/max, achieved / intended;
   density     RSS per parked session at 10k and 100k (quick: 10k and 50k) sessions, and
               Locust's RSS per (parked) user;
-  recording   ns per booked sample (bench/record_cost.py).
+  recording   ns per booked sample (bench/record_cost.py);
+  wire        router req/s over the ate wire's protobuf bodies against the JSON wire
+              (bench/wire.py, its own section of RESULTS.md).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import psutil
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import wire  # noqa: E402
 from nginx_target import nginx_target  # noqa: E402
 
 PY = sys.executable
@@ -223,6 +226,8 @@ def measure(quick: bool) -> dict[str, Any]:
         rss_big = locust_rss(url, big, 6.0 if quick else 12.0)
     say("recording cost")
     rec = record_cost()
+    say("router wire: protobuf (ate) vs JSON (bench/wire.py)")
+    out["wire"] = wire.measure(quick)
     big_n = density_sizes[-1]
     out.update(
         agentsession_rps=round(agent["rps"], 1),
@@ -430,11 +435,13 @@ def main(argv: list[str] | None = None) -> int:
     command = "python bench/run.py" + (" --quick" if args.quick else "")
     if args.write_results:
         write_results(render(result, command))
+        wire.write_results(wire.render(result["wire"], command))
         say(f"wrote {RESULTS}")
     if args.json:
         print(json.dumps(result))
     else:
         print(render(result, command))
+        print(wire.render(result["wire"], command))
     return 0
 
 

@@ -140,8 +140,8 @@ class RunContext:
 def credential_refused_line(exc: SubstrateError, where: str) -> str:
     """The one line that ends a run whose credential the substrate refused."""
     who = f"the router (HTTP {exc.status})" if exc.status else "the control API"
-    return (
-        f"credentials refused by {who}: {where}: {exc}; check target.token "
-        "(or AGENTSESSION_TOKEN), target.token_file, or the client certificate "
+    check = exc.check or (
+        "target.token (or AGENTSESSION_TOKEN), target.token_file, or the client certificate "
         "(target.cert_file/key_file)"
     )
+    return f"credentials refused by {who}: {where}: {exc}; check {check}"

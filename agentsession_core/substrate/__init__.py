@@ -5,10 +5,17 @@ embedded local substrate (local/).
 
 HttpSubstrate is imported on first use: it pulls in httpx and aiohttp, which a test that
 only needs FakeSubstrate should not pay for.
+
+Every module here that loads gRPC (the ate wire's client, the local substrate's ateapi.Control
+server) comes through this package first, so gRPC's C core is told, unless the environment
+already says otherwise, to log errors only: its INFO lines ("Handshake failed with error
+SSL_ERROR_SSL ...") would land on a run's stderr beside the one line that says what is wrong.
+gRPC reads the setting once, when it is first imported.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.substrate.errors import SubstrateError
@@ -17,6 +24,8 @@ from agentsession_core.substrate.interface import ActorInfo, RouterResponse, Sub
 
 if TYPE_CHECKING:
     from agentsession_core.substrate.http import HttpSubstrate
+
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 __all__ = [
     "ActorInfo",

@@ -72,13 +72,22 @@ class SubstrateError(AgentsessionError):
     (from_router=False) or a transport failure (code TRANSPORT / TIMEOUT / BAD_BODY)."""
 
     def __init__(
-        self, code: str, message: str, *, status: int = 0, from_router: bool = True
+        self,
+        code: str,
+        message: str,
+        *,
+        status: int = 0,
+        from_router: bool = True,
+        check: str | None = None,
     ) -> None:
         super().__init__(f"{code} ({status}): {message}" if status else f"{code}: {message}")
         self.code = code
         self.status = status
         self.message = message
         self.from_router = from_router
+        # For a refused credential: which parameter to check, when the client knows
+        # ("target.token (--token or AGENTSESSION_TOKEN)"); None: say all of them.
+        self.check = check
 
     @property
     def failure_class(self) -> FailureClass:

@@ -18,7 +18,13 @@ every answer:
 | crashed         | 503 "Aborted: actor <target> crashed"                        |
 | garbage         | 200 protobuf type, body that does not decode                 |
 | json            | 200 application/json (a JSON-wire glutton by mistake)        |
+| stale           | 421 + x-ate-assignment-stale: true (once)                    |
 | anything else   | the glutton's answer to the request it was sent              |
+
+A run's actors are all `agent-N`, so runs queue answers instead: `faults[route]` is a list of
+the names above, and the next request to that route (whatever the actor) gets the first one
+and removes it. The key `wake` matches the engine's wake probes and first touches (a ping
+whose message is "wake"), so a test can fail a wake without failing a step's ping.
 
 Every request is kept in `seen` (route, target, content type, body) for the tests to count.
 """
@@ -90,6 +96,7 @@ class RouterStandIn:
     seen: list[Seen] = field(default_factory=list)
     mode: str | None = None  # an actor name whose answer every actor gets
     stale_left: dict[str, int] = field(default_factory=dict)
+    faults: dict[str, list[str]] = field(default_factory=dict)  # route or "wake" → answers
     url: str = ""
     _runner: Any = None
 
@@ -108,7 +115,9 @@ class RouterStandIn:
             return _text(405, "method not allowed")
         if "/" not in target:
             return _text(404, "missing ate-target-actor")
-        actor = self.mode or target.partition("/")[2]
+        actor = self.queued(route, body) or self.mode or target.partition("/")[2]
+        if actor == "stale":
+            return _text(421, "actor moved", **{STALE_ASSIGNMENT_HEADER: "true"})
         if actor.startswith("stale-"):
             left = self.stale_left.setdefault(target, int(actor.removeprefix("stale-")))
             if left > 0:
@@ -141,6 +150,21 @@ class RouterStandIn:
             except Exception as exc:  # the glutton's 400 for a body it cannot read
                 return _text(400, f"unmarshal: {exc}")
         return web.Response(body=answer, content_type=PROTOBUF_CONTENT_TYPE, headers=headers)
+
+    def queued(self, route: str, body: bytes) -> str | None:
+        """The next queued answer for this request, if any (and take it off the queue)."""
+        keys = [route]
+        if route == "ping":
+            try:
+                if pb.PingRequest.FromString(body).message == "wake":
+                    keys.insert(0, "wake")
+            except Exception:  # not a PingRequest: the glutton answers it
+                pass
+        for key in keys:
+            queue = self.faults.get(key)
+            if queue:
+                return queue.pop(0)
+        return None
 
     async def start(self) -> RouterStandIn:
         app = web.Application(client_max_size=64 * 2**20)

@@ -463,10 +463,13 @@ async def test_tls_verifies_the_service_name_not_the_dialled_address(pki: Pki) -
         answer = await good.create_atespace("bench")
         assert answer.server_elapsed_us == int(ELAPSED_US)
         assert running.service.seen[-1].authorization == "Bearer t"
-        # Without the override the client checks 127.0.0.1 against the certificate: refused.
+        # Without the override the client checks 127.0.0.1 against the certificate: refused,
+        # and named as the credential problem it is (not an UNAVAILABLE to retry forever).
         with pytest.raises(SubstrateError) as caught:
             await wrong_name.create_atespace("bench")
-        assert caught.value.code == "UNAVAILABLE"
+        assert caught.value.code == "UNAUTHENTICATED"
+        assert caught.value.check is not None and "target.server_name" in caught.value.check
+        assert "not valid for '127.0.0.1'" in caught.value.message
     finally:
         await good.aclose()
         await wrong_name.aclose()
@@ -484,7 +487,9 @@ async def test_mtls_presents_the_client_certificate(pki: Pki) -> None:
         await with_cert.create_atespace("bench")
         with pytest.raises(SubstrateError) as caught:
             await without.create_atespace("bench")
-        assert caught.value.code == "UNAVAILABLE"
+        assert caught.value.code == "UNAUTHENTICATED"
+        assert caught.value.check is not None and "target.cert_file" in caught.value.check
+        assert "none was given" in caught.value.message
         assert [s.method for s in running.service.seen] == ["CreateAtespace"]
     finally:
         await with_cert.aclose()

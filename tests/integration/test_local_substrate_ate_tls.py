@@ -3,24 +3,18 @@
 
 from __future__ import annotations
 
-import datetime
 import subprocess
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from agentsession_core.cli.substrate import parse_grpc_port
 from agentsession_core.errors import UsageError
 from agentsession_core.substrate.ate import control_codec as cc
-from agentsession_core.substrate.ate.control import DEFAULT_SERVER_NAME, ControlClient
+from agentsession_core.substrate.ate.control import ControlClient
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from tests.integration.ate_pki import Pki, make_pki
 
 TOKEN = "ate-tls-token"
 GLUTTON = ("benchmark-workloads", "glutton")
@@ -29,73 +23,21 @@ GLUTTON = ("benchmark-workloads", "glutton")
 # ---- TLS and mTLS on the gRPC port -------------------------------------------------------------
 
 
-@dataclass
-class Pki:
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-    other_ca: Path
-    stranger_cert: Path  # signed by other_ca
-    stranger_key: Path
-
-
-def _issue(
-    root: Path,
-    stem: str,
-    issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None,
-    dns: str | None = None,
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, stem)])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer[0].subject if issuer else name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
-    )
-    if dns:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(dns)]), False)
-    cert = builder.sign(issuer[1] if issuer else key, hashes.SHA256())
-    (root / f"{stem}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (root / f"{stem}.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert, key
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    root = tmp_path_factory.mktemp("pki")
-    ca = _issue(root, "ca", None)
-    other = _issue(root, "other-ca", None)
-    # Like the real API server's, the certificate names the service, not 127.0.0.1.
-    _issue(root, "server", ca, dns=DEFAULT_SERVER_NAME)
-    _issue(root, "client", ca, dns="bench.client")
-    _issue(root, "stranger", other, dns="bench.client")
-    return Pki(
-        *(root / f for f in ("ca.crt", "server.crt", "server.key", "client.crt", "client.key")),
-        other_ca=root / "other-ca.crt",
-        stranger_cert=root / "stranger.crt",
-        stranger_key=root / "stranger.key",
-    )
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 async def _refused(client: ControlClient) -> str:
+    """The refusal's code, and for a refused credential the parameter it names."""
     try:
         with pytest.raises(SubstrateError) as caught:
             await client.get_actor_template(*GLUTTON)
-        return caught.value.code
+        error = caught.value
+        if error.credential_refused:
+            assert error.check, error  # a refused credential always says what to check
+            return f"{error.code}: {error.check}"
+        return error.code
     finally:
         await client.aclose()
 
@@ -111,10 +53,15 @@ async def test_tls_then_mtls(pki: Pki) -> None:
         finally:
             await good.aclose()
         plaintext = tls.grpc_url.replace("grpcs://", "grpc://")
+        # Plaintext against TLS is not a credential: gRPC's UNAVAILABLE stays.
         assert await _refused(ControlClient(plaintext, timeout=3)) == "UNAVAILABLE"
-        assert await _refused(ControlClient(tls.grpc_url, ca_file=pki.other_ca, timeout=3)) == (
-            "UNAVAILABLE"
+        # A TLS failure that is the credentials is named (tls_check), not retried forever.
+        wrong_ca = await _refused(ControlClient(tls.grpc_url, ca_file=pki.other_ca, timeout=3))
+        assert wrong_ca.startswith("UNAUTHENTICATED: target.ca_file"), wrong_ca
+        wrong_name = await _refused(
+            ControlClient(tls.grpc_url, ca_file=pki.ca, server_name="other.name", timeout=3)
         )
+        assert wrong_name.startswith("UNAUTHENTICATED: target.server_name"), wrong_name
 
     with LocalSubstrateProcess(
         workers=1,
@@ -137,7 +84,7 @@ async def test_tls_then_mtls(pki: Pki) -> None:
         finally:
             await good.aclose()
         no_cert = ControlClient(mtls.grpc_url, ca_file=pki.ca, token=TOKEN, timeout=3)
-        assert await _refused(no_cert) == "UNAVAILABLE"
+        assert (await _refused(no_cert)).startswith("UNAUTHENTICATED: target.cert_file")
         stranger = ControlClient(
             mtls.grpc_url,
             ca_file=pki.ca,
@@ -146,12 +93,16 @@ async def test_tls_then_mtls(pki: Pki) -> None:
             token=TOKEN,
             timeout=3,
         )
-        assert await _refused(stranger) == "UNAVAILABLE"
+        refused = await _refused(stranger)
+        assert refused.startswith("UNAUTHENTICATED: target.cert_file and target.key_file")
+        assert "signed by a CA the control API trusts" in refused
         # A good certificate does not stand in for the token.
         no_token = ControlClient(
             mtls.grpc_url, ca_file=pki.ca, cert_file=pki.client_cert, key_file=pki.client_key
         )
-        assert await _refused(no_token) == "UNAUTHENTICATED"
+        refused = await _refused(no_token)
+        assert refused.startswith("UNAUTHENTICATED: target.token"), refused
+        assert "no bearer token was sent" in refused
 
 
 # ---- serve's flags and output ------------------------------------------------------------------

@@ -220,6 +220,19 @@ def test_glutton_requests_match_the_notes(route: str, json: dict, expected: byte
     assert gc.encode_request(f"/{route}", json=json) == expected
 
 
+def test_ping_encodings_are_kept_for_the_hot_path_and_bounded() -> None:
+    # The wake probe is a ping with a fixed message: its bytes are built once and reused.
+    first = gc.encode_request("ping", json={"message": "wake"})
+    assert first == ld(1, "wake") and gc.encode_request("ping", json={"message": "wake"}) is first
+    for n in range(200):  # many distinct messages: each still right, the memo stays bounded
+        assert gc.encode_request("ping", json={"message": f"m{n}"}) == ld(1, f"m{n}")
+    assert len(gc._PING_BODIES) <= gc._PING_BODIES_KEPT
+    assert gc.encode_request("ping", json={}) == b""  # PingRequest{} is empty on the wire
+    assert gc.encode_request("ping", json={"message": 7}) == ld(1, "7")  # as before: str()
+    with pytest.raises(gc.GluttonEncodeError):
+        gc.encode_request("ping", json=["not", "an", "object"])
+
+
 def test_ingest_request_carries_key_and_payload() -> None:
     payload = bytes(range(256)) * 3
     expected = ld(1, "repo_tarball") + ld(2, payload)  # append 3 false: not sent

@@ -187,6 +187,11 @@ def test_presets_load_and_validate():
     demo = load_preset("demo")
     assert demo.script == "smoke" and demo.population.kind == "turnover"
     assert demo.hold_seconds <= 150
+    # The path a real campaign takes is the one exercised every night and in CI: the ate
+    # wire, here against the embedded substrate (no URL).
+    for preset in (nightly, demo):
+        assert preset.target.protocol == "ate" and preset.target.wire == "ate"
+        assert preset.target.substrate is None
 
 
 def test_unknown_preset_lists_the_known_ones():

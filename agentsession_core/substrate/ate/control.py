@@ -21,12 +21,20 @@ Failures raise SubstrateError with the gRPC status name as the code (NOT_FOUND, 
 the names docs/SPEC.md §2.1 uses) and from_router=True, so errors.classify applies as it does
 to the JSON wire. A token file that cannot be read is UNAUTHENTICATED: the run is
 misconfigured. Each answer carries the server's `x-server-elapsed-us` trailer when it sent one.
+
+Refused credentials are named. UNAUTHENTICATED / PERMISSION_DENIED carry in `check` the
+parameter behind the credential that was sent (or that none was). gRPC reports a TLS failure
+(a wrong CA, a certificate for another name, a client certificate missing or refused under
+mTLS) as UNAVAILABLE, which would be retried forever; such a failure on a grpcs:// target is
+diagnosed with one handshake of our own (tls_check.py, at most once per TLS_RECHECK_S) and,
+when it is the credentials, raised as UNAUTHENTICATED naming the TLS file to fix.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +48,12 @@ from agentsession_core.errors import UsageError
 from agentsession_core.substrate.ate import control_codec as codec
 from agentsession_core.substrate.ate.proto import ateapi_pb2 as pb
 from agentsession_core.substrate.ate.proto import ateapi_pb2_grpc as pb_grpc
+from agentsession_core.substrate.ate.tls_check import (
+    Diagnosis,
+    TlsSettings,
+    diagnose,
+    looks_like_tls,
+)
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.protocol import ATE_API_SERVER_NAME
 from agentsession_core.substrate.router_wire import ELAPSED_HEADER, server_elapsed_us
@@ -53,6 +67,11 @@ CONFLICT_TEXT = "concurrent update"
 # A 1000-actor ListActors page is a few hundred KiB; gRPC's 4 MiB default would still cut off
 # a page of actors with large statuses.
 MAX_RECEIVE_BYTES = 64 * 2**20
+# gRPC's reconnect backoff grows to 120 s by default: after a control-API outage of a minute
+# the channel would keep failing calls at once for minutes more. Capped, a run picks up within
+# a few seconds of the server's return.
+RECONNECT_BACKOFF_MS = (200, 3000)  # initial, max
+TLS_RECHECK_S = 5.0  # a TLS diagnosis is reused this long (a storm of failures makes one)
 
 M = TypeVar("M", bound=Message)
 
@@ -132,6 +151,17 @@ class ControlClient:
         self._certificate_chain = _read(cert_file, "client certificate")
         self._private_key = _read(key_file, "client key")
         self._server_name = server_name
+        self._tls = TlsSettings(
+            host=self.target.address.rpartition(":")[0].strip("[]"),
+            port=int(self.target.address.rpartition(":")[2]),
+            server_name=server_name,
+            ca_pem=self._root_certificates,
+            ca_file=str(ca_file) if ca_file is not None else None,
+            cert_file=str(cert_file) if cert_file is not None else None,
+            key_file=str(key_file) if key_file is not None else None,
+        )
+        self._tls_verdict: tuple[float, Diagnosis | None] | None = None
+        self._tls_lock: asyncio.Lock | None = None
         # A fixed default seed keeps retry timing reproducible when the caller has no RNG.
         self._rng = rng if rng is not None else random.Random(0)
         self._sleep = sleep
@@ -214,7 +244,11 @@ class ControlClient:
     def _open(self) -> Any:
         if self._stub is not None:
             return self._stub
-        options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+            ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
+            ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[1]),
+        ]
         if self.target.secure:
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=self._root_certificates,
@@ -273,9 +307,55 @@ class ControlClient:
                     if delay:
                         await self._sleep(delay)
                     continue
-                raise _error(method, exc, attempt) from None
+                raise await self._named(_error(method, exc, attempt), details) from None
             trailers = await call.trailing_metadata()
             return Answer(codec.checked(answer), _elapsed_us(trailers), attempts=attempt)
+
+    async def _named(self, error: SubstrateError, details: str) -> SubstrateError:
+        """`error` with the credential behind it named: the token for UNAUTHENTICATED and
+        PERMISSION_DENIED, the TLS file for an UNAVAILABLE that was a refused handshake."""
+        if error.code in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+            error.check = self.token_check(error.code)
+            return error
+        if error.code != "UNAVAILABLE" or not self.target.secure or not looks_like_tls(details):
+            return error
+        diagnosis = await self.tls_diagnosis()
+        if diagnosis is None:
+            return error
+        method = error.message.partition(":")[0]
+        return SubstrateError(
+            "UNAUTHENTICATED", f"{method}: {diagnosis.message}", check=diagnosis.check
+        )
+
+    def token_check(self, code: str) -> str:
+        """What to check when the control API refused who we are."""
+        if self._token_file is not None:
+            sent = f"target.token_file {self._token_file} (its token was sent)"
+        elif self._token:
+            sent = "target.token (--token or AGENTSESSION_TOKEN; it was sent)"
+        else:
+            sent = (
+                "target.token (--token or AGENTSESSION_TOKEN) or target.token_file: "
+                "no bearer token was sent"
+            )
+        if self._certificate_chain is not None:
+            sent += ", or the client certificate (target.cert_file)"
+        if code == "PERMISSION_DENIED":
+            return f"{sent}: the identity is known but not allowed this call"
+        return sent
+
+    async def tls_diagnosis(self) -> Diagnosis | None:
+        """tls_check.diagnose for this client's settings, in a thread; one at a time and
+        reused for TLS_RECHECK_S, so a storm of failing calls costs one handshake."""
+        if self._tls_lock is None:
+            self._tls_lock = asyncio.Lock()
+        async with self._tls_lock:
+            cached = self._tls_verdict
+            if cached is not None and time.monotonic() - cached[0] < TLS_RECHECK_S:
+                return cached[1]
+            verdict = await asyncio.to_thread(diagnose, self._tls)
+            self._tls_verdict = (time.monotonic(), verdict)
+            return verdict
 
 
 def _elapsed_us(trailers: Any) -> int | None:

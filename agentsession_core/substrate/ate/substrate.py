@@ -27,6 +27,7 @@ server's audience and is never sent to the router.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ from agentsession_core.substrate.protocol import (
     TARGET_HEADER,
     actor_target,
 )
+from agentsession_core.substrate.router_client import Answer as RouterAnswer
 from agentsession_core.substrate.router_client import FastRouterClient
 from agentsession_core.substrate.router_wire import server_elapsed_us
 
@@ -93,6 +95,14 @@ class AteSubstrate:
             timeout=control_timeout,
         )
         self.router = FastRouterClient(router_url, token=token, timeout=router_timeout)
+        # What to check when the router refuses who we are: it gets the plain token only.
+        if token:
+            self._router_check = "target.token (--token or AGENTSESSION_TOKEN; the router got it)"
+        else:
+            self._router_check = (
+                "target.token (--token or AGENTSESSION_TOKEN): the router got no token "
+                "(a target.token_file goes to the control API only)"
+            )
 
     # ---------------------------------------------------------------- control API
     @staticmethod
@@ -172,20 +182,11 @@ class AteSubstrate:
             raise SubstrateError("INVALID_ARGUMENT", str(exc)) from None
         headers = f"{TARGET_HEADER}: {actor_target(atespace, actor)}\r\n{_CONTENT_TYPE_LINE}"
         wire = self.router.encode("POST", route, headers.encode("latin-1"), payload, None)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + (timeout if timeout is not None else self.router.timeout)
-        resends = 0
-        while True:
-            left = deadline - loop.time()
-            if left <= 0:
-                raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout")
-            answer = await self.router.send(route, wire, timeout=left)
-            if 200 <= answer.status < 300:
-                break
-            if resends < STALE_RESENDS and stale_assignment(answer.status, answer.headers):
-                resends += 1
-                continue
-            raise ate_router_error(answer.status, answer.body, answer.headers)
+        limit = timeout if timeout is not None else self.router.timeout
+        started = time.monotonic()
+        answer = await self.router.send(route, wire, timeout=limit)
+        if not 200 <= answer.status < 300:
+            answer = await self._after_denial(route, wire, answer, started + limit)
         content_type = answer.headers.get("content-type")
         result = glutton_codec.decode_answer(route, answer.body, content_type=content_type)
         elapsed = server_elapsed_us(answer.headers.get(ELAPSED_HEADER))
@@ -198,6 +199,27 @@ class AteSubstrate:
             headers=answer.headers,
             result=result,
         )
+
+    async def _after_denial(
+        self, route: str, wire: bytes, answer: RouterAnswer, deadline: float
+    ) -> RouterAnswer:
+        """A non-2xx answer: resend a stale assignment (at once, within the request's one
+        deadline, up to STALE_RESENDS times) and return the 2xx that follows; raise anything
+        else as the failure it is."""
+        resends = 0
+        while True:
+            if 200 <= answer.status < 300:
+                return answer
+            if resends >= STALE_RESENDS or not stale_assignment(answer.status, answer.headers):
+                error = ate_router_error(answer.status, answer.body, answer.headers)
+                if error.credential_refused:
+                    error.check = self._router_check
+                raise error
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout")
+            resends += 1
+            answer = await self.router.send(route, wire, timeout=left)
 
     async def aclose(self) -> None:
         await asyncio.gather(self.control.aclose(), self.router.aclose())

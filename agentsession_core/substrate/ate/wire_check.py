@@ -9,21 +9,39 @@ is a schema disagreement and is reported here.
 
 from __future__ import annotations
 
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
+
+# Message types with a message-typed field, by descriptor (filled on first sight). Every glutton
+# answer is flat, so on the router's hot path the check is one look at the unknown fields.
+_NESTED: dict[Descriptor, bool] = {}
+
+
+def _nested(descriptor: Descriptor) -> bool:
+    nested = _NESTED.get(descriptor)
+    if nested is None:
+        nested = any(f.type == FieldDescriptor.TYPE_MESSAGE for f in descriptor.fields)
+        _NESTED[descriptor] = nested
+    return nested
 
 
 def mismatched_field(message: Message, path: str = "") -> str | None:
     """The dotted path of the first declared field that arrived with the wrong wire type in
     `message` or any message inside it; None when there is none."""
-    declared = message.DESCRIPTOR.fields_by_number
-    for unknown in UnknownFieldSet(message):
-        field = declared.get(unknown.field_number)
-        if field is not None:
-            return (
-                f"{path}{field.name} (field {unknown.field_number}, wire type {unknown.wire_type})"
-            )
+    descriptor = message.DESCRIPTOR
+    unknowns = UnknownFieldSet(message)
+    if len(unknowns):
+        declared = descriptor.fields_by_number
+        for unknown in unknowns:
+            field = declared.get(unknown.field_number)
+            if field is not None:
+                return (
+                    f"{path}{field.name} (field {unknown.field_number}, "
+                    f"wire type {unknown.wire_type})"
+                )
+    if not _nested(descriptor):
+        return None
     for field, value in message.ListFields():
         if field.type != FieldDescriptor.TYPE_MESSAGE:
             continue
