@@ -61,6 +61,8 @@ def test_a_campaign_against_an_unreachable_substrate_is_void_in_one_line(tmp_pat
             f"dest={tmp_path / 'art'}",
             "--set",
             f"target.substrate={url}",
+            "--set",
+            "target.protocol=json",  # the demo preset speaks ate; this closed port is JSON's
         ],
         env=env,
         capture_output=True,
