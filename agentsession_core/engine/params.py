@@ -11,242 +11,77 @@ float field takes inf or nan.
 from __future__ import annotations
 
 import math
-import re
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
-    AllowInfNan,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic.json_schema import JsonDict
 
-from agentsession_core.errors import UsageError, clip
-from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
-from agentsession_core.substrate.protocol import ATE_API_SERVER_NAME, ATE_SCHEMES
+from agentsession_core.engine.param_types import (
+    _NAME,
+    _SCHEDULER,
+    DURATION,
+    MAX_CONCURRENCY,
+    MAX_NAME,
+    MAX_RATE,
+    MAX_SEED,
+    MAX_SESSIONS,
+    MAX_TEXT,
+    MAX_THINK_SCALE,
+    MAX_TURNS_PER_HOUR,
+    MAX_WAIT_S,
+    Flag,
+    LifecycleMode,
+    Number,
+    OptionalSeconds,
+    PopulationKind,
+    ResumeMode,
+    Seconds,
+    Section,
+    WireForm,
+    form_position,
+)
+from agentsession_core.engine.target_params import TargetParams, wire_of
+from agentsession_core.errors import UsageError
 
-PopulationKind = Literal["closed", "turnover", "turns"]
-LifecycleMode = Literal["suspend", "suspend-async", "pause", "none"]
-ResumeMode = Literal["implicit", "explicit"]
-WireForm = Literal["ate", "json"]
-
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-
-# Upper bounds (issue #11, docs/SPEC.md §6). A value past one is a typo or a hostile file, not a
-# plan, and each keeps a run's arithmetic, memory and duration finite: an `inf` or 1e7 must be
-# refused here, in one line, not found later as a dead ticker or a hang (README "Configuration
-# reference" lists them).
-MAX_SESSIONS = 1_000_000
-MAX_RATE = 100_000.0  # swaps or session starts per second
-MAX_THINK_SCALE = 1000.0
-MAX_TURNS_PER_HOUR = 360_000.0  # a hundred turns a second per session
-MAX_CONCURRENCY = 10_000
-MAX_WAIT_S = 86_400.0  # a timeout, a quiet period, a turn: one day
-MAX_SEED = 2**64 - 1  # shards derive 64-bit seeds from it
-MAX_TEXT = 4096  # paths, URLs, tokens
-MAX_NAME = 63  # name and tag: directory names in the artifact path
-_SCHEDULER = re.compile(r"^(tcp|tls)://[^\s/]+:\d+$")
-_TEMPLATE = re.compile(r"^[a-z0-9][a-z0-9.-]*/[a-z0-9][a-z0-9.-]*$")
-
-
-def _duration(value: Any) -> Any:
-    """A duration string ("2s", "1h30m") in seconds; numbers (and numeric text) pass on."""
-    if not isinstance(value, str):
-        return value
-    if len(value) > 100:  # no duration is this long; never parse or echo a huge one
-        raise ValueError(f"{clip(value)}: {len(value)} characters is not a duration")
-    try:
-        float(value)
-    except ValueError:
-        pass
-    else:
-        return value  # "2.5", "inf": the float rules decide
-    try:
-        return seconds(parse_duration(value.strip()))
-    except QuantityError as exc:
-        raise ValueError(str(exc)) from None
-
-
-# The one float type: inf and nan are refused everywhere.
-Number = Annotated[float, AllowInfNan(False)]
-# Seconds, also given as a Go duration string (DURATION marks such fields for the CLI).
-DURATION = BeforeValidator(_duration)
-Seconds = Annotated[Number, DURATION]
-# Seconds that may be left out (None: a default computed from other fields).
-OptionalSeconds = Annotated[float | None, AllowInfNan(False), DURATION]
-
-
-class Flag:
-    """Field metadata for the generated CLI: the flag spellings of a field whose name alone
-    would not say enough, or that keeps a historical spelling (the first one is its name)."""
-
-    __slots__ = ("names",)
-
-    def __init__(self, *names: str) -> None:
-        self.names = names
-
-    def __repr__(self) -> str:
-        return f"Flag{self.names!r}"
-
-
-def form_position(position: int) -> JsonDict:
-    """Where the Prefect UI form shows a field (json_schema_extra)."""
-    return {"position": position}
-
-
-class Section(BaseModel):
-    """A group of parameters: unknown keys are refused, assignment is validated."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-def wire_of(protocol: str | None, substrate: str | None) -> WireForm:
-    """The wire form a target speaks: `protocol` when given, else the control URL's scheme
-    (grpc:// and grpcs:// are the ate wire's gRPC control API, http(s):// the JSON one); the
-    embedded local substrate speaks json unless told otherwise (docs/SPEC.md §2)."""
-    if protocol == "ate" or (protocol is None and (substrate or "").startswith(ATE_SCHEMES)):
-        return "ate"
-    return "json"
-
-
-def _tls_only(value: str | None, info: ValidationInfo) -> str | None:
-    if not value:
-        return None
-    if not (info.data.get("substrate") or "").startswith("grpcs://"):
-        raise ValueError("TLS files apply to a grpcs:// substrate (the ate control API)")
-    return value
-
-
-class TargetParams(Section):
-    """Where the load goes. No substrate URL: an embedded local substrate is started."""
-
-    substrate: str | None = Field(
-        None,
-        max_length=MAX_TEXT,
-        description="control API URL: http(s):// (json) or grpc://host:port, grpcs://host[:port] "
-        "(ate); none: local substrate",
-    )
-    protocol: WireForm | None = Field(
-        None, description="wire form (none: from the substrate URL's scheme; local: json)"
-    )
-    router: str | None = Field(
-        None,
-        max_length=MAX_TEXT,
-        validate_default=True,
-        description="router URL (http://); required with a grpc(s):// substrate, else only when "
-        "it differs from the control URL",
-    )
-    token: str | None = Field(
-        None,
-        max_length=MAX_TEXT,
-        description="bearer token (redacted in artifacts; CLI: or AGENTSESSION_TOKEN)",
-    )
-    token_file: str | None = Field(
-        None,
-        description="ate: file with the control API's bearer token, re-read on every call "
-        "(a projected service-account token)",
-    )
-    ca_file: str | None = Field(None, description="ate, grpcs://: CA bundle of the control API")
-    cert_file: str | None = Field(None, description="ate, grpcs://: client certificate (mTLS)")
-    key_file: str | None = Field(
-        None, validate_default=True, description="ate, grpcs://: the client certificate's key"
-    )
-    server_name: str = Field(
-        ATE_API_SERVER_NAME,
-        description="ate, grpcs://: name the control API's certificate is checked against, "
-        "whatever address is dialled (empty: the dialled host)",
-    )
-    template: str = Field("benchmark-workloads/glutton", description="actor template NS/NAME")
-    atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
-    local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
-    request_timeout_seconds: Seconds = Field(120.0, gt=0, le=MAX_WAIT_S, description="per request")
-
-    @field_validator("substrate")
-    @classmethod
-    def _substrate(cls, value: str | None) -> str | None:
-        if value in (None, ""):
-            return None
-        if not value.startswith(("http://", "https://", *ATE_SCHEMES)):
-            raise ValueError(f"{clip(value)} is not an http(s)://, grpc:// or grpcs:// URL")
-        return value
-
-    @field_validator("protocol")
-    @classmethod
-    def _protocol(cls, value: WireForm | None, info: ValidationInfo) -> WireForm | None:
-        substrate = info.data.get("substrate")
-        if value is None or substrate is None:
-            return value
-        ate_url = substrate.startswith(ATE_SCHEMES)
-        if value == "json" and ate_url:
-            raise ValueError(f"json needs an http(s):// substrate URL, not {clip(substrate)}")
-        if value == "ate" and not ate_url:
-            raise ValueError(
-                f"ate's control API is gRPC: give substrate as grpc://host:port or "
-                f"grpcs://host[:port], not {clip(substrate)}"
-            )
-        return value
-
-    @field_validator("router")
-    @classmethod
-    def _router(cls, value: str | None, info: ValidationInfo) -> str | None:
-        value = value or None
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"{clip(value)} is not an http(s) URL")
-        substrate = info.data.get("substrate")
-        if wire_of(info.data.get("protocol"), substrate) != "ate":
-            return value
-        if value is None and substrate is not None:
-            # The ate wire's router is an HTTP service apart from the gRPC control API.
-            raise ValueError("required with the ate wire: the router's http:// URL")
-        if value is not None and not value.startswith("http://"):
-            raise ValueError(f"the ate wire's router client speaks http:// only, not {clip(value)}")
-        return value
-
-    @field_validator("token_file")
-    @classmethod
-    def _token_file(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if not value:
-            return None
-        if info.data.get("token"):
-            raise ValueError("give token or token_file, not both")
-        if wire_of(info.data.get("protocol"), info.data.get("substrate")) != "ate":
-            raise ValueError("a token file is read by the ate wire's control client only")
-        return value
-
-    @field_validator("ca_file", "cert_file")
-    @classmethod
-    def _tls_file(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return _tls_only(value, info)
-
-    @field_validator("key_file")
-    @classmethod
-    def _key_file(cls, value: str | None, info: ValidationInfo) -> str | None:
-        value = _tls_only(value, info)
-        if (value is None) != (info.data.get("cert_file") is None):
-            raise ValueError("mTLS needs both cert_file and key_file")
-        return value
-
-    @field_validator("template")
-    @classmethod
-    def _template(cls, value: str) -> str:
-        if not _TEMPLATE.match(value):
-            raise ValueError("must be NAMESPACE/NAME")
-        return value
-
-    @property
-    def template_ref(self) -> tuple[str, str]:
-        namespace, name = self.template.split("/", 1)
-        return namespace, name
-
-    @property
-    def wire(self) -> WireForm:
-        return wire_of(self.protocol, self.substrate)
+# The model and the vocabulary it is built from (param_types.py), importable from here.
+__all__ = [
+    "DURATION",
+    "MAX_CONCURRENCY",
+    "MAX_NAME",
+    "MAX_RATE",
+    "MAX_SEED",
+    "MAX_SESSIONS",
+    "MAX_TEXT",
+    "MAX_THINK_SCALE",
+    "MAX_TURNS_PER_HOUR",
+    "MAX_WAIT_S",
+    "CleanupParams",
+    "Flag",
+    "GeneratorParams",
+    "LifecycleMode",
+    "Number",
+    "OptionalSeconds",
+    "PopulationKind",
+    "PopulationParams",
+    "ResumeMode",
+    "RunParams",
+    "Seconds",
+    "Section",
+    "TargetParams",
+    "WireForm",
+    "describe",
+    "form_position",
+    "parse",
+    "parse_params",
+    "wire_of",
+]
 
 
 class PopulationParams(Section):

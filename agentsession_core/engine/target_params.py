@@ -1,0 +1,164 @@
+"""Where the load goes: the substrate's URLs, its wire form (ate or json), credentials and
+TLS files, the template, the embedded local substrate's size. A section of RunParams."""
+
+from __future__ import annotations
+
+from pydantic import (
+    Field,
+    ValidationInfo,
+    field_validator,
+)
+
+from agentsession_core.engine.param_types import (
+    _TEMPLATE,
+    MAX_TEXT,
+    MAX_WAIT_S,
+    Seconds,
+    Section,
+    WireForm,
+)
+from agentsession_core.errors import clip
+from agentsession_core.substrate.protocol import ATE_API_SERVER_NAME, ATE_SCHEMES
+
+
+def wire_of(protocol: str | None, substrate: str | None) -> WireForm:
+    """The wire form a target speaks: `protocol` when given, else the control URL's scheme
+    (grpc:// and grpcs:// are the ate wire's gRPC control API, http(s):// the JSON one); the
+    embedded local substrate speaks json unless told otherwise (docs/SPEC.md §2)."""
+    if protocol == "ate" or (protocol is None and (substrate or "").startswith(ATE_SCHEMES)):
+        return "ate"
+    return "json"
+
+
+def _tls_only(value: str | None, info: ValidationInfo) -> str | None:
+    if not value:
+        return None
+    if not (info.data.get("substrate") or "").startswith("grpcs://"):
+        raise ValueError("TLS files apply to a grpcs:// substrate (the ate control API)")
+    return value
+
+
+class TargetParams(Section):
+    """Where the load goes. No substrate URL: an embedded local substrate is started."""
+
+    substrate: str | None = Field(
+        None,
+        max_length=MAX_TEXT,
+        description="control API URL: http(s):// (json) or grpc://host:port, grpcs://host[:port] "
+        "(ate); none: local substrate",
+    )
+    protocol: WireForm | None = Field(
+        None, description="wire form (none: from the substrate URL's scheme; local: json)"
+    )
+    router: str | None = Field(
+        None,
+        max_length=MAX_TEXT,
+        validate_default=True,
+        description="router URL (http://); required with a grpc(s):// substrate, else only when "
+        "it differs from the control URL",
+    )
+    token: str | None = Field(
+        None,
+        max_length=MAX_TEXT,
+        description="bearer token (redacted in artifacts; CLI: or AGENTSESSION_TOKEN)",
+    )
+    token_file: str | None = Field(
+        None,
+        description="ate: file with the control API's bearer token, re-read on every call "
+        "(a projected service-account token)",
+    )
+    ca_file: str | None = Field(None, description="ate, grpcs://: CA bundle of the control API")
+    cert_file: str | None = Field(None, description="ate, grpcs://: client certificate (mTLS)")
+    key_file: str | None = Field(
+        None, validate_default=True, description="ate, grpcs://: the client certificate's key"
+    )
+    server_name: str = Field(
+        ATE_API_SERVER_NAME,
+        description="ate, grpcs://: name the control API's certificate is checked against, "
+        "whatever address is dialled (empty: the dialled host)",
+    )
+    template: str = Field("benchmark-workloads/glutton", description="actor template NS/NAME")
+    atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
+    local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
+    request_timeout_seconds: Seconds = Field(120.0, gt=0, le=MAX_WAIT_S, description="per request")
+
+    @field_validator("substrate")
+    @classmethod
+    def _substrate(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not value.startswith(("http://", "https://", *ATE_SCHEMES)):
+            raise ValueError(f"{clip(value)} is not an http(s)://, grpc:// or grpcs:// URL")
+        return value
+
+    @field_validator("protocol")
+    @classmethod
+    def _protocol(cls, value: WireForm | None, info: ValidationInfo) -> WireForm | None:
+        substrate = info.data.get("substrate")
+        if value is None or substrate is None:
+            return value
+        ate_url = substrate.startswith(ATE_SCHEMES)
+        if value == "json" and ate_url:
+            raise ValueError(f"json needs an http(s):// substrate URL, not {clip(substrate)}")
+        if value == "ate" and not ate_url:
+            raise ValueError(
+                f"ate's control API is gRPC: give substrate as grpc://host:port or "
+                f"grpcs://host[:port], not {clip(substrate)}"
+            )
+        return value
+
+    @field_validator("router")
+    @classmethod
+    def _router(cls, value: str | None, info: ValidationInfo) -> str | None:
+        value = value or None
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{clip(value)} is not an http(s) URL")
+        substrate = info.data.get("substrate")
+        if wire_of(info.data.get("protocol"), substrate) != "ate":
+            return value
+        if value is None and substrate is not None:
+            # The ate wire's router is an HTTP service apart from the gRPC control API.
+            raise ValueError("required with the ate wire: the router's http:// URL")
+        if value is not None and not value.startswith("http://"):
+            raise ValueError(f"the ate wire's router client speaks http:// only, not {clip(value)}")
+        return value
+
+    @field_validator("token_file")
+    @classmethod
+    def _token_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if not value:
+            return None
+        if info.data.get("token"):
+            raise ValueError("give token or token_file, not both")
+        if wire_of(info.data.get("protocol"), info.data.get("substrate")) != "ate":
+            raise ValueError("a token file is read by the ate wire's control client only")
+        return value
+
+    @field_validator("ca_file", "cert_file")
+    @classmethod
+    def _tls_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _tls_only(value, info)
+
+    @field_validator("key_file")
+    @classmethod
+    def _key_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        value = _tls_only(value, info)
+        if (value is None) != (info.data.get("cert_file") is None):
+            raise ValueError("mTLS needs both cert_file and key_file")
+        return value
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        if not _TEMPLATE.match(value):
+            raise ValueError("must be NAMESPACE/NAME")
+        return value
+
+    @property
+    def template_ref(self) -> tuple[str, str]:
+        namespace, name = self.template.split("/", 1)
+        return namespace, name
+
+    @property
+    def wire(self) -> WireForm:
+        return wire_of(self.protocol, self.substrate)
