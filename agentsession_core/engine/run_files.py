@@ -1,6 +1,7 @@
 """The files a Run writes itself: campaign.json, script.yaml and status.json at the start,
 status.json every second, and at the end the final stats (stats.csv, failures.csv,
-stats.jsonl, gauges.jsonl), the finalizers' files and the manifest, last."""
+stats.jsonl, gauges.jsonl), the finalizers' files, report.html (for every run, drawn from the
+files alone) and the manifest, last."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.context import now_ns
+from agentsession_core.output.report import write_report
 from agentsession_core.output.run_dir import redact
 from agentsession_core.output.stats_files import (
     jsonl_row,
@@ -73,8 +75,9 @@ def write_final_files(run: Run) -> None:
     if engine is not None:
         rec = run.recorder
         rec.flush(now_ns() + 1_000_000_000)  # close the last open second
-        history = run.history.render_closed(rec, len(engine.population.sessions))
-        run_dir.append_text("stats_history.csv", history)
+        history = run.history.render_closed_files(rec, len(engine.population.sessions))
+        for name, text in history.items():
+            run_dir.append_text(name, text)
         whole = rec.window(rec.mono_ns_of_second(rec.first_second), now_ns() + 1_000_000_000)
         tag, test = run.params.tag, run.params.name
         run_dir.write_text(
@@ -104,4 +107,8 @@ def write_final_files(run: Run) -> None:
         except Exception:
             log.exception("finalizer failed")
     run_dir.write_json("status.json", status_document(run, final=True))
+    try:  # from the files just written, as `agentsession report` rebuilds it
+        write_report(run_dir.path, rules=run.report_rules)
+    except Exception:
+        log.exception("report.html could not be written")
     run_dir.write_manifest()
