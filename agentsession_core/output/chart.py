@@ -12,22 +12,30 @@ chart of a report lines up), with:
   line's end; a rule far above the data is not allowed to flatten it: its legend entry says
   it lies above the chart.
 
-Long runs are reduced to at most ``MAX_POINTS`` buckets per line: latencies keep the worst
-second of each bucket (percentiles are never averaged), rates and counts the mean.
+Long runs are reduced to at most ``chart_scale.MAX_POINTS`` buckets per line: latencies keep
+the worst second of each bucket (percentiles are never averaged), rates and counts the mean.
 """
 
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-MAX_POINTS = 600
-# A rule above OFF_SCALE x the data's top is named at the top edge instead of drawn.
+from agentsession_core.output.chart_scale import (
+    Point,
+    bucket_seconds,
+    fmt_offset,
+    fmt_value,
+    nice_ticks,
+    reduce_points,
+    text_width,
+    time_step,
+)
+
+# A rule above OFF_SCALE x the data's top does not stretch the axis: the legend names it.
 OFF_SCALE = 4.0
-Point = tuple[float, float]
 
 
 def esc(value: Any) -> str:
@@ -99,67 +107,6 @@ class Chart:
         return any(line.points for line in (*self.lines, *self.bars))
 
 
-# --------------------------------------------------------------------------- scales
-def nice_ticks(value: float) -> tuple[float, float]:
-    """(top, step) of a y axis showing 0..value in 3 to 5 round steps."""
-    if value <= 0 or not math.isfinite(value):
-        return 1.0, 0.25
-    raw = value / 4
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw * 0.9999)
-    return step * math.ceil(value / step - 1e-9), step
-
-
-def nice_max(value: float) -> float:
-    return nice_ticks(value)[0]
-
-
-def time_step(span: float, ticks: int = 8) -> float:
-    raw = max(span, 1.0) / ticks
-    for step in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400):
-        if step >= raw:
-            return float(step)
-    return 3600.0 * math.ceil(raw / 3600.0)
-
-
-def fmt_offset(seconds: float) -> str:
-    """Seconds since the run's start as an axis label: 45s, 2m, 1m30, 1h05."""
-    s = round(seconds)
-    if abs(s) < 120:
-        return f"{s}s"
-    if abs(s) < 3600:
-        return f"{s // 60}m" if s % 60 == 0 else f"{s // 60}m{s % 60:02d}"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}"
-
-
-def fmt_value(y: float) -> str:
-    if y == 0:
-        return "0"
-    if abs(y) >= 10000:
-        return f"{y / 1000:g}k"
-    if abs(y) >= 100:
-        return f"{y:.0f}"
-    return f"{y:.3g}"
-
-
-def reduce_points(points: Sequence[Point], bucket: float, how: str) -> list[Point]:
-    """Points in buckets of `bucket` seconds: each bucket's worst ("max") or mean value."""
-    if bucket <= 1 or not points:
-        return sorted(points)
-    grouped: dict[float, list[float]] = {}
-    for x, y in points:
-        grouped.setdefault(math.floor(x / bucket) * bucket, []).append(y)
-    if how == "max":
-        return [(x, max(ys)) for x, ys in sorted(grouped.items())]
-    return [(x, sum(ys) / bucket) for x, ys in sorted(grouped.items())]
-
-
-def bucket_seconds(t0: float, t1: float) -> float:
-    span = max(1.0, t1 - t0)
-    return 1.0 if span <= MAX_POINTS else float(math.ceil(span / MAX_POINTS))
-
-
-# --------------------------------------------------------------------------- drawing
 class _Frame:
     """The chart's geometry: plot area and scales."""
 
@@ -202,13 +149,6 @@ def _path(frame: _Frame, points: list[Point], gap: float) -> tuple[str, list[Poi
 
 
 _LegendEntry = tuple[str, str, str, float, str]  # (label, colour, dash, width, kind)
-
-
-def text_width(text: str, size: float = 12.0) -> float:
-    """About how wide `text` is in a sans-serif font (no font metrics in a static page)."""
-    wide = sum(1 for c in text if c.isupper() or c.isdigit() or c in "mwMW_%")
-    narrow = sum(1 for c in text if c in "ijlt.,:;!|' ()[]")
-    return size * (0.7 * wide + 0.32 * narrow + 0.58 * (len(text) - wide - narrow))
 
 
 def _legend_entries(chart: Chart, y_hi: float) -> list[_LegendEntry]:
@@ -435,11 +375,6 @@ __all__ = [
     "Mark",
     "Rule",
     "esc",
-    "fmt_offset",
-    "fmt_value",
-    "nice_max",
-    "nice_ticks",
-    "reduce_points",
     "render_chart",
     "render_charts",
 ]

@@ -11,8 +11,8 @@ rows; the run's parameters and thresholds; links to the other artifacts. Every c
 one time axis, shades the windows by outcome, marks level changes and draws the thresholds
 that apply to it. Every input is optional: what is missing says "no data".
 
-The data: report_data (reading), report_context (what charts share), chart (SVG),
-report_charts / report_tables / report_compare (the sections).
+The modules: run_source + report_data (reading), report_context (what charts share), chart +
+chart_scale (SVG), report_charts / report_tables / report_params / report_compare (sections).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentsession_core.output import report_charts as charts
+from agentsession_core.output import report_params as run_info
 from agentsession_core.output import report_tables as tables
 from agentsession_core.output.chart import esc
 from agentsession_core.output.report_compare import Comparison, baseline_section
@@ -74,7 +75,7 @@ font-weight:400}svg .lg{font-size:12px;fill:#1f2328}svg .grid{stroke:#e6e8eb}
 svg .tick{stroke:#8c959f}svg .bl{font-size:11px;fill:#57606a}svg .mk{font-size:12px;
 font-weight:600;fill:#37474f}svg .rl{font-size:11.5px;font-weight:600;paint-order:stroke;
 stroke:#fff;stroke-width:3px}div.ct{font-size:14px;font-weight:600;margin:4px 0}
-ul.files{columns:4;font-size:13px}code{font-size:12.5px}td.nw{white-space:nowrap}
+ul.files{columns:3;font-size:13px}code{font-size:12.5px}td.nw{white-space:nowrap}
 .pgrid{display:flex;flex-wrap:wrap;gap:0 18px;align-items:flex-start}
 """
 
@@ -109,8 +110,8 @@ def render(
         charts.gauges(ctx),
         tables.drift_and_ramp(data),
         tables.rows_table(data),
-        tables.parameters(data),
-        tables.artifacts(data, out_dir),
+        run_info.parameters(data),
+        run_info.artifacts(data, out_dir),
     ]
     title = f"agentsession report: {data.name}"
     return (

@@ -60,12 +60,12 @@ def _side_by_side(this: RunData, base: RunData) -> str:
     ):
         rows.append(f"<tr><th>{label}</th><td>{pick(base)}</td><td>{pick(this)}</td></tr>")
     bh, th = (base.gate or {}).get("headline") or {}, (this.gate or {}).get("headline") or {}
-    for key in ("count", "failures", "rps"):
+    for key, digits in (("count", 0), ("failures", 0), ("rps", 2)):
         b, t = (bh.get("requests") or {}).get(key), (th.get("requests") or {}).get(key)
         if b is not None or t is not None:
             rows.append(
-                f"<tr><th>requests {key}</th><td>{fmt(number(b), 2)}</td>"
-                f"<td>{fmt(number(t), 2)}</td></tr>"
+                f"<tr><th>requests {key}</th><td>{fmt(number(b), digits)}</td>"
+                f"<td>{fmt(number(t), digits)}</td></tr>"
             )
     return "<h3>The two runs</h3>" + table(["", "baseline", "this run"], rows, "cmp")
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Protocol
 
-from agentsession_core.output.chart import Band, Chart, Line, Mark, Rule, esc, fmt_value
+from agentsession_core.output.chart import Band, Chart, Line, Mark, Rule, esc
+from agentsession_core.output.chart_scale import fmt_value
 from agentsession_core.output.report_data import Points, RowKey, RunData, number
 
 # p99 drawn first and widest, p90 dashed over it, p50 on top: three lines that stay apart

@@ -1,15 +1,14 @@
 """The table sections of report.html: the verdict banner and headline figures, the judged
 windows with the rule that decided each, the thresholds against every window, drift and
-ramp, the whole-run rows, the run's parameters, and links to the other artifacts."""
+ramp, and the whole-run rows."""
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 from typing import Any
 
-from agentsession_core.output.chart import esc, fmt_offset
+from agentsession_core.output.chart import esc
+from agentsession_core.output.chart_scale import fmt_offset
 from agentsession_core.output.report_context import (
     LATENCY_STATS,
     OUTCOME_COLOURS,
@@ -327,80 +326,12 @@ def rows_table(data: RunData) -> str:
     return section("rows", "Rows over the whole run (stats.jsonl)", body)
 
 
-# --------------------------------------------------------------------------- parameters
-def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    if isinstance(value, dict):
-        out: list[tuple[str, Any]] = []
-        for key in sorted(value):
-            out += _flatten(value[key], f"{prefix}.{key}" if prefix else str(key))
-        return out
-    return [(prefix, value)]
-
-
-def parameters(data: RunData) -> str:
-    params = data.params
-    if not params:
-        return section("params", "Parameters", '<p class="nodata">no data: no campaign.json</p>')
-    rules = [(t, "judged per window") for t in params.get("thresholds") or []]
-    abort = params.get("abort")
-    abort_rules = abort.get("rules") if isinstance(abort, dict) else None
-    rules += [(t, "abort (sliding window)") for t in abort_rules or []]
-    parts = []
-    if rules:
-        rows = [f"<tr><td><code>{esc(t)}</code></td><td>{esc(how)}</td></tr>" for t, how in rules]
-        parts.append("<h3>Thresholds</h3>" + table(["rule", "how"], rows))
-    groups: dict[str, list[tuple[str, Any]]] = {"run": []}
-    for key, value in _flatten(params):
-        if key in ("thresholds", "abort.rules"):
-            continue
-        head, _, rest = key.partition(".")
-        if rest:
-            groups.setdefault(head, []).append((rest, value))
-        else:
-            groups["run"].append((key, value))
-    groups["versions"] = sorted((data.campaign.get("versions") or {}).items())
-    tables = []
-    for name, items in groups.items():
-        if not items:
-            continue
-        rows = [f"<tr><td>{esc(k)}</td><td>{esc(_value(v))}</td></tr>" for k, v in items]
-        tables.append(f'<div class="pgroup">{table([esc(name), "value"], rows, "params")}</div>')
-    parts.append(f'<h3>Parameters (campaign.json)</h3><div class="pgrid">{"".join(tables)}</div>')
-    return section("params", "Parameters and thresholds of this run", "".join(parts))
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, list):
-        return ", ".join(_value(x) for x in v) or "[]"
-    if v is None:
-        return "–"
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def artifacts(data: RunData, out_dir: Path | None) -> str:
-    """Links to the run's other files, relative to where the report is written."""
-    names = sorted(
-        set(data.files) | {"manifest.json"} | ({"report.html"} if data.local_dir else set())
-    )
-    items = []
-    for name in names:
-        if data.local_dir is not None and out_dir is not None:
-            href = os.path.relpath(data.local_dir / name, out_dir)
-            items.append(f'<li><a href="{esc(Path(href).as_posix())}">{esc(name)}</a></li>')
-        else:
-            items.append(f"<li><code>{esc(name)}</code></li>")
-    where = f'<p class="meta">{esc(data.location)}</p>'
-    return section("files", "Artifacts", f'{where}<ul class="files">{"".join(items)}</ul>')
-
-
 __all__ = [
-    "artifacts",
     "banner",
     "cards",
     "decided_by",
     "drift_and_ramp",
     "meta_line",
-    "parameters",
     "rows_table",
     "windows",
 ]
