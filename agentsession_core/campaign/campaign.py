@@ -109,8 +109,9 @@ class Campaign:
         )
         window = self.run.recorder.window(start, end)
         void: str | None
-        if reason is not None and self.run.signal is not None:
-            # Cut short by SIGINT/SIGTERM: not judgeable, and not the substrate's fault.
+        if reason is not None and self.run.cut_short(reason):
+            # Cut short by SIGINT/SIGTERM or a lost shard: not judgeable, and not the
+            # substrate's fault.
             void, aborted = f"cut short: {reason}", None
         else:
             void = self.run.health.void_reason(window) if reason is None else None
@@ -190,7 +191,7 @@ class Campaign:
         result = self.run.result
         if result is None or self.gate is None:
             return False
-        if result.status in ("completed", "aborted"):
+        if result.status in ("completed", "aborted", "void"):  # void: a shard was lost
             return True
         # A substrate that died mid-hold is a verdict (fail), not a broken campaign.
         return result.status == "failed" and self.stop_reason is not None and bool(self.verdicts)

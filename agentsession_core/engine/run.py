@@ -26,7 +26,12 @@ from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.progress import Progress
-from agentsession_core.engine.run_files import status_document, write_final_files, write_start_files
+from agentsession_core.engine.run_files import (
+    append_history,
+    status_document,
+    write_final_files,
+    write_start_files,
+)
 from agentsession_core.engine.target import open_substrate
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError
@@ -193,10 +198,14 @@ class Run:
             if self.status == "completed":
                 self.status, self.reason = "failed", f"cleanup failed: {cleanup_exc}"
         finally:
-            await asyncio.to_thread(write_final_files, self)
+            await asyncio.to_thread(self.write_final_files)
         leaks = self.engine.leaks if self.engine else []
         self.result = RunResult(self.status, self.exit_code, self.run_dir.path, self.reason, leaks)
         return isinstance(exc, Exception)
+
+    def write_final_files(self) -> None:
+        """The final stats, the finalizers' files and the manifest (in a thread)."""
+        write_final_files(self)
 
     # ------------------------------------------------------------ phases
     def _engine(self) -> Engine:
@@ -237,9 +246,16 @@ class Run:
     def exit_code(self) -> int:
         return SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
 
+    def cut_short(self, reason: str) -> bool:
+        """Whether a stop for `reason` says nothing about the substrate (a signal; in a
+        sharded run also a lost shard): the window it cut is void, not aborted."""
+        return self.signal is not None
+
     def stop_reason(self) -> str | None:
         if self.signal is not None:
             return f"received {self.signal.name}"
+        if self.engine is not None and self.engine.ctx.fatal:
+            return self.engine.ctx.fatal
         return self._watchdog.failure if self._watchdog else None
 
     def finish(self, status: str = "completed", reason: str | None = None) -> None:
@@ -250,6 +266,8 @@ class Run:
     def _settle(self) -> None:
         if self.signal is not None:
             self.status, self.reason = "cancelled", f"received {self.signal.name}"
+        elif self.engine is not None and self.engine.ctx.fatal:
+            self.status, self.reason = "failed", self.engine.ctx.fatal
         elif self._watchdog is not None and self._watchdog.failure:
             self.status, self.reason = "failed", self._watchdog.failure
 
@@ -267,8 +285,7 @@ class Run:
             progress.tick()
 
     def _write_progress(self, history: dict[str, str], status: dict[str, Any]) -> None:
-        for name, text in history.items():  # stats_history.csv and .jsonl
-            self.run_dir.append_text(name, text)
+        append_history(self, history)  # stats_history.csv and .jsonl
         self.run_dir.write_json("status.json", status)
 
     # ------------------------------------------------------------ signals
@@ -303,7 +320,9 @@ async def run(
     params: RunParams, *, hold_seconds: float = DEFAULT_HOLD_S, live: bool = False
 ) -> RunResult:
     """The CLI's run: start-up, then one hold of `hold_seconds`."""
-    run = Run(params, live=live)
+    from agentsession_core.engine.shards import open_run  # imports this module
+
+    run = open_run(params, live=live)
     async with run:
         await run.preflight()
         await run.register()

@@ -75,9 +75,7 @@ def write_final_files(run: Run) -> None:
     if engine is not None:
         rec = run.recorder
         rec.flush(now_ns() + 1_000_000_000)  # close the last open second
-        history = run.history.render_closed_files(rec, len(engine.population.sessions))
-        for name, text in history.items():
-            run_dir.append_text(name, text)
+        append_history(run, run.history.render_closed_files(rec, len(engine.population.sessions)))
         whole = rec.window(rec.mono_ns_of_second(rec.first_second), now_ns() + 1_000_000_000)
         tag, test = run.params.tag, run.params.name
         run_dir.write_text(
@@ -107,8 +105,20 @@ def write_final_files(run: Run) -> None:
         except Exception:
             log.exception("finalizer failed")
     run_dir.write_json("status.json", status_document(run, final=True))
-    try:  # from the files just written, as `agentsession report` rebuilds it
-        write_report(run_dir.path, rules=run.report_rules)
+    write_run_report(run)
+    run_dir.write_manifest()
+
+
+def append_history(run: Run, texts: dict[str, str]) -> None:
+    """The per-second lines of stats_history.csv and stats_history.jsonl (HistoryWriter)."""
+    for name, text in texts.items():
+        run.run_dir.append_text(name, text)
+
+
+def write_run_report(run: Run) -> None:
+    """report.html from the files just written (as `agentsession report` rebuilds it), with
+    the run's threshold rules drawn; never the reason a run's other files are lost."""
+    try:
+        write_report(run.run_dir.path, rules=run.report_rules)
     except Exception:
         log.exception("report.html could not be written")
-    run_dir.write_manifest()

@@ -28,7 +28,11 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["population.registration_quiet_seconds"] == "--registration-quiet-seconds"
     assert flags["target.local_workers"] == "--local-workers"
     assert flags["cleanup.concurrency"] == "--cleanup-concurrency"
-    assert len(flags) == 28
+    assert flags["target.protocol"] == "--protocol"
+    assert flags["target.token_file"] == "--token-file"
+    assert flags["generator.shards"] == "--shards"
+    assert flags["generator.cluster"] == "--cluster"
+    assert len(flags) == 36
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = capsys.readouterr().out
