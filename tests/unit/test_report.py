@@ -3,6 +3,7 @@ decided each window, "no data" where a chart is empty, self-contained, rebuilt f
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -134,3 +135,16 @@ def test_write_report_writes_the_file_atomically(tmp_path):
     assert path == tmp_path / "report.html"
     assert path.read_text() == render_report(tmp_path)
     assert not list(tmp_path.glob(".report*"))
+
+
+def test_urls_in_parameters_and_reasons_are_text_not_links(tmp_path):
+    build_run(tmp_path)
+    campaign = json.loads((tmp_path / "campaign.json").read_text())
+    campaign["params"]["target"]["substrate"] = "http://127.0.0.1:8080"
+    (tmp_path / "campaign.json").write_text(json.dumps(campaign))
+    status = {"status": "failed", "abort_reason": "substrate https://sub.example stopped"}
+    (tmp_path / "status.json").write_text(json.dumps(status))
+    page = render_report(tmp_path)
+    assert_self_contained(page)
+    assert "http:&#47;&#47;127.0.0.1:8080" in page  # shown as http://127.0.0.1:8080
+    assert "https:&#47;&#47;sub.example stopped" in page
