@@ -2,7 +2,8 @@
 files, optionally beside a baseline run.
 
 RUN and the baseline are run directories or s3:// prefixes. The page goes to RUN/report.html
-for a local run and to ./report.html for an s3 run unless -o says otherwise. With a baseline,
+for a local run (whose manifest is then re-sealed, so the run still verifies) and to
+./report.html for an s3 run unless -o says otherwise. With a baseline,
 the gate's comparison (judge.gate.with_baseline: each headline metric's change, regressions
 beyond --max-regression) is computed here and handed to the report as data; output renders,
 it never judges.
@@ -22,7 +23,7 @@ from agentsession_core.judge.thresholds import Threshold, parse_thresholds
 from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output.report import REPORT, Comparison, read_run, render
 from agentsession_core.output.report_data import RunData, number
-from agentsession_core.output.run_dir import atomic_write
+from agentsession_core.output.run_dir import MANIFEST, RunDir, atomic_write
 from agentsession_core.output.run_source import RunSource, open_run
 
 log = logging.getLogger("agentsession")
@@ -80,6 +81,9 @@ def report(args: argparse.Namespace) -> int:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out, page)
+        local = source.local_dir
+        if local is not None and out == (local / REPORT).absolute() and (local / MANIFEST).exists():
+            RunDir(local).write_manifest()  # the sealed run still verifies (upload checks it)
     except OSError as exc:
         raise UsageError(f"{out}: cannot write ({exc.strerror or exc})") from None
     print(out)

@@ -11,6 +11,7 @@ import pytest
 from agentsession_core.cli import main
 from agentsession_core.cli.report import compare_runs, gate_of
 from agentsession_core.output.report import read_run
+from agentsession_core.output.run_dir import RunDir, verify_manifest
 from tests.unit.report_run import build_run
 from tests.unit.test_report import assert_self_contained
 
@@ -33,6 +34,14 @@ def test_report_rebuilds_the_page_in_the_run_directory(runs, capsys):
     assert "TimeToWake: p50 &lt; 300ms" in page  # the thresholds of campaign.json, drawn
     assert 'href="stats_history.csv"' in page
     assert_self_contained(page)
+
+
+def test_rebuilding_a_sealed_run_in_place_keeps_it_verifiable(runs):
+    current, _ = runs
+    RunDir(current).write_manifest()
+    (current / "report.html").write_text("an older page")
+    assert main(["report", str(current)]) == 0
+    assert verify_manifest(current) == []
 
 
 def test_report_with_a_baseline_shows_both_runs_and_the_judged_deltas(runs, tmp_path, capsys):
