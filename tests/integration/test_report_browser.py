@@ -24,6 +24,7 @@ import pytest
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import CampaignResult, run_campaign_blocking
 from agentsession_core.measure.health import GeneratorHealth
+from agentsession_core.output.chart import esc
 from agentsession_core.output.upload import s3_client, upload_run
 from tests.unit.test_report import SECTIONS, assert_self_contained
 
@@ -181,7 +182,7 @@ def test_a_baseline_comparison_renders_side_by_side(demo, broken, tmp_path):
     page = out.read_text()
     assert '<section id="baseline">' in page and "The two runs" in page
     assert "Per window, side by side" in page and "What the gate judged" in page
-    assert str(broken.run_dir) in page
+    assert esc(broken.run_dir) in page
     assert_self_contained(page)
     screenshot(out, tmp_path, "baseline")
 
@@ -217,7 +218,7 @@ def test_report_reads_an_s3_run_into_the_current_directory(s3_server, s3_runs, t
     page = Path(written).read_text()
     for anchor in SECTIONS:
         assert f'<section id="{anchor}">' in page, anchor
-    assert s3_runs["demo"] in page and "<code>stats_history.csv</code>" in page
+    assert esc(s3_runs["demo"]) in page and "<code>stats_history.csv</code>" in page
     assert "TimeToWake: p99 &lt; 2s" in page and 'id="baseline"' not in page
     assert_self_contained(page)
 
@@ -235,6 +236,6 @@ def test_report_compares_two_s3_runs(s3_server, s3_runs, tmp_path):
         cwd=tmp_path,
     )
     page = out.read_text()
-    assert '<section id="baseline">' in page and s3_runs["broken"] in page
+    assert '<section id="baseline">' in page and esc(s3_runs["broken"]) in page
     assert "What the gate judged" in page
     assert_self_contained(page)
