@@ -65,6 +65,7 @@ class ThresholdResult:
     samples: int
     passed: bool | None  # None: not judged (too few samples, no target)
     detail: str
+    bound: float | None = None  # the number observed was held to (the report draws it)
 
 
 @dataclass
@@ -217,7 +218,7 @@ def evaluate(
         f"{verb}: {subject} = {_fmt(observed, latency)}, needs {threshold.op} "
         f"{_fmt(bound, latency)} ({samples} samples)"
     )
-    return ThresholdResult(threshold.text, observed, samples, passed, detail)
+    return ThresholdResult(threshold.text, observed, samples, passed, detail, bound)
 
 
 def _latencies(stats: RowStats) -> dict[str, float]:

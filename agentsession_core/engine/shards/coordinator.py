@@ -353,13 +353,14 @@ class ShardedRun(Run):
         )
 
     async def _report(self) -> None:
-        """stats_history.csv and status.json once per merged second; a progress line."""
+        """stats_history.csv (+ .jsonl) and status.json once per merged second; a progress
+        line."""
         second = self.recorder.closed_until
         if second == self._last_report_second:
             return
         self._last_report_second = second
-        text = self.history.render_closed(self.recorder, files.sessions(self))
-        await self._save_progress(text, lambda: files.status_document(self, final=False))
+        texts = self.history.render_closed_files(self.recorder, files.sessions(self))
+        await self._save_progress(texts, lambda: files.status_document(self, final=False))
         if time.monotonic() - self._last_progress >= 10.0:
             self._last_progress = time.monotonic()
             log.info("progress: %s", files.progress_line(self))
