@@ -87,6 +87,7 @@ DEFAULT_TEMPLATE = ("benchmark-workloads", "glutton")
 
 CONTROL_PREFIX = "/v1"
 OPENAPI_PATH = "/openapi.json"
+METRICS_PATH = "/metrics"  # the local substrate's Prometheus metrics (docs/SPEC.md §5.8)
 HEALTHZ_PATH = f"{CONTROL_PREFIX}/healthz"
 DEBUG_WORKERS_PATH = f"{CONTROL_PREFIX}/debug/workers"
 ACTOR_VERBS = ("resume", "suspend", "pause")  # POST …/actors/{n}:<verb>

@@ -41,6 +41,7 @@ from typing import Any
 import aiohttp
 
 from agentsession_core.substrate.local import store
+from agentsession_core.substrate.local.metrics import SubstrateCounters
 from agentsession_core.substrate.local.pool import Pool, WorkerProc
 from agentsession_core.substrate.local.protocol import WireError
 from agentsession_core.substrate.protocol import (
@@ -103,6 +104,7 @@ class ActorLifecycle:
         self._pool: Pool | None = None
         self._session: aiohttp.ClientSession | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self.metrics = SubstrateCounters()  # /metrics (metrics.py); hooks below bump it
 
     def bind(self, pool: Pool, session: aiohttp.ClientSession) -> None:
         """The server's worker pool and HTTP session, once it has started them (the pool
@@ -226,7 +228,8 @@ class ActorLifecycle:
         if actor.status == "RUNNING" and not actor.lock.locked() and actor.worker is not None:
             worker = actor.worker
         else:
-            worker, _ = await self.wake(actor, router=True)
+            with self.metrics.parking():
+                worker, _ = await self.wake(actor, router=True)
         actor.inflight += 1
         return worker
 
@@ -250,6 +253,7 @@ class ActorLifecycle:
                 payload = await resp.json(content_type=None)
                 if resp.status != 200:
                     raise WorkerFailed(f"worker {worker.name} {op}: {payload}")
+                self.metrics.worker_answered(op, body, payload)
                 return payload
         except (aiohttp.ClientError, ValueError) as exc:
             raise WorkerFailed(f"worker {worker.name} {op}: {exc!r}") from exc
@@ -259,6 +263,7 @@ class ActorLifecycle:
         try:
             await asyncio.wait_for(actor.lock.acquire(), self.park_timeout)
         except TimeoutError:
+            self.metrics.wake_failed("DEADLINE_EXCEEDED")
             raise WireError(
                 "DEADLINE_EXCEEDED",
                 f"actor {actor.key} stayed busy in another lifecycle call for {self.park_timeout}s",
@@ -269,8 +274,12 @@ class ActorLifecycle:
             resumed = actor.status != "RUNNING"
             if resumed:
                 await self._resume_locked(actor, router=router)
+                self.metrics.woke(router=router)
             assert actor.worker is not None
             return actor.worker, resumed
+        except WireError as exc:
+            self.metrics.wake_failed(exc.code)
+            raise
         finally:
             actor.lock.release()
 
@@ -345,6 +354,7 @@ class ActorLifecycle:
                 actor.status = "PAUSED"
                 raise WireError("UNAVAILABLE", f"suspend of {actor.key}: {exc}") from None
             actor.status = "SUSPENDED"
+            self.metrics.suspended()
             return
         if actor.status != "RUNNING":
             return
@@ -367,6 +377,7 @@ class ActorLifecycle:
         actor.worker = None
         actor.version += 1
         actor.status = "SUSPENDED"
+        self.metrics.suspended()
         self.pool.release(worker)
 
     async def _pause_locked(self, actor: Actor) -> None:

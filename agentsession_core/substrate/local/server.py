@@ -26,6 +26,7 @@ from aiohttp import web
 from agentsession_core.substrate.local import ate_control
 from agentsession_core.substrate.local.actors import ActorLifecycle
 from agentsession_core.substrate.local.control import ControlAPI
+from agentsession_core.substrate.local.metrics import MetricsEndpoint, count_requests
 from agentsession_core.substrate.local.pool import Pool
 from agentsession_core.substrate.local.protocol import (
     Handler,
@@ -38,6 +39,7 @@ from agentsession_core.substrate.local.router import Router
 from agentsession_core.substrate.protocol import (
     DEFAULT_TEMPLATE,
     HEALTHZ_PATH,
+    METRICS_PATH,
     OPENAPI_PATH,
     is_control_path,
 )
@@ -77,6 +79,7 @@ class LocalSubstrateServer:
         )
         self.control = ControlAPI(config.templates, self.lifecycle)
         self.router = Router(self.lifecycle)
+        self.metrics = MetricsEndpoint(self.lifecycle)
         self.ate = ate_control.AteControl(
             config.templates, self.control.atespaces, self.lifecycle, config.token
         )
@@ -146,10 +149,11 @@ class LocalSubstrateServer:
 
     def app(self) -> web.Application:
         app = web.Application(
-            middlewares=[elapsed_and_errors, self._auth],
+            middlewares=[count_requests, elapsed_and_errors, self._auth],
             client_max_size=self.config.max_op_bytes + (1 << 20),
         )
         self.control.add_routes(app.router)
+        self.metrics.install(app, self.lifecycle.metrics)
         # Last: the router takes every path the control API did not claim.
         app.router.add_route("*", "/{route:.*}", self.router.route)
         return app
@@ -165,7 +169,7 @@ class LocalSubstrateServer:
                 raise WireError(
                     "UNAUTHENTICATED",
                     "missing or wrong bearer token",
-                    router=not is_control_path(request.path),
+                    router=not is_control_path(request.path) and request.path != METRICS_PATH,
                 )
         return await handler(request)
 
