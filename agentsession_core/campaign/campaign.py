@@ -107,6 +107,8 @@ class Campaign:
             start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
         )
         window = self.run.recorder.window(start, end)
+        server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.8)
+        figures = await server.cut(start, end, index=index, level=plan.level) if server else None
         void: str | None
         if reason is not None and self.run.signal is not None:
             # Cut short by SIGINT/SIGTERM: not judgeable, and not the substrate's fault.
@@ -122,6 +124,7 @@ class Campaign:
             target=self.target(),
             void_reason=void,
             abort_reason=aborted,
+            server=figures,
         )
         self.verdicts.append(verdict)
         self.spans.append(Span(start, end))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, TypeVar
 
+import yaml
 from pydantic import (
     AllowInfNan,
     BaseModel,
@@ -22,6 +23,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic.json_schema import JsonDict
 
@@ -95,8 +97,16 @@ class TargetParams(Section):
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
     local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
     request_timeout_seconds: Seconds = Field(120.0, gt=0, description="per request")
+    metrics_url: str | None = Field(
+        None,
+        description="the substrate's Prometheus metrics to sample (default: the local "
+        "substrate's own /metrics; none for a remote one)",
+    )
+    prometheus_url: str | None = Field(
+        None, description="a Prometheus server to run server.queries against after each window"
+    )
 
-    @field_validator("substrate", "router")
+    @field_validator("substrate", "router", "metrics_url", "prometheus_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         if value in (None, ""):
@@ -176,6 +186,58 @@ class CleanupParams(Section):
     )
 
 
+def _listed(value: Any) -> Any:
+    """A list also given as comma-separated text (a flag)."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _mapping(value: Any) -> Any:
+    """A mapping also given as YAML/JSON text (a flag: `--server-queries '{a: expr}'`)."""
+    if isinstance(value, str):
+        try:
+            return yaml.safe_load(value) if value.strip() else {}
+        except yaml.YAMLError:
+            raise ValueError("expected a mapping of name: PromQL") from None
+    return value
+
+
+_FIGURE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class ServerParams(Section):
+    """Server-side figures (docs/SPEC.md §5.8): the substrate's own metrics, sampled during
+    the run (target.metrics_url) or queried from Prometheus (target.prometheus_url), cut per
+    window into server_summary.json and judged by `server.` thresholds."""
+
+    enabled: Annotated[bool, Flag("--server-metrics")] = Field(
+        True, description="sample server-side figures when a source is known"
+    )
+    interval_seconds: Annotated[Seconds, Flag("--server-interval-seconds")] = Field(
+        2.0, ge=0.2, le=60, description="between two scrapes; the query step"
+    )
+    series: Annotated[list[str], BeforeValidator(_listed), Flag("--server-series")] = Field(
+        default_factory=lambda: ["agentsession_substrate_*"],
+        min_length=1,
+        description="metric families kept from a scrape (fnmatch patterns)",
+    )
+    queries: Annotated[dict[str, str], BeforeValidator(_mapping), Flag("--server-queries")] = Field(
+        default_factory=dict,
+        description="name: PromQL, run against target.prometheus_url over each window",
+    )
+
+    @field_validator("queries")
+    @classmethod
+    def _queries(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, query in value.items():
+            if not _FIGURE_NAME.match(name):
+                raise ValueError(f"query name {name!r} must match {_FIGURE_NAME.pattern}")
+            if not str(query).strip():
+                raise ValueError(f"query {name!r} is empty")
+        return value
+
+
 class RunParams(Section):
     """One engine run. The hold is not a parameter: the caller holds (`agentsession run
     --hold`, the campaign's windows)."""
@@ -216,6 +278,7 @@ class RunParams(Section):
     cleanup: CleanupParams = Field(
         default_factory=CleanupParams, json_schema_extra=form_position(17)
     )
+    server: ServerParams = Field(default_factory=ServerParams, json_schema_extra=form_position(20))
 
     @field_validator("name", "tag")
     @classmethod
@@ -223,6 +286,21 @@ class RunParams(Section):
         if not _NAME.match(value):
             raise ValueError("must match ^[a-z0-9][a-z0-9-]*$")
         return value
+
+    @model_validator(mode="after")
+    def _server_sources(self) -> RunParams:
+        if self.server.queries and not self.target.prometheus_url:
+            raise ValueError("server.queries need target.prometheus_url (a Prometheus server)")
+        if self.target.prometheus_url and not self.server.queries:
+            raise ValueError("target.prometheus_url needs server.queries (name: PromQL)")
+        return self
+
+    @property
+    def server_metrics_source(self) -> bool:
+        """Whether the run will have server-side figures (docs/SPEC.md §5.8)."""
+        target = self.target
+        embedded = target.substrate is None  # the local substrate serves its own /metrics
+        return self.server.enabled and bool(target.metrics_url or target.prometheus_url or embedded)
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -27,12 +27,14 @@ from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.progress import Progress
 from agentsession_core.engine.run_files import status_document, write_final_files, write_start_files
+from agentsession_core.engine.server_source import open_server_metrics
 from agentsession_core.engine.target import open_substrate
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.server_sources import ServerMetrics
 from agentsession_core.output.run_dir import RunDir
 from agentsession_core.output.stats_files import HistoryWriter
 from agentsession_core.script import Script, load_script
@@ -110,6 +112,7 @@ class Run:
         self.extra_rows: list[dict[str, Any]] = []  # more stats.jsonl rows (step_window …)
         self.finalizers: list[Callable[[Run], None]] = []  # run in a thread before the manifest
         self.result: RunResult | None = None
+        self.server: ServerMetrics | None = None  # server-side figures (docs/SPEC.md §5.8)
         self._stack = contextlib.AsyncExitStack()
         self._watchdog: Watchdog | None = None
         self._previous_handlers: dict[signal.Signals, Any] = {}
@@ -141,6 +144,11 @@ class Run:
             substrate = await self._stack.enter_async_context(
                 open_substrate(self.params.target, log_path)
             )
+        # The substrate's own metrics; stopped before the substrate (the stack unwinds).
+        control_url = None if self.substrate else getattr(substrate, "control_url", None)
+        self.server = await self._stack.enter_async_context(
+            open_server_metrics(self.params, self.recorder, control_url)
+        )
         engine = self.engine = Engine(
             self.params, substrate, self.script, self.recorder, atespace=self.atespace
         )
@@ -304,7 +312,9 @@ async def run(
         await run.register()
         await run.fill()
         log.info("hold %.0fs", hold_seconds)
-        _, _, reason = await run.hold(hold_seconds)
+        start, end, reason = await run.hold(hold_seconds)
+        if run.server is not None:  # the hold is the steady window of server_summary.json
+            await run.server.cut(start, end, index=0, level=1.0)
         run.finish("completed" if reason is None else "failed", reason)
     assert run.result is not None
     return run.result

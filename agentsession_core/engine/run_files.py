@@ -36,8 +36,14 @@ def write_start_files(run: Run) -> None:
 
 
 def campaign_document(run: Run) -> dict[str, Any]:
+    """The resolved parameters, whole (docs/SPEC.md §7): every field of the run's model —
+    a CampaignParams with its thresholds, levels, windows, abort rules, upload and server
+    sections — with the token and URL credentials redacted. `serialize_as_any` dumps a
+    section by what it is, not by the type its field declares, so a subclass loses nothing."""
+    params = run.params.model_dump(mode="json", serialize_as_any=True)
     return {
-        "params": redact(run.params.model_dump()),
+        "params": redact(params),
+        "params_model": type(run.params).__name__,
         "atespace": run.atespace,
         "script": run.script.name if run.script else run.params.script,
         "started_unix": run.started_unix,
@@ -96,6 +102,8 @@ def write_final_files(run: Run) -> None:
                 whole, tag=tag, test_name=test, extra_rows=[*population_rows, *run.extra_rows]
             ),
         )
+    if run.server is not None:  # docs/SPEC.md §7; before the finalizers: the report reads it
+        run_dir.write_json("server_summary.json", run.server.document())
     # Final status first: finalizers (gate, report) read it.
     run_dir.write_json("status.json", status_document(run, final=True))
     for finalize in run.finalizers:

@@ -17,6 +17,10 @@ A row pattern matches a row's name across kinds, or its stats.jsonl metric name
 TimeToWake count per second for a turnover window (one with TimeToWake or turnover rows, or
 the turnover gauge) and the http Step_* count per second otherwise.
 
+A rule on a server figure (``server.parked_requests_max <= 8``, docs/SPEC.md §5.8) is judged
+on the window's ServerWindow (measure/server_metrics.py) instead of its requests; a window
+without server figures, or without that figure, leaves the rule not judged and says why.
+
 The headline of a window: TimeToWake, WakeFirstTouch and the Step_* rows merged (latency
 percentiles in ms, from the intended time), plus the request totals and failure ratio.
 """
@@ -34,6 +38,7 @@ from agentsession_core.judge.thresholds import (
     Threshold,
 )
 from agentsession_core.measure.health import is_request_row
+from agentsession_core.measure.server_metrics import ServerWindow
 from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW, RowKey, RowStats, Window
 
 Outcome = Literal["pass", "break", "void", "aborted"]
@@ -156,7 +161,47 @@ def _fmt(value: float, latency: bool) -> str:
     return f"{value:.1f} ms" if latency else f"{value:.4g}"
 
 
-def evaluate(threshold: Threshold, window: Window, target: float | None) -> ThresholdResult:
+def evaluate_server(
+    threshold: Threshold, server: ServerWindow | None, target: float | None
+) -> ThresholdResult:
+    """A rule on a server figure (docs/SPEC.md §5.8)."""
+    name = threshold.server
+    assert name is not None
+    found = server.figure(name) if server is not None else None
+    if found is None:
+        why = "no server figures for this window" if server is None else f"no figure {name}"
+        return ThresholdResult(threshold.text, None, 0, None, f"not judged: {why}")
+    observed, samples = found
+    if samples < threshold.min_samples:
+        return ThresholdResult(
+            threshold.text,
+            observed,
+            samples,
+            None,
+            f"not judged: {samples} samples < min {threshold.min_samples}",
+        )
+    passed = threshold.holds(observed, target)
+    bound = threshold.bound(target)
+    if passed is None or bound is None:
+        return ThresholdResult(
+            threshold.text, observed, samples, None, "not judged: the rule needs a target"
+        )
+    verb = "held" if passed else "missed"
+    detail = (
+        f"{verb}: server {name} = {observed:.4g}, needs {threshold.op} {bound:.4g} "
+        f"({samples} samples)"
+    )
+    return ThresholdResult(threshold.text, observed, samples, passed, detail)
+
+
+def evaluate(
+    threshold: Threshold,
+    window: Window,
+    target: float | None,
+    server: ServerWindow | None = None,
+) -> ThresholdResult:
+    if threshold.server is not None:
+        return evaluate_server(threshold, server, target)
     if threshold.stat == "achieved_rps":
         observed, samples = achieved(window)
         subject = "achieved_rps"
@@ -229,8 +274,9 @@ def judge_window(
     target: float | None,
     void_reason: str | None = None,
     abort_reason: str | None = None,
+    server: ServerWindow | None = None,
 ) -> WindowVerdict:
-    results = [evaluate(t, window, target) for t in thresholds]
+    results = [evaluate(t, window, target, server) for t in thresholds]
     outcome: Outcome
     if abort_reason:
         outcome = "aborted"
@@ -261,6 +307,7 @@ __all__ = [
     "WindowVerdict",
     "achieved",
     "evaluate",
+    "evaluate_server",
     "headline",
     "judge_window",
     "matches",
