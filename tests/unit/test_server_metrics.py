@@ -27,6 +27,7 @@ from agentsession_core.measure.server_metrics import (
     split_figure,
 )
 from agentsession_core.substrate.local.metrics import SubstrateCounters
+from agentsession_core.substrate.local.protocol import WireError
 
 EXPOSITION = """\
 # HELP agentsession_substrate_actors Actors by state
@@ -238,8 +239,11 @@ def test_substrate_counters_count_snapshots_by_the_worker_call_that_moved_them()
     assert (counts.snapshots_written, counts.bytes_written) == (2, 150)
     assert (counts.snapshots_read, counts.bytes_read) == (1, 70)
     assert counts.pauses == 1
-    with counts.parking():
+    with counts.waking(router=True):
         assert counts.parked == 1
-    assert counts.parked == 0
+    with pytest.raises(WireError), counts.waking(router=False):
+        assert counts.parked == 0
+        raise WireError("RESOURCE_EXHAUSTED", "no worker")
+    assert counts.parked == 0 and counts.wake_failures == {"RESOURCE_EXHAUSTED": 1}
     counts.request("ate", "router", False)
     assert counts.requests[("ate", "router", "error")] == 1

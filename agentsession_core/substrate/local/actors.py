@@ -159,7 +159,8 @@ class ActorLifecycle:
 
     async def resume(self, actor: Actor) -> bool:
         """False when the actor was already RUNNING (ResumeActorResponse.resumed)."""
-        _, resumed = await self.wake(actor, router=False)
+        with self.metrics.waking(router=False):
+            _, resumed = await self.wake(actor, router=False)
         return resumed
 
     async def suspend(self, actor: Actor) -> None:
@@ -228,7 +229,7 @@ class ActorLifecycle:
         if actor.status == "RUNNING" and not actor.lock.locked() and actor.worker is not None:
             worker = actor.worker
         else:
-            with self.metrics.parking():
+            with self.metrics.waking(router=True):  # parked until the actor runs
                 worker, _ = await self.wake(actor, router=True)
         actor.inflight += 1
         return worker
@@ -263,7 +264,6 @@ class ActorLifecycle:
         try:
             await asyncio.wait_for(actor.lock.acquire(), self.park_timeout)
         except TimeoutError:
-            self.metrics.wake_failed("DEADLINE_EXCEEDED")
             raise WireError(
                 "DEADLINE_EXCEEDED",
                 f"actor {actor.key} stayed busy in another lifecycle call for {self.park_timeout}s",
@@ -277,9 +277,6 @@ class ActorLifecycle:
                 self.metrics.woke(router=router)
             assert actor.worker is not None
             return actor.worker, resumed
-        except WireError as exc:
-            self.metrics.wake_failed(exc.code)
-            raise
         finally:
             actor.lock.release()
 

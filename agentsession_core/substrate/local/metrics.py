@@ -3,8 +3,8 @@
 
 Two halves:
 - `SubstrateCounters`, plain integers bumped by one-line hooks where things happen: actors.py
-  (wakes, wake failures, suspends, parked router requests, and, through its one `admin` call
-  to a worker, pauses and snapshot bytes), server.py (HTTP requests by wire) and
+  (wakes; parked router requests and wake failures around a wake; suspends; and, through its
+  one `admin` call to a worker, pauses and snapshot bytes), server.py (HTTP requests by wire) and
   ate_control.py (gRPC calls). A hook costs an integer add: nothing is formatted until a
   scrape.
 - `SubstrateCollector`, which builds every family at scrape time from those counters and from
@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agentsession_core.substrate.local.protocol import Handler, is_protobuf
+from agentsession_core.substrate.local.protocol import Handler, WireError, is_protobuf
 from agentsession_core.substrate.protocol import (
     ACTOR_STATUSES,
     METRICS_PATH,
@@ -85,19 +85,20 @@ class SubstrateCounters:
     requests: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
     @contextlib.contextmanager
-    def parking(self) -> Iterator[None]:
-        """A router request waiting for its actor to wake (docs/SPEC.md §2.2)."""
-        self.parked += 1
+    def waking(self, *, router: bool) -> Iterator[None]:
+        """A wake in progress: a router request parked while its actor wakes (docs/SPEC.md
+        §2.2), or a ResumeActor call; a refusal on the way out is counted by its code."""
+        self.parked += router
         try:
             yield
+        except WireError as exc:
+            self.wake_failures[exc.code] += 1
+            raise
         finally:
-            self.parked -= 1
+            self.parked -= router
 
     def woke(self, *, router: bool) -> None:
         self.wakes["router" if router else "control"] += 1
-
-    def wake_failed(self, code: str) -> None:
-        self.wake_failures[code] += 1
 
     def suspended(self) -> None:
         self.suspends += 1
