@@ -76,6 +76,12 @@ class Scraper:
                 return None
             t = (sent + self.clock()) / 2
             self.store.book_scrape(t, families)
+            if self.store.ok == 1 and not self.store.series:
+                log.warning(
+                    "server metrics: %s offers no family matching server.series %s",
+                    self.url,
+                    list(self.store.patterns),
+                )
             return t
 
     async def aclose(self) -> None:

@@ -26,7 +26,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import run_campaign
+from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run
+from agentsession_core.engine.run import run as run_engine
 from agentsession_core.measure.server_metrics import SCHEMA, ServerMetricsStore
 from agentsession_core.measure.server_sources import PrometheusRange
 from agentsession_core.output.run_dir import verify_manifest
@@ -117,6 +119,25 @@ async def test_the_demo_campaign_server_figures_move_with_the_load(tmp_path: Pat
     assert campaign["params"]["server"]["series"] == ["agentsession_substrate_*"]
     assert verify_manifest(run_dir) == []
     assert "server_summary.json" in (run_dir / "manifest.json").read_text()
+
+
+async def test_a_plain_run_writes_its_hold_as_the_steady_window(tmp_path: Path) -> None:
+    params = RunParams(
+        **QUICK,
+        name="plain",
+        out=str(tmp_path),
+        population={"kind": "closed", "sessions": 3, "spawn_rate": 10},
+        target={"local_workers": 3},
+        cleanup=CLEANUP,
+        server={"interval_seconds": 0.5},
+    )
+    result = await run_engine(params, hold_seconds=4)
+    doc = summary(result.run_dir)
+    (window,) = doc["windows"]
+    assert window["index"] == 0 and window["samples"] >= 6
+    assert doc["steady"]["start_unix"] == window["start_unix"]
+    assert doc["steady"]["figures"]["suspends"]["increase"] > 0  # closed sessions park to think
+    assert window["figures"]["actors"]["max"] == 3
 
 
 class FakePrometheus:
