@@ -51,6 +51,7 @@ _PUBLIC = {
     "RouterResponse": "agentsession_core.substrate.interface",
     "SubstrateError": "agentsession_core.substrate.errors",
     "HttpSubstrate": "agentsession_core.substrate.http",
+    "AteSubstrate": "agentsession_core.substrate.ate.substrate",
     "FakeSubstrate": "agentsession_core.substrate.fake",
     "LocalSubstrate": "agentsession_core.substrate.local.launcher",
     # errors and logging
@@ -64,6 +65,7 @@ _PUBLIC = {
 __all__ = [
     "ActorInfo",
     "AgentsessionError",
+    "AteSubstrate",
     "Campaign",
     "CampaignParams",
     "CampaignResult",
@@ -108,6 +110,7 @@ if TYPE_CHECKING:
     from agentsession_core.judge.gate import load_run
     from agentsession_core.logs import log_to_stderr
     from agentsession_core.script import Script, ScriptError, load_script
+    from agentsession_core.substrate.ate.substrate import AteSubstrate
     from agentsession_core.substrate.errors import SubstrateError
     from agentsession_core.substrate.fake import FakeSubstrate
     from agentsession_core.substrate.http import HttpSubstrate

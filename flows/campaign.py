@@ -23,6 +23,7 @@ from agentsession_core.campaign.campaign import Campaign, CampaignError, load_ba
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import retry_delays
 from agentsession_core.engine.run import Run
+from agentsession_core.engine.shards import open_run
 from agentsession_core.output.upload import UploadError, UploadResult, record_failed_upload
 from tasks.gate import gate
 from tasks.hold import hold_window
@@ -47,7 +48,8 @@ async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | 
     baseline = await asyncio.to_thread(load_baseline, params)
     # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation is a
     # SIGTERM to this process): the hold stops, actors are deleted, status says cancelled.
-    run = Run(params)
+    # generator.shards > 1 splits the load over Dask workers (a ShardedRun, same surface).
+    run = open_run(params)
     async with run:
         driver = Campaign(params, run, baseline=baseline)
         await preflight(run)

@@ -107,11 +107,12 @@ class Campaign:
             start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
         )
         window = self.run.recorder.window(start, end)
-        server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.8)
+        server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.9)
         figures = await server.cut(start, end, index=index, level=plan.level) if server else None
         void: str | None
-        if reason is not None and self.run.signal is not None:
-            # Cut short by SIGINT/SIGTERM: not judgeable, and not the substrate's fault.
+        if reason is not None and self.run.cut_short(reason):
+            # Cut short by SIGINT/SIGTERM or a lost shard: not judgeable, and not the
+            # substrate's fault.
             void, aborted = f"cut short: {reason}", None
         else:
             void = self.run.health.void_reason(window) if reason is None else None
@@ -192,7 +193,7 @@ class Campaign:
         result = self.run.result
         if result is None or self.gate is None:
             return False
-        if result.status in ("completed", "aborted"):
+        if result.status in ("completed", "aborted", "void"):  # void: a shard was lost
             return True
         # A substrate that died mid-hold is a verdict (fail), not a broken campaign.
         return result.status == "failed" and self.stop_reason is not None and bool(self.verdicts)

@@ -213,7 +213,7 @@ class CampaignParams(RunParams):
 
     def _server_rules(self, thresholds: list[Any]) -> None:
         """A `server.` rule needs a source of server figures; against the embedded local
-        substrate its series must be one the substrate exports (docs/SPEC.md §5.8), so a typo
+        substrate its series must be one the substrate exports (docs/SPEC.md §5.9), so a typo
         is refused here rather than left "not judged" in every window."""
         from agentsession_core.measure.server_metrics import split_figure
         from agentsession_core.substrate.local.metrics import FAMILIES

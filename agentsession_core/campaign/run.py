@@ -17,7 +17,8 @@ from typing import Any
 
 from agentsession_core.campaign.campaign import Campaign, load_baseline
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.engine.run import Run, RunResult, run_on_fresh_loop
+from agentsession_core.engine.run import RunResult, run_on_fresh_loop
+from agentsession_core.engine.shards import open_run
 from agentsession_core.judge.gate import EXIT_CODES
 from agentsession_core.output.upload import (
     UploadError,
@@ -63,7 +64,7 @@ async def run_campaign(
     small) still writes its run directory and ends with a `void` verdict and the reason.
     """
     baseline = await asyncio.to_thread(load_baseline, params)
-    run = Run(params, substrate=substrate, handle_signals=handle_signals)
+    run = open_run(params, substrate=substrate, handle_signals=handle_signals)
     async with run:
         campaign = Campaign(params, run, baseline=baseline)
         await run.preflight()

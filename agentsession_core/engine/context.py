@@ -3,7 +3,9 @@ parameters, ledger), the stop flag and the one clock.
 
 `RunContext.wait_until` is the only way a session sleeps towards an intended time, so a stop
 wakes every sleeper at once and every late wake is booked as dispatch lag. `surface` keeps
-the first message of each misconfiguration code for status.json.
+the first message of each misconfiguration code for status.json, and a refused credential
+stops the run at once (`fatal`): no retry can fix it, and every request after it would only
+fill the failure rows.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -63,6 +66,7 @@ class RunContext:
     ledger: ActorLedger
     stopping: StopSignal = field(default_factory=lambda: StopSignal())
     misconfigured: dict[str, str] = field(default_factory=dict)  # code -> first message
+    fatal: str | None = None  # why the run must stop (a refused credential), set once
     # Opt-in record of the schedule drawn from the seeded streams, as (what, session id,
     # nanoseconds): think gaps and turn arrivals (offset from the steady start). None in
     # normal runs, so the hot path pays one `is None` test.
@@ -71,12 +75,23 @@ class RunContext:
     # SuspendActor / SuspendActorAsync hold only the population's own parks (docs/SPEC.md §4.2).
     registers: bool = False
     failure_log: FailureLog = field(default_factory=FailureLog)
+    # Actor names are `<actor_prefix>-<session id>`; the shards of a sharded run each have
+    # their own prefix, so their names never collide in the shared atespace.
+    actor_prefix: str = "agent"
+    # When the steady load starts (see steady_start); set by a shard of a sharded run.
+    common_t0: Callable[[], Awaitable[int]] | None = None
     dispatch_lag: Row = field(init=False)
 
     def __post_init__(self) -> None:
         # How late the loop wakes a sleeper past its intended time: the generator-health
         # signal that judges a window void (telemetry.GeneratorHealth).
         self.dispatch_lag = self.recorder.row(*DISPATCH_LAG_ROW)
+
+    async def steady_start(self) -> int:
+        """The intended start of the steady load (the fill is done): now, or in a sharded run
+        the common t0 the coordinator gives once every shard has filled (it may lie ahead:
+        the populations schedule from it and sleep towards it)."""
+        return now_ns() if self.common_t0 is None else await self.common_t0()
 
     async def wait_until(self, deadline_ns: int) -> bool:
         """Sleep until `deadline_ns` unless the run stops first; True when the deadline was
@@ -106,8 +121,23 @@ class RunContext:
         return True
 
     def surface(self, exc: SubstrateError, where: str) -> None:
-        """INVALID_ARGUMENT / UNAUTHENTICATED mean the run itself is wrong: say so loudly,
-        once per code, and keep it for status.json."""
+        """INVALID_ARGUMENT / UNAUTHENTICATED / PERMISSION_DENIED / 401 / 403 mean the run
+        itself is wrong: say so loudly, once per code, and keep it for status.json. A refused
+        credential also stops the run, with one line naming the problem (docs/SPEC.md §3.4)."""
         if exc.code not in self.misconfigured:
             self.misconfigured[exc.code] = f"{where}: {exc}"
             log.error("MISCONFIGURED run: %s: %s", where, exc)
+        if exc.credential_refused and self.fatal is None:
+            self.fatal = credential_refused_line(exc, where)
+            log.error("%s", self.fatal)
+            self.stopping.set()
+
+
+def credential_refused_line(exc: SubstrateError, where: str) -> str:
+    """The one line that ends a run whose credential the substrate refused."""
+    who = f"the router (HTTP {exc.status})" if exc.status else "the control API"
+    return (
+        f"credentials refused by {who}: {where}: {exc}; check target.token "
+        "(or AGENTSESSION_TOKEN), target.token_file, or the client certificate "
+        "(target.cert_file/key_file)"
+    )

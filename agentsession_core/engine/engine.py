@@ -11,7 +11,7 @@ import gc
 import logging
 from collections.abc import Callable
 
-from agentsession_core.engine.context import RunContext, now_ns
+from agentsession_core.engine.context import RunContext, credential_refused_line, now_ns
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.base import Population
@@ -38,6 +38,12 @@ class PreflightError(AgentsessionError):
     """The run cannot start against this substrate; no actor was created."""
 
 
+def _preflight_error(exc: SubstrateError, where: str) -> PreflightError:
+    if exc.credential_refused:
+        return PreflightError(credential_refused_line(exc, where))
+    return PreflightError(f"{where}: {exc}")
+
+
 class Engine:
     def __init__(
         self,
@@ -47,12 +53,13 @@ class Engine:
         recorder: Recorder,
         *,
         atespace: str,
+        ledger: ActorLedger | None = None,
     ) -> None:
         self.params = params
         self.substrate = substrate
         self.script = script
         self.recorder = recorder
-        self.ledger = ActorLedger(atespace)
+        self.ledger = ledger if ledger is not None else ActorLedger(atespace)
         self.ctx = RunContext(substrate, recorder, script, params, atespace, self.ledger)
         self.population = POPULATIONS[params.population.kind](self.ctx)
         self.phase = "created"
@@ -66,9 +73,10 @@ class Engine:
         namespace, name = self.params.target.template_ref
         where = f"substrate {self.params.target.substrate or 'local'}"
         try:
+            # The run's first call: a refused credential ends it here, before any load.
             template = await self.substrate.get_template(namespace, name)
         except SubstrateError as exc:
-            raise PreflightError(f"{where}: GetTemplate {namespace}/{name}: {exc}") from None
+            raise _preflight_error(exc, f"{where}: GetTemplate {namespace}/{name}") from None
         need = self.script.min_actor_memory
         limit = template.memory_limit_bytes
         if limit is None:
@@ -89,7 +97,7 @@ class Engine:
         try:
             await self.substrate.ensure_atespace(self.ledger.atespace)
         except SubstrateError as exc:
-            raise PreflightError(f"{where}: EnsureAtespace {self.ledger.atespace}: {exc}") from None
+            raise _preflight_error(exc, f"{where}: EnsureAtespace {self.ledger.atespace}") from None
         target, population = self.params.target, self.params.population
         if (
             target.substrate is None

@@ -13,85 +13,87 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, TypeVar
 
-import yaml
 from pydantic import (
-    AllowInfNan,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic.json_schema import JsonDict
 
+from agentsession_core.engine.param_types import DURATION as DURATION
+from agentsession_core.engine.param_types import Flag as Flag
+from agentsession_core.engine.param_types import Number as Number
+from agentsession_core.engine.param_types import Seconds as Seconds
+from agentsession_core.engine.param_types import Section as Section
+from agentsession_core.engine.param_types import form_position as form_position
+from agentsession_core.engine.server_params import ServerParams
 from agentsession_core.errors import UsageError
-from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
+from agentsession_core.substrate.protocol import ATE_API_SERVER_NAME, ATE_SCHEMES
 
 PopulationKind = Literal["closed", "turnover", "turns"]
 LifecycleMode = Literal["suspend", "suspend-async", "pause", "none"]
 ResumeMode = Literal["implicit", "explicit"]
+WireForm = Literal["ate", "json"]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_SCHEDULER = re.compile(r"^(tcp|tls)://[^\s/]+:\d+$")
 _TEMPLATE = re.compile(r"^[a-z0-9][a-z0-9.-]*/[a-z0-9][a-z0-9.-]*$")
 
 
-def _duration(value: Any) -> Any:
-    """A duration string ("2s", "1h30m") in seconds; numbers (and numeric text) pass on."""
-    if not isinstance(value, str):
-        return value
-    try:
-        float(value)
-    except ValueError:
-        pass
-    else:
-        return value  # "2.5", "inf": the float rules decide
-    try:
-        return seconds(parse_duration(value.strip()))
-    except QuantityError as exc:
-        raise ValueError(str(exc)) from None
+def wire_of(protocol: str | None, substrate: str | None) -> WireForm:
+    """The wire form a target speaks: `protocol` when given, else the control URL's scheme
+    (grpc:// and grpcs:// are the ate wire's gRPC control API, http(s):// the JSON one); the
+    embedded local substrate speaks json unless told otherwise (docs/SPEC.md §2)."""
+    if protocol == "ate" or (protocol is None and (substrate or "").startswith(ATE_SCHEMES)):
+        return "ate"
+    return "json"
 
 
-# The one float type: inf and nan are refused everywhere.
-Number = Annotated[float, AllowInfNan(False)]
-# Seconds, also given as a Go duration string (DURATION marks such fields for the CLI).
-DURATION = BeforeValidator(_duration)
-Seconds = Annotated[Number, DURATION]
-
-
-class Flag:
-    """Field metadata for the generated CLI: the flag spellings of a field whose name alone
-    would not say enough, or that keeps a historical spelling (the first one is its name)."""
-
-    __slots__ = ("names",)
-
-    def __init__(self, *names: str) -> None:
-        self.names = names
-
-    def __repr__(self) -> str:
-        return f"Flag{self.names!r}"
-
-
-def form_position(position: int) -> JsonDict:
-    """Where the Prefect UI form shows a field (json_schema_extra)."""
-    return {"position": position}
-
-
-class Section(BaseModel):
-    """A group of parameters: unknown keys are refused, assignment is validated."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+def _tls_only(value: str | None, info: ValidationInfo) -> str | None:
+    if not value:
+        return None
+    if not (info.data.get("substrate") or "").startswith("grpcs://"):
+        raise ValueError("TLS files apply to a grpcs:// substrate (the ate control API)")
+    return value
 
 
 class TargetParams(Section):
     """Where the load goes. No substrate URL: an embedded local substrate is started."""
 
-    substrate: str | None = Field(None, description="control API URL (none: local substrate)")
-    router: str | None = Field(None, description="router URL when it differs from the control URL")
+    substrate: str | None = Field(
+        None,
+        description="control API URL: http(s):// (json) or grpc://host:port, grpcs://host[:port] "
+        "(ate); none: local substrate",
+    )
+    protocol: WireForm | None = Field(
+        None, description="wire form (none: from the substrate URL's scheme; local: json)"
+    )
+    router: str | None = Field(
+        None,
+        validate_default=True,
+        description="router URL (http://); required with a grpc(s):// substrate, else only when "
+        "it differs from the control URL",
+    )
     token: str | None = Field(
         None, description="bearer token (redacted in artifacts; CLI: or AGENTSESSION_TOKEN)"
+    )
+    token_file: str | None = Field(
+        None,
+        description="ate: file with the control API's bearer token, re-read on every call "
+        "(a projected service-account token)",
+    )
+    ca_file: str | None = Field(None, description="ate, grpcs://: CA bundle of the control API")
+    cert_file: str | None = Field(None, description="ate, grpcs://: client certificate (mTLS)")
+    key_file: str | None = Field(
+        None, validate_default=True, description="ate, grpcs://: the client certificate's key"
+    )
+    server_name: str = Field(
+        ATE_API_SERVER_NAME,
+        description="ate, grpcs://: name the control API's certificate is checked against, "
+        "whatever address is dialled (empty: the dialled host)",
     )
     template: str = Field("benchmark-workloads/glutton", description="actor template NS/NAME")
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
@@ -106,13 +108,78 @@ class TargetParams(Section):
         None, description="a Prometheus server to run server.queries against after each window"
     )
 
-    @field_validator("substrate", "router", "metrics_url", "prometheus_url")
+    @field_validator("metrics_url", "prometheus_url")
     @classmethod
-    def _url(cls, value: str | None) -> str | None:
+    def _http_url(cls, value: str | None) -> str | None:
         if value in (None, ""):
             return None
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http(s) URL")
+        return value
+
+    @field_validator("substrate")
+    @classmethod
+    def _substrate(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not value.startswith(("http://", "https://", *ATE_SCHEMES)):
+            raise ValueError(f"{value!r} is not an http(s)://, grpc:// or grpcs:// URL")
+        return value
+
+    @field_validator("protocol")
+    @classmethod
+    def _protocol(cls, value: WireForm | None, info: ValidationInfo) -> WireForm | None:
+        substrate = info.data.get("substrate")
+        if value is None or substrate is None:
+            return value
+        ate_url = substrate.startswith(ATE_SCHEMES)
+        if value == "json" and ate_url:
+            raise ValueError(f"json needs an http(s):// substrate URL, not {substrate!r}")
+        if value == "ate" and not ate_url:
+            raise ValueError(
+                f"ate's control API is gRPC: give substrate as grpc://host:port or "
+                f"grpcs://host[:port], not {substrate!r}"
+            )
+        return value
+
+    @field_validator("router")
+    @classmethod
+    def _router(cls, value: str | None, info: ValidationInfo) -> str | None:
+        value = value or None
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        substrate = info.data.get("substrate")
+        if wire_of(info.data.get("protocol"), substrate) != "ate":
+            return value
+        if value is None and substrate is not None:
+            # The ate wire's router is an HTTP service apart from the gRPC control API.
+            raise ValueError("required with the ate wire: the router's http:// URL")
+        if value is not None and not value.startswith("http://"):
+            raise ValueError(f"the ate wire's router client speaks http:// only, not {value!r}")
+        return value
+
+    @field_validator("token_file")
+    @classmethod
+    def _token_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if not value:
+            return None
+        if info.data.get("token"):
+            raise ValueError("give token or token_file, not both")
+        if wire_of(info.data.get("protocol"), info.data.get("substrate")) != "ate":
+            raise ValueError("a token file is read by the ate wire's control client only")
+        return value
+
+    @field_validator("ca_file", "cert_file")
+    @classmethod
+    def _tls_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _tls_only(value, info)
+
+    @field_validator("key_file")
+    @classmethod
+    def _key_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        value = _tls_only(value, info)
+        if (value is None) != (info.data.get("cert_file") is None):
+            raise ValueError("mTLS needs both cert_file and key_file")
         return value
 
     @field_validator("template")
@@ -126,6 +193,10 @@ class TargetParams(Section):
     def template_ref(self) -> tuple[str, str]:
         namespace, name = self.template.split("/", 1)
         return namespace, name
+
+    @property
+    def wire(self) -> WireForm:
+        return wire_of(self.protocol, self.substrate)
 
 
 class PopulationParams(Section):
@@ -186,55 +257,43 @@ class CleanupParams(Section):
     )
 
 
-def _listed(value: Any) -> Any:
-    """A list also given as comma-separated text (a flag)."""
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
+def _shards(value: Any) -> Any:
+    """generator.shards: a whole number >= 1 (also as text) or "auto"."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text == "auto":
+        return "auto"
+    if text is not None and text.isdigit():
+        value = int(text)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r}: a number of shards (>= 1) or auto")
+    if not 1 <= value <= 1024:
+        raise ValueError(f"{value}: between 1 and 1024 shards, or auto")
     return value
 
 
-def _mapping(value: Any) -> Any:
-    """A mapping also given as YAML/JSON text (a flag: `--server-queries '{a: expr}'`)."""
-    if isinstance(value, str):
-        try:
-            return yaml.safe_load(value) if value.strip() else {}
-        except yaml.YAMLError:
-            raise ValueError("expected a mapping of name: PromQL") from None
-    return value
+class GeneratorParams(Section):
+    """The load generator: one process, or shards on a Dask cluster (engine/shards/)."""
 
-
-_FIGURE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-
-
-class ServerParams(Section):
-    """Server-side figures (docs/SPEC.md §5.8): the substrate's own metrics, sampled during
-    the run (target.metrics_url) or queried from Prometheus (target.prometheus_url), cut per
-    window into server_summary.json and judged by `server.` thresholds."""
-
-    enabled: Annotated[bool, Flag("--server-metrics")] = Field(
-        True, description="sample server-side figures when a source is known"
+    shards: Annotated[
+        Annotated[int, Field(ge=1, le=1024)] | Literal["auto"], BeforeValidator(_shards)
+    ] = Field(
+        1,
+        description="generator processes the population is split into: 1 = this process "
+        "(no Dask), auto = one per core (of the cluster's workers, with cluster)",
     )
-    interval_seconds: Annotated[Seconds, Flag("--server-interval-seconds")] = Field(
-        2.0, ge=0.2, le=60, description="between two scrapes; the query step"
-    )
-    series: Annotated[list[str], BeforeValidator(_listed), Flag("--server-series")] = Field(
-        default_factory=lambda: ["agentsession_substrate_*"],
-        min_length=1,
-        description="metric families kept from a scrape (fnmatch patterns)",
-    )
-    queries: Annotated[dict[str, str], BeforeValidator(_mapping), Flag("--server-queries")] = Field(
-        default_factory=dict,
-        description="name: PromQL, run against target.prometheus_url over each window",
+    cluster: str | None = Field(
+        None,
+        description="Dask scheduler address (tcp://host:8786); none: a local cluster of "
+        "worker processes on this machine",
     )
 
-    @field_validator("queries")
+    @field_validator("cluster")
     @classmethod
-    def _queries(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, query in value.items():
-            if not _FIGURE_NAME.match(name):
-                raise ValueError(f"query name {name!r} must match {_FIGURE_NAME.pattern}")
-            if not str(query).strip():
-                raise ValueError(f"query {name!r} is empty")
+    def _cluster(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not _SCHEDULER.match(value):
+            raise ValueError(f"{value!r} is not a Dask scheduler address (tcp://host:8786)")
         return value
 
 
@@ -278,7 +337,20 @@ class RunParams(Section):
     cleanup: CleanupParams = Field(
         default_factory=CleanupParams, json_schema_extra=form_position(17)
     )
-    server: ServerParams = Field(default_factory=ServerParams, json_schema_extra=form_position(20))
+    generator: GeneratorParams = Field(
+        default_factory=GeneratorParams, json_schema_extra=form_position(20)
+    )
+    server: ServerParams = Field(default_factory=ServerParams, json_schema_extra=form_position(21))
+
+    @model_validator(mode="after")
+    def _shards_have_sessions(self) -> RunParams:
+        shards, sessions = self.generator.shards, self.population.sessions
+        if isinstance(shards, int) and shards > sessions:
+            raise ValueError(
+                f"generator.shards ({shards}) exceeds population.sessions ({sessions}): "
+                "every shard needs at least one session"
+            )
+        return self
 
     @field_validator("name", "tag")
     @classmethod
@@ -286,6 +358,18 @@ class RunParams(Section):
         if not _NAME.match(value):
             raise ValueError("must match ^[a-z0-9][a-z0-9-]*$")
         return value
+
+    @model_validator(mode="after")
+    def _wire_has_the_lifecycle(self) -> RunParams:
+        # ateapi.Control has SuspendActor and nothing asynchronous (the ate wire notes). Firing
+        # SuspendActor unawaited would book our own send time as SuspendActorAsync and lose
+        # its failures, so the mode is refused rather than imitated (docs/SPEC.md §3.3).
+        if self.population.lifecycle_mode == "suspend-async" and self.target.wire == "ate":
+            raise ValueError(
+                "population.lifecycle_mode suspend-async needs SuspendActorAsync, which the ate "
+                "wire (target.protocol ate) does not have: use suspend or pause, or the json wire"
+            )
+        return self
 
     @model_validator(mode="after")
     def _server_sources(self) -> RunParams:
@@ -297,7 +381,7 @@ class RunParams(Section):
 
     @property
     def server_metrics_source(self) -> bool:
-        """Whether the run will have server-side figures (docs/SPEC.md §5.8)."""
+        """Whether the run will have server-side figures (docs/SPEC.md §5.9)."""
         target = self.target
         embedded = target.substrate is None  # the local substrate serves its own /metrics
         return self.server.enabled and bool(target.metrics_url or target.prometheus_url or embedded)

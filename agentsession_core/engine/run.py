@@ -27,7 +27,7 @@ from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.progress import Progress
 from agentsession_core.engine.run_files import status_document, write_final_files, write_start_files
-from agentsession_core.engine.server_source import open_server_metrics
+from agentsession_core.engine.server_source import embedded_url, open_server_metrics
 from agentsession_core.engine.target import open_substrate
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError
@@ -112,7 +112,7 @@ class Run:
         self.extra_rows: list[dict[str, Any]] = []  # more stats.jsonl rows (step_window …)
         self.finalizers: list[Callable[[Run], None]] = []  # run in a thread before the manifest
         self.result: RunResult | None = None
-        self.server: ServerMetrics | None = None  # server-side figures (docs/SPEC.md §5.8)
+        self.server: ServerMetrics | None = None  # server-side figures (docs/SPEC.md §5.9)
         self._stack = contextlib.AsyncExitStack()
         self._watchdog: Watchdog | None = None
         self._previous_handlers: dict[signal.Signals, Any] = {}
@@ -145,9 +145,9 @@ class Run:
                 open_substrate(self.params.target, log_path)
             )
         # The substrate's own metrics; stopped before the substrate (the stack unwinds).
-        control_url = None if self.substrate else getattr(substrate, "control_url", None)
+        embedded = None if self.substrate or self.params.target.substrate else substrate
         self.server = await self._stack.enter_async_context(
-            open_server_metrics(self.params, self.recorder, control_url)
+            open_server_metrics(self.params, self.recorder, embedded_url(embedded))
         )
         engine = self.engine = Engine(
             self.params, substrate, self.script, self.recorder, atespace=self.atespace
@@ -197,10 +197,14 @@ class Run:
             if self.status == "completed":
                 self.status, self.reason = "failed", f"cleanup failed: {cleanup_exc}"
         finally:
-            await asyncio.to_thread(write_final_files, self)
+            await asyncio.to_thread(self.write_final_files)
         leaks = self.engine.leaks if self.engine else []
         self.result = RunResult(self.status, self.exit_code, self.run_dir.path, self.reason, leaks)
         return isinstance(exc, Exception)
+
+    def write_final_files(self) -> None:
+        """The final stats, the finalizers' files and the manifest (in a thread)."""
+        write_final_files(self)
 
     # ------------------------------------------------------------ phases
     def _engine(self) -> Engine:
@@ -241,9 +245,16 @@ class Run:
     def exit_code(self) -> int:
         return SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
 
+    def cut_short(self, reason: str) -> bool:
+        """Whether a stop for `reason` says nothing about the substrate (a signal; in a
+        sharded run also a lost shard): the window it cut is void, not aborted."""
+        return self.signal is not None
+
     def stop_reason(self) -> str | None:
         if self.signal is not None:
             return f"received {self.signal.name}"
+        if self.engine is not None and self.engine.ctx.fatal:
+            return self.engine.ctx.fatal
         return self._watchdog.failure if self._watchdog else None
 
     def finish(self, status: str = "completed", reason: str | None = None) -> None:
@@ -254,6 +265,8 @@ class Run:
     def _settle(self) -> None:
         if self.signal is not None:
             self.status, self.reason = "cancelled", f"received {self.signal.name}"
+        elif self.engine is not None and self.engine.ctx.fatal:
+            self.status, self.reason = "failed", self.engine.ctx.fatal
         elif self._watchdog is not None and self._watchdog.failure:
             self.status, self.reason = "failed", self._watchdog.failure
 
@@ -306,7 +319,9 @@ async def run(
     params: RunParams, *, hold_seconds: float = DEFAULT_HOLD_S, live: bool = False
 ) -> RunResult:
     """The CLI's run: start-up, then one hold of `hold_seconds`."""
-    run = Run(params, live=live)
+    from agentsession_core.engine.shards import open_run  # imports this module
+
+    run = open_run(params, live=live)
     async with run:
         await run.preflight()
         await run.register()

@@ -1,4 +1,4 @@
-"""The run's server-side figures (docs/SPEC.md §5.8): which source the parameters name, opened
+"""The run's server-side figures (docs/SPEC.md §5.9): which source the parameters name, opened
 with the run and closed before its substrate stops.
 
 - `target.metrics_url`, or, for the embedded local substrate, its own `/metrics`: scraped
@@ -6,8 +6,8 @@ with the run and closed before its substrate stops.
 - `target.prometheus_url` with `server.queries`: each query over each window, when it ends.
 
 The run's bearer token goes with a scrape only to the substrate it was given for (the same
-scheme, host and port as `target.substrate`, or the embedded substrate): a metrics URL
-elsewhere gets no secret it was not meant to see. A Prometheus URL carries its own
+scheme, host and port as `target.substrate` or `target.router`, or the embedded substrate): a
+metrics URL elsewhere gets no secret it was not meant to see. A Prometheus URL carries its own
 credentials, if any, as `https://user:password@host` (redacted in campaign.json).
 """
 
@@ -34,30 +34,37 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, parts.hostname or "", parts.port
 
 
-def metrics_url(params: RunParams, control_url: str | None) -> str | None:
+def embedded_url(substrate: Any) -> str | None:
+    """The embedded local substrate's HTTP URL, from the client the run made for it: its
+    router speaks to that port on either wire (docs/SPEC.md §2.4; engine/target.py)."""
+    return getattr(getattr(substrate, "router", None), "base_url", None)
+
+
+def metrics_url(params: RunParams, embedded: str | None) -> str | None:
     """The endpoint to scrape: the one given, or the embedded substrate's own /metrics."""
     if params.target.metrics_url:
         return params.target.metrics_url
-    if params.target.substrate is None and control_url:
-        return control_url.rstrip("/") + METRICS_PATH
+    if params.target.substrate is None and embedded:
+        return embedded.rstrip("/") + METRICS_PATH
     return None
 
 
-def _headers(params: RunParams, url: str, control_url: str | None) -> dict[str, str]:
-    token = params.target.token
-    if not token or control_url is None or _origin(url) != _origin(control_url):
+def _headers(params: RunParams, url: str, embedded: str | None) -> dict[str, str]:
+    target = params.target
+    own = [u for u in (embedded, target.substrate, target.router) if u]
+    if not target.token or _origin(url) not in {_origin(u) for u in own}:
         return {}
-    return {"Authorization": f"Bearer {token}"}
+    return {"Authorization": f"Bearer {target.token}"}
 
 
 @contextlib.asynccontextmanager
 async def open_server_metrics(
-    params: RunParams, recorder: Recorder, control_url: str | None
+    params: RunParams, recorder: Recorder, embedded: str | None
 ) -> AsyncIterator[ServerMetrics | None]:
-    """The sampler for `params` (None when there is no source or it is off); `control_url` is
-    the substrate's control URL when the run made the client itself (None otherwise)."""
+    """The sampler for `params` (None when there is no source or it is off); `embedded` is the
+    HTTP URL of the local substrate the run started itself (None otherwise)."""
     server, target = params.server, params.target
-    scrape = metrics_url(params, control_url) if server.enabled else None
+    scrape = metrics_url(params, embedded) if server.enabled else None
     query = target.prometheus_url if server.enabled else None
     if scrape is None and query is None:
         yield None
@@ -70,7 +77,7 @@ async def open_server_metrics(
             scrape,
             store,
             lambda: recorder.unix_s(recorder.now_ns()),
-            headers=_headers(params, scrape, control_url),
+            headers=_headers(params, scrape, embedded),
             timeout=max(5.0, 2 * server.interval_seconds),
         )
         source.update(kind="scrape", url=redact(scrape), series=list(server.series))

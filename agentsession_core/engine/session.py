@@ -19,6 +19,7 @@ from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import stream, think_jitter
 from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND, TIME_TO_WAKE_ROW
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
+from agentsession_core.substrate.interface import reset_server_time, server_time_us
 
 if TYPE_CHECKING:
     from agentsession_core.measure.recorder import Row
@@ -74,7 +75,7 @@ class Session:
         self.ctx = ctx
         self.id = sid
         self.generation = 0
-        self.actor = f"agent-{sid}"
+        self.actor = f"{ctx.actor_prefix}-{sid}"
         self.cursor = 0
         self.failures_in_a_row = 0
         self.awake = False
@@ -105,8 +106,10 @@ class Session:
     async def _booked(
         self, kind: str, name: str, intended_ns: int, call: Callable[[], Awaitable[T]]
     ) -> T:
-        """Run one request and book it under (kind, name) from its intended time."""
+        """Run one request and book it under (kind, name) from its intended time, with the
+        server time its answers reported (interface.note_server_time)."""
         row = self.row(kind, name)
+        reset_server_time()
         sent = now_ns()
         try:
             result = await call()
@@ -117,7 +120,7 @@ class Session:
             row.cancelled(intended_ns, now_ns())
             raise
         nbytes = result if isinstance(result, int) else 0
-        row.ok(intended_ns, sent, now_ns(), nbytes)
+        row.ok(intended_ns, sent, now_ns(), nbytes, server_time_us())
         return result
 
     # ---------------------------------------------------------------- the think gap
@@ -269,6 +272,7 @@ class Session:
             probe_intended = intended_ns
         if first_touch:
             rows.append((self.row(ROUTER_KIND, "WakeFirstTouch"), probe_intended))
+        reset_server_time()
         sent = now_ns()
         try:
             nbytes = await self._ping()
@@ -284,8 +288,9 @@ class Session:
                 row.cancelled(intended, now_ns())
             raise
         done = now_ns()
+        server_us = server_time_us()
         for row, intended in rows:
-            row.ok(intended, sent, done, nbytes)
+            row.ok(intended, sent, done, nbytes, server_us)
         self.awake = True
         self.state = "idle"
 
@@ -295,6 +300,7 @@ class Session:
         ctx = self.ctx
         step = self.next_step()
         row = self.row(ROUTER_KIND, f"Step_{step.name}")
+        reset_server_time()  # the step's server time is the sum over its ops
         sent = now_ns()
         nbytes = 0
         self.state = "stepping"
@@ -321,7 +327,7 @@ class Session:
             except asyncio.CancelledError:
                 row.cancelled(intended_ns, now_ns())
                 raise
-        row.ok(intended_ns, sent, now_ns(), nbytes)
+        row.ok(intended_ns, sent, now_ns(), nbytes, server_time_us())
         self.state = "idle"
         self.cursor = (self.cursor + 1) % len(ctx.script.steps)
         self.failures_in_a_row = 0
@@ -391,7 +397,7 @@ class Session:
         except SubstrateError as exc:
             log.warning("%s: delete on replace failed (%s); cleanup retries it", old, exc)
         self.generation += 1
-        self.actor = f"agent-{self.id}-r{self.generation}"
+        self.actor = f"{ctx.actor_prefix}-{self.id}-r{self.generation}"
         self.cursor = 0
         self.failures_in_a_row = 0
         self.awake = False

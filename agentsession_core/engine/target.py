@@ -1,5 +1,6 @@
-"""The run's substrate: an HttpSubstrate for `params.target`, and the embedded local substrate
-it talks to when no URL is given (started with the run, stopped after its cleanup)."""
+"""The run's substrate: a client for `params.target` in the wire form it speaks (docs/SPEC.md
+§2: HttpSubstrate for json, AteSubstrate for ate), and the embedded local substrate it talks to
+when no URL is given (started with the run, stopped after its cleanup)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agentsession_core.engine.params import TargetParams
+from agentsession_core.errors import UsageError
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.interface import Substrate
 from agentsession_core.substrate.local.launcher import LocalSubstrate
@@ -18,15 +20,56 @@ log = logging.getLogger("agentsession")
 
 
 @contextlib.asynccontextmanager
-async def local_substrate(target: TargetParams, log_path: Path) -> AsyncIterator[str]:
-    """An embedded local substrate for the run; yields its URL."""
+async def local_substrate(target: TargetParams, log_path: Path) -> AsyncIterator[LocalSubstrate]:
+    """An embedded local substrate for the run."""
     with tempfile.TemporaryDirectory(prefix="agentsession-store-") as store:
         local = LocalSubstrate(
             workers=target.local_workers, store=store, token=target.token, log_path=log_path
         )
         async with local:
             log.info("local substrate on %s (%d workers)", local.url, target.local_workers)
-            yield local.url
+            yield local
+
+
+def local_endpoints(local: LocalSubstrate, target: TargetParams) -> tuple[str, str | None]:
+    """(control URL, router URL) of the embedded substrate in the target's wire form. The local
+    substrate serves both forms over the same actors (docs/SPEC.md §2): the JSON control API
+    and the router on its HTTP URL, ateapi.Control on its gRPC one."""
+    if target.wire == "json":
+        return local.url, None
+    grpc_url = getattr(local, "grpc_url", None)
+    if not grpc_url:
+        raise UsageError(
+            "target.protocol ate: this local substrate serves no ateapi.Control endpoint; "
+            "use protocol json, or give substrate (grpc://…) and router URLs"
+        )
+    return str(grpc_url), local.url
+
+
+def client_for(target: TargetParams, control: str, router: str | None) -> Substrate:
+    """The Substrate client for `target`'s wire form at these URLs."""
+    timeout = target.request_timeout_seconds
+    if target.wire == "json":
+        return HttpSubstrate(
+            control, router, token=target.token, control_timeout=timeout, router_timeout=timeout
+        )
+    # Imported here: only ate runs pay for loading gRPC.
+    from agentsession_core.substrate.ate.substrate import AteSubstrate
+
+    if router is None:  # TargetParams requires it with a grpc(s):// URL
+        raise UsageError("target.router: required with the ate wire")
+    return AteSubstrate(
+        control,
+        router,
+        token=target.token,
+        token_file=target.token_file,
+        ca_file=target.ca_file,
+        cert_file=target.cert_file,
+        key_file=target.key_file,
+        server_name=target.server_name or None,
+        control_timeout=timeout,
+        router_timeout=timeout,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -37,16 +80,8 @@ async def open_substrate(target: TargetParams, log_path: Path) -> AsyncIterator[
         if target.substrate:
             control, router = target.substrate, target.router
         else:
-            control, router = (
-                await stack.enter_async_context(local_substrate(target, log_path)),
-                None,
-            )
-        substrate = HttpSubstrate(
-            control,
-            router,
-            token=target.token,
-            control_timeout=target.request_timeout_seconds,
-            router_timeout=target.request_timeout_seconds,
-        )
+            local = await stack.enter_async_context(local_substrate(target, log_path))
+            control, router = local_endpoints(local, target)
+        substrate = client_for(target, control, router)
         stack.push_async_callback(substrate.aclose)
         yield substrate

@@ -31,10 +31,21 @@ class Watchdog:
                 await asyncio.wait_for(self.substrate.get_template(namespace, name), 5.0)
                 misses = 0
             except (SubstrateError, TimeoutError) as exc:
-                if getattr(exc, "code", TIMEOUT) not in (TRANSPORT, TIMEOUT):
+                if not _unanswered(exc):
                     misses = 0  # it answered, even if with an error: it is alive
                     continue
                 misses += 1
                 if misses >= MISSES:
                     self.failure = f"substrate unreachable for {misses * EVERY_S:.0f}s ({exc})"
                     log.error("%s", self.failure)
+
+
+def _unanswered(exc: Exception) -> bool:
+    """No answer came back. gRPC (the ate wire) reports a dead or unreachable server as
+    UNAVAILABLE or DEADLINE_EXCEEDED with no HTTP status, where the JSON wire says TRANSPORT or
+    TIMEOUT; an UNAVAILABLE with a status is a server that answered."""
+    if not isinstance(exc, SubstrateError):
+        return True
+    if exc.code in (TRANSPORT, TIMEOUT):
+        return True
+    return exc.status == 0 and exc.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED")

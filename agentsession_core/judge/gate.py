@@ -106,6 +106,9 @@ def decide(doc: dict) -> tuple[str, str]:
     if status == "cancelled" and "break" not in outcomes:
         # Stopped by an operator or a scheduler: nothing says the substrate failed.
         return "void", f"the run was cancelled ({doc.get('abort_reason') or 'no reason given'})"
+    if status == "void" and "break" not in outcomes:
+        # The load generator itself failed (a shard was lost): the substrate was not judged.
+        return "void", f"the load generator failed: {doc.get('abort_reason') or 'no reason'}"
     if ("aborted" in outcomes or doc.get("abort_reason")) and status != "cancelled":
         return "fail", f"aborted: {doc.get('abort_reason') or 'an abort rule tripped'}"
     if "break" in outcomes:

@@ -30,7 +30,7 @@ Minimum samples: a rule with fewer samples than its minimum is not judged (passe
 The default minimum is 1 for latency and ratio stats and 0 for counts and rates, whose
 value *is* the number of samples (zero wakes against a target is a real miss).
 
-Server-side figures (docs/SPEC.md §5.8) are a second row source, judged on the window's
+Server-side figures (docs/SPEC.md §5.9) are a second row source, judged on the window's
 server figures instead of its requests::
 
     server_rule := "server." SERIES "_" FIGURE OP VALUE ["*" "target"] ["(" "min" N ")"]

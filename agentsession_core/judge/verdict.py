@@ -17,7 +17,7 @@ A row pattern matches a row's name across kinds, or its stats.jsonl metric name
 TimeToWake count per second for a turnover window (one with TimeToWake or turnover rows, or
 the turnover gauge) and the http Step_* count per second otherwise.
 
-A rule on a server figure (``server.parked_requests_max <= 8``, docs/SPEC.md §5.8) is judged
+A rule on a server figure (``server.parked_requests_max <= 8``, docs/SPEC.md §5.9) is judged
 on the window's ServerWindow (measure/server_metrics.py) instead of its requests; a window
 without server figures, or without that figure, leaves the rule not judged and says why.
 
@@ -164,7 +164,7 @@ def _fmt(value: float, latency: bool) -> str:
 def evaluate_server(
     threshold: Threshold, server: ServerWindow | None, target: float | None
 ) -> ThresholdResult:
-    """A rule on a server figure (docs/SPEC.md §5.8)."""
+    """A rule on a server figure (docs/SPEC.md §5.9)."""
     name = threshold.server
     assert name is not None
     found = server.figure(name) if server is not None else None

@@ -31,9 +31,11 @@ NS_PER_S = 1_000_000_000
 _NS_PER_MS = 1e6
 GaugeKey = tuple[str, tuple[tuple[str, str], ...]]
 
-# Fields of one request sample in Row._samples.
-_INTENDED, _SENT, _DONE, _NBYTES, _FAILED = range(5)
-_FIELDS = 5
+# Fields of one request sample in Row._samples. _SERVER is the substrate's own handling time
+# in µs (docs/SPEC.md §2: x-server-elapsed-us), -1 when the answer did not say.
+_INTENDED, _SENT, _DONE, _NBYTES, _FAILED, _SERVER = range(6)
+_FIELDS = 6
+_NS_PER_US = 1_000
 
 
 def _labels_key(labels: dict[str, str] | tuple) -> tuple[tuple[str, str], ...]:
@@ -55,11 +57,14 @@ class Row:
         self._events = array("q")
         self._cancels = array("q")
 
-    def ok(self, intended_ns: int, sent_ns: int, done_ns: int, nbytes: int = 0) -> None:
-        self._samples.extend((intended_ns, sent_ns, done_ns, nbytes, 0))
+    def ok(
+        self, intended_ns: int, sent_ns: int, done_ns: int, nbytes: int = 0, server_us: int = -1
+    ) -> None:
+        """One answered request; `server_us` is the server's handling time when it said."""
+        self._samples.extend((intended_ns, sent_ns, done_ns, nbytes, 0, server_us))
 
     def fail(self, intended_ns: int, sent_ns: int, done_ns: int, error: str) -> None:
-        self._samples.extend((intended_ns, sent_ns, done_ns, 0, 1))
+        self._samples.extend((intended_ns, sent_ns, done_ns, 0, 1, -1))
         self._errors.append((done_ns, error))
 
     def event(self, at_ns: int, n: int = 1) -> None:
@@ -279,6 +284,8 @@ def _sample_interval(part: np.ndarray, errors: Counter[str]) -> Interval:
     latencies = np.stack((done - intended, done - sent, sent - intended)) / _NS_PER_MS
     response, service, start_lag = SparseHistogram.of_rows(latencies)
     n_failed = int(np.count_nonzero(failed))
+    server = part[:, _SERVER]
+    told = server >= 0
     return Interval(
         count=int(part.shape[0]),
         failures=n_failed,
@@ -289,6 +296,11 @@ def _sample_interval(part: np.ndarray, errors: Counter[str]) -> Interval:
         start_lag=start_lag,
         failed_response=(
             SparseHistogram.of_values(latencies[0][failed]) if n_failed else EMPTY_SPARSE
+        ),
+        server=(
+            SparseHistogram.of_values(server[told] * _NS_PER_US / _NS_PER_MS)
+            if told.any()
+            else EMPTY_SPARSE
         ),
     )
 

@@ -1,4 +1,4 @@
-"""Server-side figures (docs/SPEC.md §5.8): a substrate's own metrics, sampled by time, and the
+"""Server-side figures (docs/SPEC.md §5.9): a substrate's own metrics, sampled by time, and the
 windows cut from them for judging and for server_summary.json (docs/SPEC.md §7).
 
 The store holds one time series per **series name**: a Prometheus family (or a PromQL query)
@@ -49,7 +49,7 @@ def short_name(family: str) -> str:
 
 
 def series_name(base: str, labels: Mapping[str, str]) -> str:
-    """`base` plus the label values in label-name order, snake_case (docs/SPEC.md §5.8)."""
+    """`base` plus the label values in label-name order, snake_case (docs/SPEC.md §5.9)."""
     parts = [_UNSAFE.sub("_", labels[k].lower()).strip("_") for k in sorted(labels)]
     return "_".join([base, *(p for p in parts if p)])
 
@@ -230,7 +230,7 @@ class ServerMetricsStore:
     def book_query(
         self, name: str, query: str, results: list[tuple[dict[str, str], list[tuple[float, float]]]]
     ) -> None:
-        """A PromQL range result (docs/SPEC.md §5.8): every series is a gauge named after the
+        """A PromQL range result (docs/SPEC.md §5.9): every series is a gauge named after the
         query (and its labels when the result has several series, plus their sum)."""
         if len(results) == 1:
             labels, points = results[0]

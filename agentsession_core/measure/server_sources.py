@@ -1,4 +1,4 @@
-"""Where server-side figures come from (docs/SPEC.md §5.8), on the engine's event loop:
+"""Where server-side figures come from (docs/SPEC.md §5.9), on the engine's event loop:
 
 - `Scraper`: GET a Prometheus text endpoint (the local substrate's `/metrics`, or any
   substrate's `target.metrics_url`) every `interval` seconds, parse it with

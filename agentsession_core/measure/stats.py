@@ -40,8 +40,9 @@ JSONL_PERCENTILES = percentiles_through("p99_9")
 _SIDE_PERCENTILES = percentiles(("p50", "p90", "p99", "p99_9"))
 
 # The three latency views of docs/SPEC.md §5.2, plus the failed requests' own response times
-# (Prometheus splits latency by outcome).
-LATENCY_VIEWS = ("response", "service", "start_lag", "failed_response")
+# (Prometheus splits latency by outcome) and the substrate's own handling time of the answered
+# requests that reported it (docs/SPEC.md §2, x-server-elapsed-us), booked as server time.
+LATENCY_VIEWS = ("response", "service", "start_lag", "failed_response", "server")
 
 
 def _add_counts(into: Interval | RowStats, other: Interval | RowStats) -> None:
@@ -74,6 +75,7 @@ class Interval:
     service: SparseHistogram = EMPTY_SPARSE
     start_lag: SparseHistogram = EMPTY_SPARSE
     failed_response: SparseHistogram = EMPTY_SPARSE
+    server: SparseHistogram = EMPTY_SPARSE
 
     def add(self, other: Interval) -> None:
         _add_counts(self, other)
@@ -86,7 +88,7 @@ class Interval:
 
 @dataclass
 class RowStats:
-    """A row over a window: counts and the three latency views (ms)."""
+    """A row over a window: counts and the latency views (ms)."""
 
     count: int = 0
     failures: int = 0
@@ -97,6 +99,7 @@ class RowStats:
     service: LogHistogram = field(default_factory=LogHistogram)  # done - sent
     start_lag: LogHistogram = field(default_factory=LogHistogram)  # sent - intended
     failed_response: LogHistogram = field(default_factory=LogHistogram)  # failures only
+    server: LogHistogram = field(default_factory=LogHistogram)  # x-server-elapsed-us, ms
     errors: Counter[str] = field(default_factory=Counter)
 
     @classmethod
@@ -108,6 +111,7 @@ class RowStats:
             service=merge_sparse(it.service for it in items),
             start_lag=merge_sparse(it.start_lag for it in items),
             failed_response=merge_sparse(it.failed_response for it in items),
+            server=merge_sparse(it.server for it in items),
         )
         for it in items:
             _add_counts(out, it)
@@ -129,6 +133,7 @@ class RowStats:
             service=self.service.copy(),
             start_lag=self.start_lag.copy(),
             failed_response=self.failed_response.copy(),
+            server=self.server.copy(),
         )
         _add_counts(out, self)
         return out
@@ -161,6 +166,11 @@ class RowStats:
             for key, q in _SIDE_PERCENTILES.items():
                 out[f"{prefix}_{key}"] = hist.quantile(q)
             out[f"{prefix}_max"] = hist.max if hist.count else 0.0
+        if self.server.count:  # only where the substrate reported its handling time
+            out["server_count"] = self.server.count
+            for key, q in _SIDE_PERCENTILES.items():
+                out[f"server_{key}"] = self.server.quantile(q)
+            out["server_max"] = self.server.max
         if self.errors:
             out["errors"] = dict(self.errors)
         return out

@@ -1,19 +1,33 @@
-"""Substrate errors and the one table that maps them to what a session does (docs/SPEC.md §3.4)."""
+"""Substrate errors and the one table that maps them to what a session does (docs/SPEC.md §3.4).
+
+Both wire forms end here. The JSON wire names its failures with codes in an error body and marks
+the router's own verdicts with `x-ate-router: 1`; the ate wire names control failures after the
+gRPC status and has a router that sets no verdict header, so `ate_router_error` reads what a
+real router says (status, text/plain body, the stale-assignment header) into the same codes
+before `classify` decides.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 
 import orjson
 
 from agentsession_core.errors import AgentsessionError
-from agentsession_core.substrate.protocol import CODE_FIELD, ERROR_FIELD, MESSAGE_FIELD
+from agentsession_core.substrate.protocol import (
+    CODE_FIELD,
+    ERROR_FIELD,
+    MESSAGE_FIELD,
+    STALE_ASSIGNMENT_HEADER,
+    router_says_actor_gone,
+)
 
 
 class FailureClass(Enum):
     RETRY_LATER = "retry_later"  # capacity or transient: retry, not counted
     REPLACE = "replace"  # the actor is gone or broken: replace it now
-    MISCONFIGURED = "misconfigured"  # retry later, but surface loudly: the run is wrong
+    MISCONFIGURED = "misconfigured"  # surface loudly: the run is wrong (credentials end it)
     COUNT = "count"  # anything else: count; 3 in a row -> replace
 
 
@@ -22,22 +36,33 @@ class FailureClass(Enum):
 TRANSPORT = "TRANSPORT"  # connection refused/reset, DNS, protocol error
 TIMEOUT = "TIMEOUT"  # the client gave up waiting
 BAD_BODY = "BAD_BODY"  # an answer we could not decode
+# The ate router's 421 + `x-ate-assignment-stale: true`: the actor left the worker the router
+# picked before the request reached it, so the actor never saw the request.
+ASSIGNMENT_STALE = "ASSIGNMENT_STALE"
 
-_RETRY_LATER_CODES = {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED"}
-_MISCONFIGURED_CODES = {"INVALID_ARGUMENT", "UNAUTHENTICATED"}
+# A refused credential: no retry can fix it, so the run stops (docs/SPEC.md §3.4).
+CREDENTIAL_CODES = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+CREDENTIAL_STATUSES = frozenset({401, 403})
+
+_RETRY_LATER_CODES = {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED", ASSIGNMENT_STALE}
+_RETRY_LATER_STATUSES = {429, 503, 504}
+_MISCONFIGURED_CODES = {"INVALID_ARGUMENT", *CREDENTIAL_CODES}
 
 
 def classify(code: str, status: int, *, from_router: bool, message: str = "") -> FailureClass:
     """docs/SPEC.md §3.4's table. `from_router` is true for control-API answers and router verdicts
-    (x-ate-router: 1); false for the glutton's own answers inside the actor."""
+    (JSON wire: x-ate-router: 1; ate wire: see ate_router_error); false for the glutton's own
+    answers inside the actor."""
     if from_router:
-        if code in _RETRY_LATER_CODES or status in (429, 503, 504):
+        # A crash first: the ate router reports ResumeActor's "crashed" inside a 503, and an
+        # actor that crashed must be replaced, not waited for.
+        if code == "ABORTED" and "crashed" in message.lower():
+            return FailureClass.REPLACE
+        if code in _RETRY_LATER_CODES or status in _RETRY_LATER_STATUSES:
             return FailureClass.RETRY_LATER
         if code in ("ACTOR_NOT_FOUND", "NOT_FOUND", "FAILED_PRECONDITION"):
             return FailureClass.REPLACE
-        if code == "ABORTED" and "crashed" in message.lower():
-            return FailureClass.REPLACE
-        if code in _MISCONFIGURED_CODES:
+        if code in _MISCONFIGURED_CODES or status in CREDENTIAL_STATUSES:
             return FailureClass.MISCONFIGURED
     return FailureClass.COUNT
 
@@ -63,6 +88,14 @@ class SubstrateError(AgentsessionError):
     def crashed(self) -> bool:
         return self.code == "ABORTED" and "crashed" in self.message.lower()
 
+    @property
+    def credential_refused(self) -> bool:
+        """The substrate refused who we are (gRPC UNAUTHENTICATED / PERMISSION_DENIED, HTTP
+        401 / 403 from the control API or the router): the run cannot go on."""
+        return self.from_router and (
+            self.code in CREDENTIAL_CODES or self.status in CREDENTIAL_STATUSES
+        )
+
 
 def error_from_answer(status: int, body: bytes, *, from_router: bool) -> SubstrateError:
     """The SubstrateError for an error answer: its body's `{"error": {"code", "message"}}`,
@@ -73,3 +106,31 @@ def error_from_answer(status: int, body: bytes, *, from_router: bool) -> Substra
     except (orjson.JSONDecodeError, KeyError, TypeError):
         code, message = f"HTTP_{status}", body[:200].decode(errors="replace")
     return SubstrateError(code, message, status=status, from_router=from_router)
+
+
+def stale_assignment(status: int, headers: Mapping[str, str]) -> bool:
+    """The ate router's 421 saying the actor left the worker before the request reached it
+    (`headers` with lower-cased names)."""
+    return status == 421 and headers.get(STALE_ASSIGNMENT_HEADER, "").strip().lower() == "true"
+
+
+def ate_router_error(status: int, body: bytes, headers: Mapping[str, str]) -> SubstrateError:
+    """The SubstrateError for a non-2xx answer through the ate wire's router, which sets no
+    verdict header and answers its denials in text/plain (the ate wire notes, router denials).
+
+    The status says who answered wherever it can: the real glutton answers only 400, 404, 405
+    and 500, so 401/403/421/429/503/504 are the router's. 404 is both: the router's names the
+    actor (protocol.router_says_actor_gone), the glutton's names a missing array or file.
+    `headers` must hold lower-cased names (FastRouterClient's do)."""
+    text = body[:200].decode(errors="replace").strip()
+    if stale_assignment(status, headers):
+        return SubstrateError(ASSIGNMENT_STALE, text, status=status)
+    if status == 404:
+        if router_says_actor_gone(status, text):
+            return SubstrateError("ACTOR_NOT_FOUND", text, status=status)
+        return SubstrateError(f"HTTP_{status}", text, status=status, from_router=False)
+    if status == 503 and "crashed" in text.lower():
+        # ResumeActor's ABORTED "crashed", passed on in the router's 503 with its status text.
+        return SubstrateError("ABORTED", text, status=status)
+    router = status in CREDENTIAL_STATUSES or status in _RETRY_LATER_STATUSES
+    return SubstrateError(f"HTTP_{status}", text, status=status, from_router=router)

@@ -236,7 +236,7 @@ class FakeSubstrate(Substrate):
                 headers[ROUTER_HEADER] = ROUTER_VERDICT
         headers["content-type"] = kind
         headers[ELAPSED_HEADER] = str((time.perf_counter_ns() - start) // 1000)
-        return router_answer(status, payload, headers)
+        return router_answer(status, payload, headers, path)
 
     async def _route(
         self, atespace: str, name: str, path: str, raw: bytes, params: dict[str, str]

@@ -6,8 +6,10 @@ through the router client, the one small class the hot path goes through: FastRo
 Every failure becomes a SubstrateError: an error body's code and message when the server
 answered, `from_router` true for control answers and router verdicts (`x-ate-router: 1`),
 false for the glutton's own answers; TRANSPORT for connection failures, TIMEOUT when the
-client gave up, BAD_BODY for an answer that could not be decoded. What a session does
-with each is decided in errors.py, not here.
+client gave up, BAD_BODY for an answer that could not be decoded (a control answer that is
+not JSON, a router 2xx that is not its route's answer: router_wire.py). What a session does
+with each is decided in errors.py, not here. Each answer's server time is noted for booking
+(interface.note_server_time).
 """
 
 from __future__ import annotations
@@ -26,9 +28,15 @@ from agentsession_core.substrate.errors import (
     SubstrateError,
     error_from_answer,
 )
-from agentsession_core.substrate.interface import ActorInfo, RouterResponse, Template
+from agentsession_core.substrate.interface import (
+    ActorInfo,
+    RouterResponse,
+    Template,
+    note_server_time,
+)
 from agentsession_core.substrate.protocol import (
     ASYNC_PARAM,
+    ELAPSED_HEADER,
     PAGE_TOKEN_PARAM,
     TARGET_HEADER,
     actor_path,
@@ -38,7 +46,7 @@ from agentsession_core.substrate.protocol import (
     template_path,
 )
 from agentsession_core.substrate.router_client import FastRouterClient
-from agentsession_core.substrate.router_wire import router_answer
+from agentsession_core.substrate.router_wire import router_answer, server_elapsed_us
 
 
 class RouterClient:
@@ -92,7 +100,7 @@ class RouterClient:
             async with self._client().request(
                 method, url, data=data, params=params, headers=headers, timeout=limit
             ) as answer:
-                return router_answer(answer.status, await answer.read(), answer.headers)
+                return router_answer(answer.status, await answer.read(), answer.headers, route)
         except TimeoutError:
             raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
         except aiohttp.ClientError as exc:
@@ -146,12 +154,18 @@ class HttpSubstrate:
             raise SubstrateError(TRANSPORT, f"{method} {path}: {exc!r}") from None
         if answer.status_code >= 300:
             raise error_from_answer(answer.status_code, answer.content, from_router=True)
+        note_server_time(server_elapsed_us(answer.headers.get(ELAPSED_HEADER)))
         try:
-            return answer.status_code, answer.json() if answer.content else {}
+            body = answer.json() if answer.content else {}
         except ValueError:
+            body = None
+        if not isinstance(body, dict):  # every control answer is an object (§2.1)
             raise SubstrateError(
-                BAD_BODY, f"{method} {path}: undecodable answer", status=answer.status_code
-            ) from None
+                BAD_BODY,
+                f"{method} {path}: not a JSON object: {answer.content[:80]!r}",
+                status=answer.status_code,
+            )
+        return answer.status_code, body
 
     @staticmethod
     def _actor(payload: Any) -> ActorInfo:
@@ -169,11 +183,9 @@ class HttpSubstrate:
     async def get_template(self, namespace: str, name: str) -> Template:
         _, body = await self._call("GET", template_path(namespace, name))
         limit = body.get("memory_limit_bytes")
-        return Template(
-            body.get("namespace", namespace),
-            body.get("name", name),
-            int(limit) if limit is not None else None,
-        )
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+            raise SubstrateError(BAD_BODY, f"template memory_limit_bytes {limit!r}: not an int")
+        return Template(body.get("namespace", namespace), body.get("name", name), limit)
 
     async def ensure_atespace(self, atespace: str) -> None:
         await self._call("PUT", atespace_path(atespace))
@@ -202,7 +214,10 @@ class HttpSubstrate:
             _, body = await self._call(
                 "GET", actors_path(atespace), params={PAGE_TOKEN_PARAM: token}
             )
-            actors += [self._actor(a) for a in body.get("actors", [])]
+            listed = body.get("actors", [])
+            if not isinstance(listed, list):
+                raise SubstrateError(BAD_BODY, f"ListActors: actors is {type(listed).__name__}")
+            actors += [self._actor(a) for a in listed]
             token = body.get("next_page_token") or ""
             if not token:
                 return actors

@@ -1,14 +1,44 @@
 """The Substrate interface the engine drives: control API (actor lifecycle) + router
 (requests to actors). docs/SPEC.md §2 is the wire contract; HttpSubstrate (http.py)
-implements it over that wire, FakeSubstrate (fake.py) in memory for tests.
+implements it over the JSON wire, AteSubstrate (ate/substrate.py) over the ate wire,
+FakeSubstrate (fake.py) in memory for tests.
 
 Every call raises SubstrateError on failure (see errors.py for the classification).
+
+Server time (docs/SPEC.md §2: every answer carries `x-server-elapsed-us`) travels beside the
+calls rather than through their return values, because most control calls return nothing:
+an implementation adds each answer's figure with `note_server_time`, and whoever books the
+call reads the sum with `server_time_us` after `reset_server_time`. The sum lives in a
+ContextVar, so it belongs to the task that awaits the calls: concurrent sessions never see
+each other's figures, and a call that takes several answers (a paged ListActors) books them
+all.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+NO_SERVER_TIME = -1  # server_time_us when no answer carried the figure
+
+_server_us: ContextVar[int] = ContextVar("agentsession_server_us", default=NO_SERVER_TIME)
+
+
+def reset_server_time() -> None:
+    _server_us.set(NO_SERVER_TIME)
+
+
+def note_server_time(us: int | None) -> None:
+    """Add one answer's server time (microseconds; None: the answer did not say)."""
+    if us is not None:
+        total = _server_us.get()
+        _server_us.set(us if total == NO_SERVER_TIME else total + us)
+
+
+def server_time_us() -> int:
+    """The server time noted since the last reset in this task; NO_SERVER_TIME if none."""
+    return _server_us.get()
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,13 +59,16 @@ class ActorInfo:
 
 @dataclass(slots=True)
 class RouterResponse:
-    """A successful (2xx) answer from an actor through the router."""
+    """A successful (2xx) answer from an actor through the router. `result` is the decoded
+    answer: the JSON object on the JSON wire (None for raw bytes), the glutton codec's typed
+    result on the ate wire."""
 
     status: int
     body: bytes
     content_type: str = "application/json"
     server_elapsed_us: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    result: Any = None
 
 
 class Substrate(Protocol):
@@ -49,7 +82,7 @@ class Substrate(Protocol):
     async def list_actors(self, atespace: str) -> list[ActorInfo]: ...
     async def resume_actor(self, atespace: str, name: str) -> ActorInfo: ...
     async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
-        """wait=False is SuspendActorAsync (`?async=true`, 202 at once)."""
+        """wait=False is SuspendActorAsync (`?async=true`, 202 at once; the JSON wire only)."""
         ...
 
     async def pause_actor(self, atespace: str, name: str) -> None: ...
@@ -68,7 +101,8 @@ class Substrate(Protocol):
         timeout: float | None = None,
     ) -> RouterResponse:
         """POST {router}/{route} with `ate-target-actor: {atespace}/{actor}`. Non-2xx answers
-        raise SubstrateError (from_router per the x-ate-router header)."""
+        raise SubstrateError (errors.py says who answered); a 2xx that does not decode as
+        the route's answer raises BAD_BODY."""
         ...
 
     async def aclose(self) -> None: ...

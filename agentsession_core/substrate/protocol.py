@@ -87,7 +87,7 @@ DEFAULT_TEMPLATE = ("benchmark-workloads", "glutton")
 
 CONTROL_PREFIX = "/v1"
 OPENAPI_PATH = "/openapi.json"
-METRICS_PATH = "/metrics"  # the local substrate's Prometheus metrics (docs/SPEC.md §5.8)
+METRICS_PATH = "/metrics"  # the local substrate's Prometheus metrics (docs/SPEC.md §5.9)
 HEALTHZ_PATH = f"{CONTROL_PREFIX}/healthz"
 DEBUG_WORKERS_PATH = f"{CONTROL_PREFIX}/debug/workers"
 ACTOR_VERBS = ("resume", "suspend", "pause")  # POST …/actors/{n}:<verb>
@@ -130,6 +130,22 @@ READYZ = "/readyz"  # GET, the only one that is not a POST
 INGEST_KEY_PARAM = "key"
 PAGE = 4096  # /readram touches one byte per page of the array (§1.2 walk_ram)
 
+JSON_CONTENT_TYPE = "application/json"
+OCTET_CONTENT_TYPE = "application/octet-stream"
+# What each route's 2xx answer must hold on the JSON wire (§2.3): field -> type. A client
+# refuses an answer without them (BAD_BODY) rather than counting a success it did not get.
+# /readdisk in data mode answers the bytes themselves (OCTET_CONTENT_TYPE) instead.
+ANSWER_FIELDS: dict[str, dict[str, type]] = {
+    PING: {"message": str},
+    WRITERAM: {"size": int},
+    READRAM: {"size": int, "checksum": int},
+    WRITEDISK: {"size": int, "sha256": str},
+    READDISK: {"size": int, "sha256": str},
+    INGEST: {"size": int, "sha256": str},
+    BURNCPU: {"iterations": int},
+}
+RAW_ANSWER_ROUTES = frozenset({READDISK})  # may answer OCTET_CONTENT_TYPE
+
 
 # ---- local substrate: server <-> worker (§2.4) -----------------------------------------------
 # Not part of the public protocol: the admin routes of a worker process are reachable only
@@ -153,6 +169,10 @@ TOKEN_ENV = "AGENTSESSION_SUBSTRATE_TOKEN"
 # local substrate (which answers like a real router on this wire) use these names.
 
 PROTOBUF_CONTENT_TYPE = "application/x-protobuf"
+# The name on the ate control API's serving certificate: clients check the certificate against
+# it whatever address they dial (the ate wire notes, auth).
+ATE_API_SERVER_NAME = "api.ate-system.svc"
+ATE_SCHEMES = ("grpc://", "grpcs://")  # a control URL with one of these speaks the ate wire
 TEXT_CONTENT_TYPE = "text/plain"
 STALE_ASSIGNMENT_HEADER = "x-ate-assignment-stale"  # with 421: the actor left that worker
 # The router's 404 when the actor does not exist (ResumeActor said NotFound). The glutton's own

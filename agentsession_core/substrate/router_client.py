@@ -274,14 +274,22 @@ class FastRouterClient:
             kind = b"Content-Type: application/octet-stream\r\n" if body is not None else b""
         headers = f"{TARGET_HEADER}: {target}\r\n".encode("latin-1") + kind
         wire = self.encode(method, route, headers, data, params)
+        answer = await self.send(route, wire, timeout=timeout, method=method)
+        return router_answer(answer.status, answer.body, answer.headers, route)
+
+    async def send(
+        self, route: str, wire: bytes, *, timeout: float | None = None, method: str = "POST"
+    ) -> Answer:
+        """One encoded request (`encode`) and its raw answer, within `timeout` (default the
+        client's). The seam for a wire form that reads answers its own way (the ate wire);
+        failures to get any answer are SubstrateErrors here already."""
         try:
             async with asyncio.timeout(timeout if timeout is not None else self.timeout):
-                answer = await self.exchange(method, wire)
+                return await self.exchange(method, wire)
         except TimeoutError:
             raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
         except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
             raise SubstrateError(TRANSPORT, f"router {route}: {exc!r}") from None
-        return router_answer(answer.status, answer.body, answer.headers)
 
     async def aclose(self) -> None:
         self._closed = True

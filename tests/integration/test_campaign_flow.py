@@ -286,3 +286,101 @@ def test_sigterm_mid_hold_cleans_up_writes_artifacts_and_exits_143(prefect_api, 
     gate = orjson.loads((run_dir / "gate.json").read_bytes())
     assert gate["verdict"] == "void" and "cancelled" in gate["reason"], gate["reason"]
     assert gate["windows"][-1]["outcome"] == "void"  # the window the signal cut short
+
+
+async def test_a_two_shard_campaign_runs_end_to_end_on_a_local_dask_cluster(prefect_api, tmp_path):
+    """generator.shards=2 with no cluster address: a local Dask cluster of two worker
+    processes, one run directory with the merged rows and each shard's health beside it."""
+    values = {**small_campaign(tmp_path), "generator": {"shards": 2}}
+    state = await run_flow(values)
+    assert state.is_completed(), state
+    result = await state.result()
+    assert result["run_status"] == "completed", result
+    run_dir = Path(result["run_dir"])
+    status = orjson.loads((run_dir / "status.json").read_bytes())
+    assert status["generator"]["shards"] == 2 and status["generator"]["lost"] == []
+    assert [s["state"] for s in status["shards"]] == ["stopped", "stopped"]
+    assert [s["sessions"] for s in status["shards"]] == [3, 3]
+    assert status["actors_created"] == status["actors_deleted"] == 6
+    assert status["leaked_actors"] == []
+    for k in (0, 1):
+        health = orjson.loads((run_dir / f"shards/{k}/health.json").read_bytes())
+        assert health["shard"] == k and health["state"] == "stopped" and health["monitored"]
+    rows = [orjson.loads(r) for r in (run_dir / "stats.jsonl").read_text().splitlines()]
+    metrics = {r["metric"] for r in rows}
+    assert {"step_window", "turnover_window"} <= metrics
+    created = next(r for r in rows if r["metric"].endswith("_CreateActor"))
+    assert created["measurements"]["request_count"] == 6  # both shards' rows, merged
+    windows = [orjson.loads(w) for w in (run_dir / "windows.jsonl").read_text().splitlines()]
+    assert [w["index"] for w in windows] == [0, 1]
+    assert windows[0]["end_unix"] == windows[1]["start_unix"]
+    gate = orjson.loads((run_dir / "gate.json").read_bytes())
+    assert gate["verdict"] == result["verdict"] and len(gate["windows"]) == 2
+    assert "shard 0: agentsession: turnover fill done" in (run_dir / "logs.txt").read_text()
+    assert verify_manifest(run_dir) == []
+
+
+def test_sigterm_stops_every_shard_within_seconds(prefect_api, tmp_path):
+    """Prefect's cancellation (SIGTERM to the flow-run process) with two shards: every
+    shard stops and deletes its actors, their worker processes are gone, artifacts say
+    cancelled."""
+    import psutil
+
+    env = {**os.environ, "PREFECT_API_URL": prefect_api}
+    sets = [
+        "name=term",
+        "tag=shards",
+        f"dest={tmp_path / 'art'}",
+        "hold_minutes=2",
+        "window_seconds=30",
+        "think_scale=0.05",
+        "population.sessions=6",
+        "population.awake=2",
+        "population.registration_quiet_seconds=0.5",
+        "target.local_workers=4",
+        "levels=[1.0]",
+        "abort.rules=[]",
+        "generator.shards=2",
+    ]
+    args = [sys.executable, "-m", "agentsession_core", "campaign", "--preset", "demo"]
+    for s in sets:
+        args += ["--set", s]
+    proc = subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the coordinator says so once every shard has filled
+            if "turnover fill done" in line and "shard " not in line:
+                break
+        else:
+            pytest.fail("the campaign never reached its hold")
+        time.sleep(2)
+        # Dask's processes (nannies, workers): every child but the local substrate.
+        dask_procs = [
+            c
+            for c in psutil.Process(proc.pid).children(recursive=True)
+            if "agentsession" not in " ".join(c.cmdline())
+        ]
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err[-3000:]
+    print(f"campaign with two shards exited {took:.1f}s after SIGTERM")
+    assert took < 30
+    assert "Traceback" not in err and "received SIGTERM" in err
+    run_dir = Path(out.strip().splitlines()[-1])
+    status = orjson.loads((run_dir / "status.json").read_bytes())
+    assert status["status"] == "cancelled", status
+    assert [s["state"] for s in status["shards"]] == ["stopped", "stopped"]
+    assert status["actors_created"] == 6 and status["actors_deleted"] == 6
+    assert status["leaked_actors"] == []
+    assert {s["pid"] for s in status["shards"]} <= {p.pid for p in dask_procs}
+    _, alive = psutil.wait_procs(dask_procs, timeout=10)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
+    gate = orjson.loads((run_dir / "gate.json").read_bytes())
+    assert gate["verdict"] == "void" and "cancelled" in gate["reason"], gate["reason"]
+    assert verify_manifest(run_dir) == []

@@ -1,4 +1,4 @@
-"""Server-side figures end to end (docs/SPEC.md §5.8, §7), real processes and sockets:
+"""Server-side figures end to end (docs/SPEC.md §5.9, §7), real processes and sockets:
 
 * the demo-shaped campaign (embedded local substrate, turnover, levels [1, 3]) writes
   server_summary.json whose per-window figures move with the load, and judges `server.` rules;

@@ -28,9 +28,13 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["population.registration_quiet_seconds"] == "--registration-quiet-seconds"
     assert flags["target.local_workers"] == "--local-workers"
     assert flags["cleanup.concurrency"] == "--cleanup-concurrency"
+    assert flags["target.protocol"] == "--protocol"
+    assert flags["target.token_file"] == "--token-file"
+    assert flags["generator.shards"] == "--shards"
+    assert flags["generator.cluster"] == "--cluster"
     assert flags["server.enabled"] == "--server-metrics"
     assert flags["target.metrics_url"] == "--metrics-url"
-    assert len(flags) == 34
+    assert len(flags) == 42
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = capsys.readouterr().out

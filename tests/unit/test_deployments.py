@@ -89,3 +89,31 @@ def test_artifact_keys_are_prefect_keys():
 
     for what in ("windows", "report", "hold-progress", "gate"):
         assert KEY.match(artifact_key(load_preset("nightly").name, what))
+
+
+def test_the_form_shows_the_generator_shards_and_cluster():
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.campaign import campaign
+
+    schema = parameter_schema(campaign.fn).model_dump_for_openapi()
+    definitions = schema.get("definitions") or schema.get("$defs")
+    assert "generator" in definitions["CampaignParams"]["properties"]
+    generator = definitions["GeneratorParams"]["properties"]
+    assert {"shards", "cluster"} <= set(generator)
+    kinds = generator["shards"]["anyOf"]
+    assert {"type": "integer", "minimum": 1, "maximum": 1024} in kinds
+    assert {"const": "auto", "type": "string"} in kinds
+
+
+def test_the_dask_example_deployment_validates():
+    path = PREFECT_YAML.parent / "prefect-dask.yaml"
+    if not path.is_file():  # an installed wheel carries prefect.yaml only
+        pytest.skip("deployments/prefect-dask.yaml is in the checkout only")
+    specs = deployment_specs(path)
+    spec = specs["nightly-scaled"]
+    module, _, attr = spec["entrypoint"].rpartition(".")
+    assert getattr(importlib.import_module(module), attr).name == "campaign"
+    params = CampaignParams.model_validate(spec["parameters"]["params"])
+    assert params.generator.shards == "auto"
+    assert params.generator.cluster == "tcp://dask-scheduler:8786"

@@ -4,6 +4,7 @@ finite floats everywhere; levels per population."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pytest
@@ -129,3 +130,78 @@ def test_every_float_refuses_inf_and_nan_and_every_seconds_field_takes_durations
             node[leaf] = bad
             with pytest.raises(UsageError, match=f"parameter {path}: Input should be a finite"):
                 parse(model, values)
+
+
+# ---- the wire form (docs/SPEC.md §2) ------------------------------------------------------
+
+ATE = {"substrate": "grpc://api.test:8443", "router": "http://router.test"}
+
+
+@pytest.mark.parametrize(
+    ("target", "wire"),
+    [
+        ({}, "json"),  # the embedded local substrate
+        ({"protocol": "ate"}, "ate"),  # the embedded one, over its ateapi.Control endpoint
+        ({"substrate": "http://127.0.0.1:8080"}, "json"),
+        ({"substrate": "https://sub.test", "protocol": "json"}, "json"),
+        (ATE, "ate"),
+        ({**ATE, "substrate": "grpcs://api.test"}, "ate"),
+        ({**ATE, "protocol": "ate"}, "ate"),
+    ],
+)
+def test_the_wire_form_comes_from_protocol_or_the_url_scheme(target: dict, wire: str) -> None:
+    assert parse_params({"target": target}).target.wire == wire
+
+
+def test_ate_tls_and_token_file_fields() -> None:
+    target = parse_params(
+        {
+            "target": {
+                **ATE,
+                "substrate": "grpcs://api.test",
+                "ca_file": "/run/ca.crt",
+                "cert_file": "/run/client.pem",
+                "key_file": "/run/client.key",
+                "token_file": "/run/token",
+            }
+        }
+    ).target
+    assert target.server_name == "api.ate-system.svc"  # the API server certificate's name
+    assert (target.ca_file, target.cert_file, target.key_file) == (
+        "/run/ca.crt",
+        "/run/client.pem",
+        "/run/client.key",
+    )
+    assert target.token_file == "/run/token"
+
+
+@pytest.mark.parametrize(
+    ("target", "population", "where"),
+    [
+        ({"substrate": "grpc://api.test:1"}, {}, "parameter target.router: required"),
+        ({**ATE, "router": "https://r.test"}, {}, "parameter target.router: the ate wire's"),
+        ({**ATE, "router": "grpc://r.test:1"}, {}, "parameter target.router: 'grpc://"),
+        ({"substrate": "http://h:1", "protocol": "ate"}, {}, "parameter target.protocol: ate's"),
+        ({**ATE, "protocol": "json"}, {}, "parameter target.protocol: json needs"),
+        ({**ATE, "ca_file": "ca"}, {}, "parameter target.ca_file: TLS files apply to a grpcs://"),
+        ({**ATE, "substrate": "grpcs://a", "cert_file": "c"}, {}, "parameter target.key_file"),
+        ({**ATE, "substrate": "grpcs://a", "key_file": "k"}, {}, "parameter target.key_file"),
+        ({**ATE, "token": "t", "token_file": "f"}, {}, "parameter target.token_file: give"),
+        ({"token_file": "f"}, {}, "parameter target.token_file: a token file"),
+        ({"protocol": "xml"}, {}, "parameter target.protocol:"),
+        (ATE, {"lifecycle_mode": "suspend-async"}, "population.lifecycle_mode suspend-async"),
+        ({"protocol": "ate"}, {"lifecycle_mode": "suspend-async"}, "SuspendActorAsync"),
+    ],
+)
+def test_ate_parameters_are_refused_naming_the_field(
+    target: dict, population: dict, where: str
+) -> None:
+    with pytest.raises(UsageError, match=re.escape(where)):
+        parse_params({"target": target, "population": population})
+
+
+def test_suspend_async_stays_on_the_json_wire() -> None:
+    params = parse_params({"population": {"lifecycle_mode": "suspend-async"}})
+    assert params.target.wire == "json"
+    with pytest.raises(UsageError, match="SuspendActorAsync"):  # campaigns inherit the rule
+        parse(CampaignParams, {"target": ATE, "population": {"lifecycle_mode": "suspend-async"}})

@@ -185,6 +185,35 @@ def test_latency_views_are_from_intended_and_from_sent():
     assert {"p50", "p66", "p75", "p80", "p90", "p95", "p98", "p99", "p99_9"} <= m.keys()
 
 
+def test_server_time_is_booked_beside_client_times_where_the_answer_gave_it():
+    rec, clock = make_recorder()
+    row = rec.row("control", "SuspendActor")
+    row.ok(MONO0, MONO0, MONO0 + 9_000_000, server_us=2_000)  # 2 ms of the 9 ms on the server
+    row.ok(MONO0, MONO0, MONO0 + 9_000_000, server_us=4_000)
+    row.ok(MONO0, MONO0, MONO0 + 9_000_000)  # no x-server-elapsed-us: not a zero
+    row.fail(MONO0, MONO0, MONO0 + 9_000_000, "UNAVAILABLE")
+    other = rec.row("control", "CreateActor")
+    other.ok(MONO0, MONO0, MONO0 + 1_000_000)
+    clock.now = MONO0 + NS_PER_S
+    stats = rec.window(MONO0, MONO0 + NS_PER_S).row("control", "SuspendActor")
+    assert (stats.count, stats.server.count) == (4, 2)
+    assert stats.server.quantile(0.5) == pytest.approx(2.0, rel=0.01)
+    m = stats.measurements(1.0)
+    assert m["server_count"] == 2
+    assert m["server_max"] == pytest.approx(4.0, rel=0.01)
+    assert m["server_p50"] == pytest.approx(2.0, rel=0.01)
+    assert m["service_p50"] == 9.0  # the client's view is unchanged
+    # A row whose answers never said has no server keys at all (not zeros).
+    silent = rec.window(MONO0, MONO0 + NS_PER_S).row("control", "CreateActor").measurements(1.0)
+    assert not {k for k in silent if k.startswith("server")}
+    # Totals and merged shards carry it too.
+    assert rec.totals().row("control", "SuspendActor").server.count == 2
+    shard, _ = make_recorder()
+    shard.row("control", "SuspendActor").ok(MONO0, MONO0, MONO0 + 1, server_us=1_000)
+    rec.merge(shard)
+    assert rec.totals().row("control", "SuspendActor").server.count == 3
+
+
 def test_merge_of_shards_is_a_plain_sum_even_with_different_clocks():
     whole, clock_w = make_recorder()
     shard_a, clock_a = make_recorder()

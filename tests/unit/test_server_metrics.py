@@ -1,4 +1,4 @@
-"""Server-side figures (docs/SPEC.md §5.8): the store's series and windows, `server.` rules,
+"""Server-side figures (docs/SPEC.md §5.9): the store's series and windows, `server.` rules,
 the parameters that name a source, campaign.json, and the local substrate's counters."""
 
 from __future__ import annotations

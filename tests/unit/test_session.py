@@ -21,7 +21,12 @@ from agentsession_core.engine.session import REPLACE_AFTER, Session, StepFailed,
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.errors import SubstrateError
-from agentsession_core.substrate.interface import ActorInfo, RouterResponse, Template
+from agentsession_core.substrate.interface import (
+    ActorInfo,
+    RouterResponse,
+    Template,
+    note_server_time,
+)
 
 ATESPACE = "unit"
 
@@ -309,6 +314,62 @@ async def test_misconfigured_is_surfaced_once_per_code() -> None:
     assert "Step" not in ctx.misconfigured["INVALID_ARGUMENT"]
     assert "agent-0: step 01_start: op 1 fill_ram" in ctx.misconfigured["INVALID_ARGUMENT"]
     assert session.failures_in_a_row == 0
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        SubstrateError("PERMISSION_DENIED", "ResumeActor: not allowed"),  # gRPC, control
+        SubstrateError("UNAUTHENTICATED", "bad token", status=401),  # JSON control API
+        SubstrateError("HTTP_403", "PermissionDenied", status=403),  # the ate router
+    ],
+)
+async def test_a_refused_credential_stops_the_run_with_one_line(refusal: SubstrateError) -> None:
+    sub = MemorySubstrate()
+    ctx = make_ctx(sub)
+    session = await started(ctx)
+    sub.fail["request ping"] = [refusal]
+    await session.think_and_step()
+    assert ctx.stopping.is_set()
+    assert ctx.fatal is not None and "\n" not in ctx.fatal
+    assert ctx.fatal.startswith("credentials refused by ")
+    assert refusal.code in ctx.fatal and "agent-0: wake probe" in ctx.fatal
+    assert "target.token" in ctx.fatal  # names what to fix
+    first = ctx.fatal
+    ctx.surface(SubstrateError("UNAUTHENTICATED", "again"), "elsewhere")
+    assert ctx.fatal == first  # the first refusal is the reason
+
+
+async def test_a_misconfiguration_that_is_not_a_credential_does_not_stop_the_run() -> None:
+    ctx = make_ctx(MemorySubstrate())
+    ctx.surface(SubstrateError("INVALID_ARGUMENT", "size"), "op")
+    assert ctx.fatal is None and not ctx.stopping.is_set()
+
+
+async def test_server_time_is_booked_on_the_rows_that_got_it() -> None:
+    class Timed(MemorySubstrate):
+        async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
+            await super().suspend_actor(atespace, name, wait=wait)
+            note_server_time(300)
+
+        async def request(self, atespace: str, actor: str, route: str, **kw: Any) -> RouterResponse:
+            answer = await super().request(atespace, actor, route, **kw)
+            note_server_time(50)
+            return answer
+
+    ctx = make_ctx(Timed())
+    session = await started(ctx)
+    await session.think_and_step()
+    park = totals(ctx, "grpc", "SuspendActor")
+    assert park.server.count == park.count == 2
+    assert park.server.quantile(0.5) == pytest.approx(0.3, rel=0.01)
+    assert totals(ctx, "http", "WakeFirstTouch").server.quantile(0.5) == pytest.approx(
+        0.05, rel=0.01
+    )
+    # A step's server time is the sum over its ops (01_start: fill_ram + ping).
+    step = totals(ctx, "http", "Step_01_start")
+    assert step.server.quantile(0.5) == pytest.approx(0.1, rel=0.01)
+    assert totals(ctx, "grpc", "CreateActor").server.count == 0  # the fake said nothing
 
 
 async def test_failed_hibernate_is_redriven_before_the_next_turn() -> None:

@@ -43,7 +43,7 @@ class Population:
 
     async def fill(self) -> None:
         """Bring the population to its steady state; marks steady_start_ns."""
-        self.steady_start_ns = now_ns()
+        self.steady_start_ns = await self.ctx.steady_start()
 
     def set_level(self, multiplier: float) -> None:
         self.level_multiplier = multiplier

@@ -79,7 +79,7 @@ class TurnoverPopulation(Population):
         else:
             self.idle.extend(chosen)
         log.info(FILL_DONE_MARKER)
-        self.steady_start_ns = self.turnover_start_ns = now_ns()
+        self.steady_start_ns = self.turnover_start_ns = await self.ctx.steady_start()
         if params.lifecycle_mode != "none":
             self.spawn(self._tick_forever(self.turnover_start_ns), "turnover-ticks")
 

@@ -1,5 +1,5 @@
 """The local substrate's own Prometheus metrics: GET /metrics on its HTTP port (docs/SPEC.md
-§2.4, §5.8).
+§2.4, §5.9).
 
 Two halves:
 - `SubstrateCounters`, plain integers bumped by one-line hooks where things happen: actors.py
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 PREFIX = "agentsession_substrate_"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# Every family this module exports (docs/SPEC.md §5.8), as Prometheus names them.
+# Every family this module exports (docs/SPEC.md §5.9), as Prometheus names them.
 FAMILIES = (
     "actors",
     "workers",

@@ -1,0 +1,176 @@
+"""The files of a sharded run: the same set a single process writes (run_files.py), from the
+merged recorder, plus `shards/<k>/health.json` beside them (each shard's generator health,
+placement, counts and fate) and a `shards` section in status.json."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.populations.turnover import turnover_measurements
+from agentsession_core.engine.run_files import status_document as run_status_document
+from agentsession_core.output.stats_files import (
+    jsonl_row,
+    render_failures_csv,
+    render_jsonl,
+    render_stats_csv,
+    render_stats_jsonl,
+)
+
+if TYPE_CHECKING:
+    from agentsession_core.engine.shards.coordinator import ShardedRun
+
+log = logging.getLogger("agentsession")
+
+NS = 1_000_000_000
+
+
+def sessions(run: ShardedRun) -> int:
+    return sum(int(s.get("sessions", 0)) for s in run.stream.status) if run.stream else 0
+
+
+def shard_rows(run: ShardedRun) -> list[dict[str, Any]]:
+    """One entry per shard for status.json: where it ran, its share, its state."""
+    out = []
+    for k, plan in enumerate(run.plans):
+        status = run.stream.status[k] if run.stream else {}
+        pop = plan.params.population
+        final = run.finals.get(k, {})
+        swept = run.swept.get(k)
+        state = "lost" if k in run.lost else ("stopped" if k in run.finals else "running")
+        out.append(
+            {
+                "shard": k,
+                "state": state,
+                "lost_reason": run.lost.get(k),
+                "worker": run.workers[k] if k < len(run.workers) else None,
+                **(run.shard_info[k] if k < len(run.shard_info) else {}),
+                "sessions": pop.sessions,
+                "awake": pop.awake,
+                "target_rps": pop.target_rps,
+                "phase": status.get("phase"),
+                "actors_created": final.get("created", status.get("actors_created", 0)),
+                "actors_deleted": final.get("deleted", status.get("actors_deleted", 0))
+                + (swept.deleted if swept else 0),
+            }
+        )
+    return out
+
+
+def status_document(run: ShardedRun, *, final: bool) -> dict[str, Any]:
+    doc = run_status_document(run, final=final)
+    rows = shard_rows(run)
+    misconfigured: dict[str, str] = {}
+    for status in run.stream.status if run.stream else []:
+        for code, line in (status.get("misconfigured") or {}).items():
+            misconfigured.setdefault(code, line)
+    doc.update(
+        phase=run.phase,
+        stats_generated=final and run.stream is not None,
+        actors_created=sum(r["actors_created"] for r in rows),
+        actors_deleted=sum(r["actors_deleted"] for r in rows),
+        leaked_actors=run.leaks,
+        misconfigured=misconfigured,
+        shards=rows,
+        generator={
+            "shards": run.count,
+            "cluster": run.params.generator.cluster or "local",
+            "lost": sorted(run.lost),
+            "merge_ms_per_delta": (
+                1e3 * run.stream.merge_seconds / run.stream.merged_deltas
+                if run.stream and run.stream.merged_deltas
+                else None
+            ),
+        },
+    )
+    return doc
+
+
+def progress_line(run: ShardedRun) -> str:
+    rec = run.recorder
+    now = rec.now_ns()
+    recent = rec.window(now - 10 * NS, now)
+    states: Counter[str] = Counter()
+    for status in run.stream.status if run.stream else []:
+        states.update(status.get("states") or {})
+    parts = [f"{run.phase:<8}", f"shards {len(run.live_shards)}/{run.count}"]
+    if states:
+        parts.append("sessions " + " ".join(f"{k}={v}" for k, v in sorted(states.items())))
+    # The wake row by its name alone: its kind is the upstream runner's (docs/SPEC.md §5.1).
+    wakes = next((s for (_, n), s in recent.rows.items() if n == "TimeToWake"), None)
+    if wakes is not None and wakes.count and recent.duration_s:
+        parts.append(
+            f"swaps {wakes.count / recent.duration_s:.1f}/s "
+            f"TimeToWake p50 {wakes.response.quantile(0.5):.0f}ms "
+            f"p99 {wakes.response.quantile(0.99):.0f}ms"
+        )
+    failures = sum(s.failures for (kind, _), s in recent.rows.items() if kind != "generator")
+    parts.append(f"errors(10s) {failures}")
+    return "  ".join(parts)
+
+
+def write_final_files(run: ShardedRun) -> None:
+    """run_files.write_final_files for a sharded run (called in a thread, after every shard
+    stopped and its last seconds were merged)."""
+    run_dir = run.run_dir
+    rec = run.recorder
+    tag, test = run.params.tag, run.params.name
+    if run.stream is not None:
+        rec.flush(now_ns() + NS)  # nothing is left out: every shard has stopped
+        run_dir.append_text("stats_history.csv", run.history.render_closed(rec, sessions(run)))
+        whole = rec.window_seconds(rec.first_second, rec.closed_until)
+        run_dir.write_text(
+            "gauges.jsonl",
+            render_jsonl(
+                {"t": t, "name": name, "labels": labels, "value": value}
+                for t, labels, name, value in whole.gauges
+            ),
+        )
+        run_dir.write_text("stats.csv", render_stats_csv(whole))
+        run_dir.write_text("failures.csv", render_failures_csv(whole))
+        extra = [
+            jsonl_row(kind, measurements, tag=tag, test_name=test)
+            for kind, measurements in population_rows(run).items()
+        ]
+        run_dir.write_text(
+            "stats.jsonl",
+            render_stats_jsonl(
+                whole, tag=tag, test_name=test, extra_rows=[*extra, *run.extra_rows]
+            ),
+        )
+        for k in range(run.stream.count):
+            run_dir.write_json(f"shards/{k}/health.json", shard_health(run, k))
+    if run.server is not None:  # docs/SPEC.md §7; before the finalizers: the report reads it
+        run_dir.write_json("server_summary.json", run.server.document())
+    run_dir.write_json("status.json", status_document(run, final=True))
+    for finalize in run.finalizers:
+        try:
+            finalize(run)
+        except Exception:
+            log.exception("finalizer failed")
+    run_dir.write_json("status.json", status_document(run, final=True))
+    run_dir.write_manifest()
+
+
+def shard_health(run: ShardedRun, k: int) -> dict[str, Any]:
+    assert run.stream is not None
+    rows = shard_rows(run)
+    counts = run.finals.get(k, {}).get("counts")  # each row's requests, as the shard saw them
+    return {**rows[k], **run.stream.health_summary(k), "counts": counts}
+
+
+def population_rows(run: ShardedRun) -> dict[str, dict[str, Any]]:
+    """The turnover_window row over the merged stream: whole seconds from the common t0 to
+    the stop of the load, at the whole run's target (TurnoverPopulation.summary_rows)."""
+    if run.params.population.kind != "turnover" or run.t0_ns is None:
+        return {}
+    start = run.t0_ns + NS - 1
+    end = max(run.load_stopped_ns or now_ns(), start)
+    window = run.recorder.window(start, end)
+    target = run.params.population.level * run.level
+    return {"turnover_window": turnover_measurements(window, target)}
+
+
+__all__ = ["progress_line", "sessions", "status_document", "write_final_files"]

@@ -1,0 +1,333 @@
+"""One shard on a Dask worker: a long-lived Engine on its own thread and event loop, driven
+by the coordinator through a Dask actor (`ShardActor`).
+
+The engine gets a loop of its own (uvloop when installed) so the worker's loop — Dask's
+comms, heartbeats, the actor calls — never shares a loop with the load, and the generator
+health this shard reports measures its engine alone. The actor's methods are coroutines on
+the worker's loop that hand work to the engine's loop and await it.
+
+Once a second, just after the second ends, the shard flushes its recorder and queues a
+`ShardDelta`: the seconds it closed (handed over, then dropped here), its gauges, the actor
+names it is about to create or has deleted (`JournalLedger`, so the coordinator can delete
+a lost shard's actors), its log lines and status. The coordinator drains the queue.
+
+A shard whose coordinator stops draining it for ORPHAN_S (the coordinator died) stops its
+load and deletes its own actors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.engine import Engine
+from agentsession_core.engine.ledger import ActorLedger
+from agentsession_core.engine.shards.split import ShardLevel, ShardPlan
+from agentsession_core.engine.shards.stream import ShardDelta
+from agentsession_core.engine.target import client_for
+from agentsession_core.engine.watchdog import Watchdog
+from agentsession_core.measure.health import GeneratorHealth
+from agentsession_core.measure.recorder import NS_PER_S, Recorder
+from agentsession_core.script import decode
+
+log = logging.getLogger("agentsession")
+
+T = TypeVar("T")
+FLUSH_AFTER_NS = 20_000_000  # flush this long after each second ends
+ORPHAN_S = 60.0  # undrained this long: the coordinator is gone, clean up alone
+LOG_LINES = 2000  # log lines kept between drains at most
+
+
+class JournalLedger(ActorLedger):
+    """The ledger, also noting every name it is about to create ("+") or has given up
+    ("-"), for the coordinator's copy of the shared ledger."""
+
+    def __init__(self, atespace: str) -> None:
+        super().__init__(atespace)
+        self.journal: list[tuple[str, str]] = []
+
+    def creating(self, name: str) -> bool:
+        self.journal.append(("+", name))
+        return super().creating(name)
+
+    def not_created(self, name: str) -> None:
+        super().not_created(name)
+        self.journal.append(("-", name))
+
+    def deleted_actor(self, name: str) -> None:
+        super().deleted_actor(name)
+        self.journal.append(("-", name))
+
+    def take(self) -> list[tuple[str, str]]:
+        taken, self.journal = self.journal, []
+        return taken
+
+
+class _LogLines(logging.Handler):
+    """The engine thread's log records, as (level, message), for the coordinator's log."""
+
+    def __init__(self, thread_id: int) -> None:
+        super().__init__(logging.INFO)
+        self.thread_id = thread_id
+        self.lines: deque[tuple[int, str]] = deque(maxlen=LOG_LINES)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread_id:
+            self.lines.append((record.levelno, record.getMessage()))
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class ShardEngine:
+    """The engine of one shard, on a thread of its own."""
+
+    def __init__(self, plan: ShardPlan, script_text: str) -> None:
+        self.plan = plan
+        self.script = decode(script_text, f"shard {plan.index} script")
+        self.outbox: deque[ShardDelta] = deque()
+        self.last_drain = time.monotonic()
+        self.waiting_t0 = False
+        self.finished = False
+        self.engine: Engine | None = None
+        self.health: GeneratorHealth | None = None
+        self.watchdog: Watchdog | None = None
+        self._t0: asyncio.Future[int] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.loop = _new_loop()
+        self.thread = threading.Thread(
+            target=self._run_loop, name=f"agentsession-shard-{plan.index}", daemon=True
+        )
+        self.thread.start()
+        self.logs = _LogLines(self.thread.ident or 0)
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule `coro` on the engine's loop (from any thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    # ------------------------------------------------------------ on the engine's loop
+    async def open(self) -> None:
+        params = self.plan.params
+        target = params.target
+        # The coordinator's URLs, in the target's wire form (json or ate).
+        substrate = client_for(target, target.substrate or "", target.router)
+        recorder = Recorder()
+        atespace = target.atespace or "agentsession"
+        ledger = JournalLedger(atespace)
+        engine = Engine(params, substrate, self.script, recorder, atespace=atespace, ledger=ledger)
+        engine.ctx.actor_prefix = self.plan.actor_prefix
+        engine.ctx.common_t0 = self._wait_for_t0
+        self.engine = engine
+        self._t0 = self.loop.create_future()
+        logger = logging.getLogger("agentsession")
+        logger.addHandler(self.logs)
+        if logger.level == logging.NOTSET or logger.level > logging.INFO:
+            logger.setLevel(logging.INFO)
+        logger.propagate = False  # this worker's stderr is not the run's log: the coordinator is
+        self.health = GeneratorHealth(recorder)
+        await self.health.start()
+        self.watchdog = Watchdog(substrate, params)
+        for coro, name in ((self.watchdog.run(), "watchdog"), (self._every_second(), "reporter")):
+            self._tasks.append(asyncio.create_task(coro, name=name))
+
+    async def phase(self, name: str) -> None:
+        engine = self._engine()
+        if name == "preflight":
+            await engine.preflight()
+        elif name == "register" and not engine.ctx.stopping.is_set():
+            await engine.register()
+        elif name == "fill" and not engine.ctx.stopping.is_set():
+            await engine.fill()
+
+    async def _wait_for_t0(self) -> int:
+        """RunContext.common_t0: wait for the coordinator's t0 (or a stop)."""
+        assert self._t0 is not None
+        self.waiting_t0 = True
+        stopping = asyncio.ensure_future(self._engine().ctx.stopping.wait())
+        try:
+            await asyncio.wait((self._t0, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            self.waiting_t0 = False
+        return self._t0.result() if self._t0.done() else now_ns()
+
+    def release_t0(self, t0_unix_ns: int) -> None:
+        """The common t0, from unix time to this process's monotonic clock."""
+        mono = t0_unix_ns - (time.time_ns() - time.monotonic_ns())
+        if self._t0 is not None and not self._t0.done():
+            self._t0.set_result(mono)
+
+    async def set_level(self, level: ShardLevel) -> None:
+        engine = self._engine()
+        if level.target_rps is not None:
+            engine.params.population.target_rps = level.target_rps
+        engine.population.set_level(level.multiplier)
+
+    async def stop_load(self) -> None:
+        self._engine().ctx.stopping.set()
+
+    async def finish(self) -> dict[str, Any]:
+        """Stop the load, delete this shard's actors, hand over the last seconds."""
+        engine = self._engine()
+        leaks = await engine.cleanup()
+        if self.health is not None:
+            await self.health.stop()
+        self.ship(now_ns() + NS_PER_S)  # close the last open second
+        self.finished = True
+        counts = {"/".join(key): s.count for key, s in engine.recorder.totals().rows.items()}
+        return {
+            "leaks": leaks,
+            "created": engine.ledger.created,
+            "deleted": engine.ledger.deleted,
+            "counts": counts,  # every row's requests over the whole run, for the record
+        }
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.health is not None:
+            await self.health.stop()
+        if self.engine is not None:
+            await self.engine.substrate.aclose()
+        logging.getLogger("agentsession").removeHandler(self.logs)
+
+    async def _every_second(self) -> None:
+        rec = self._engine().recorder
+        while True:
+            boundary = rec.mono_ns_of_second(rec.second_of(now_ns()) + 1) + FLUSH_AFTER_NS
+            await asyncio.sleep(max(0.0, (boundary - now_ns()) / 1e9))
+            self.ship()
+            if time.monotonic() - self.last_drain > ORPHAN_S and not self.finished:
+                log.error("no coordinator for %.0fs: stopping, cleaning up", ORPHAN_S)
+                await self.finish()
+                return
+
+    def ship(self, flush_ns: int | None = None) -> None:
+        """Queue everything closed so far as one ShardDelta (then drop it here)."""
+        engine = self._engine()
+        rec = engine.recorder
+        if flush_ns is None:
+            engine.sample()
+            engine.ctx.failure_log.summarise()
+        rec.flush(flush_ns)
+        intervals, rec.intervals = rec.intervals, {}
+        gauges, rec.gauges = rec.gauges, {}
+        ledger = engine.ledger
+        assert isinstance(ledger, JournalLedger)
+        lines = list(self.logs.lines)
+        self.logs.lines.clear()
+        self.outbox.append(
+            ShardDelta(
+                intervals=intervals,
+                gauges=gauges,
+                closed_until=rec.closed_until,
+                monitored=[list(span) for span in self.health.monitored] if self.health else [],
+                journal=ledger.take(),
+                logs=lines,
+                status=self.status(),
+            )
+        )
+
+    def status(self) -> dict[str, Any]:
+        engine = self._engine()
+        return {
+            "phase": engine.phase,
+            "sessions": len(engine.population.sessions),
+            "states": dict(engine.population.states()),
+            "actors_created": engine.ledger.created,
+            "actors_deleted": engine.ledger.deleted,
+            "misconfigured": dict(engine.ctx.misconfigured),
+            # A refused credential (ctx.fatal) or a substrate gone (the watchdog).
+            "failure": engine.ctx.fatal or (self.watchdog.failure if self.watchdog else None),
+            "waiting_t0": self.waiting_t0,
+        }
+
+    def drain(self) -> list[ShardDelta]:
+        """Everything queued since the last drain (any thread)."""
+        self.last_drain = time.monotonic()
+        out = []
+        while self.outbox:
+            out.append(self.outbox.popleft())
+        return out
+
+    def _engine(self) -> Engine:
+        if self.engine is None:
+            raise RuntimeError("shard not opened")
+        return self.engine
+
+    def stop_thread(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+class ShardActor:
+    """The Dask actor the coordinator drives (`client.submit(ShardActor, actor=True)`).
+    Every method is a coroutine on the worker's loop; engine work runs on the shard's own."""
+
+    def __init__(self) -> None:
+        self.shard: ShardEngine | None = None
+
+    async def _on_engine(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(self._shard().run(coro))
+
+    def _shard(self) -> ShardEngine:
+        if self.shard is None:
+            raise RuntimeError("shard not opened")
+        return self.shard
+
+    async def open(self, plan: ShardPlan, script_text: str) -> dict[str, Any]:
+        self.shard = ShardEngine(plan, script_text)
+        await self._on_engine(self.shard.open())
+        return {"pid": os.getpid(), "host": socket.gethostname(), "seed": plan.params.seed}
+
+    async def phase(self, name: str) -> None:
+        shard = self._shard()
+        await self._on_engine(shard.phase(name))
+
+    async def drain(self) -> list[ShardDelta]:
+        return self._shard().drain()
+
+    async def start_at(self, t0_unix_ns: int) -> None:
+        shard = self._shard()
+        shard.loop.call_soon_threadsafe(shard.release_t0, t0_unix_ns)
+
+    async def set_level(self, level: ShardLevel) -> None:
+        await self._on_engine(self._shard().set_level(level))
+
+    async def stop_load(self) -> None:
+        await self._on_engine(self._shard().stop_load())
+
+    async def finish(self) -> dict[str, Any]:
+        return await self._on_engine(self._shard().finish())
+
+    async def close(self) -> None:
+        shard = self.shard
+        if shard is None:
+            return
+        with contextlib.suppress(Exception):
+            await self._on_engine(shard.close())
+        await asyncio.to_thread(shard.stop_thread)
+        self.shard = None
+
+
+__all__ = ["JournalLedger", "ShardActor", "ShardEngine"]

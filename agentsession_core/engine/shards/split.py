@@ -1,0 +1,141 @@
+"""One run's population split into K shards, exactly.
+
+Every total a run asks for is the sum of its shards' shares: sessions, awake and fill wakes
+as whole numbers (the remainder spread over the first shards), swaps per second as whole
+swaps spread the same way with the fraction riding on the last shard, so the shards' ticks
+add up to the single process's tick by tick; at a campaign level the level's total is split
+again, never each shard's share multiplied and rounded on its own. The turns population
+splits its sessions (each keeps its own turns_per_hour), so its turns split with them.
+
+Each shard gets its own seed, derived from (run seed, K, k): the same seed and K give the
+same schedule, shard by shard. Actor names stay disjoint through a prefix per shard
+(`agent-s<k>-<session>`), all in the run's one atespace.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from agentsession_core.engine.pacing import derive_seed
+from agentsession_core.engine.params import GeneratorParams, RunParams
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """What shard `index` of `count` runs: its own RunParams (its share, its seed, the shared
+    target and atespace) and the prefix of its actor names."""
+
+    index: int
+    count: int
+    params: RunParams
+    actor_prefix: str
+
+
+@dataclass(frozen=True)
+class ShardLevel:
+    """A load level as one shard applies it: turnover sets its own share of the swaps
+    (`target_rps`) at multiplier 1; closed and turns apply `multiplier` to their own base."""
+
+    multiplier: float
+    target_rps: float | None = None
+
+
+def shard_count(generator: GeneratorParams, sessions: int, cores: int | None = None) -> int:
+    """K for a run: the number asked for, or `auto` = one per core (at most one per session)."""
+    if generator.shards != "auto":
+        return int(generator.shards)
+    cores = cores if cores is not None else os.cpu_count() or 1
+    return max(1, min(cores, sessions))
+
+
+def split_int(total: int, count: int) -> list[int]:
+    """`total` in `count` whole shares that differ by at most one, the larger ones first."""
+    base, extra = divmod(total, count)
+    return [base + (1 if i < extra else 0) for i in range(count)]
+
+
+def split_rate(total: float, count: int) -> list[float]:
+    """A rate in `count` shares that add up to exactly `total`: whole units spread as
+    split_int, the fraction on the last shard (which has the fewest whole units)."""
+    whole = math.floor(total)
+    shares: list[float] = [float(n) for n in split_int(whole, count)]
+    # total - (an integer below it) is exact in binary floating point, so the sum is too.
+    shares[-1] = total - sum(shares[:-1])
+    return shares
+
+
+def shard_seed(seed: int, count: int, index: int) -> int:
+    """Shard `index`'s seed: a stable function of (run seed, K, k), never Python's hash()."""
+    return derive_seed(seed, "shard", count, index)
+
+
+def actor_prefix(index: int) -> str:
+    return f"agent-s{index}"
+
+
+def plan_shards(params: RunParams, count: int, *, target: dict[str, Any]) -> list[ShardPlan]:
+    """K shard plans for `params`. `target` overrides the target section for every shard (the
+    coordinator's substrate URL and the run's atespace)."""
+    if count < 1:
+        raise ValueError("at least one shard")
+    pop = params.population
+    if count > pop.sessions:
+        raise ValueError(f"{count} shards for {pop.sessions} sessions: one session each at least")
+    sessions = split_int(pop.sessions, count)
+    awake = split_int(pop.awake, count)
+    rates = split_rate(pop.target_rps, count)
+    fill = [max(1, n) for n in split_int(pop.fill_concurrency, count)]
+    base = {name: getattr(params, name) for name in RunParams.model_fields}
+    plans = []
+    for k in range(count):
+        values: dict[str, Any] = {
+            **{name: value for name, value in base.items() if not hasattr(value, "model_dump")},
+            "seed": shard_seed(params.seed, count, k),
+            "metrics_port": None,  # the coordinator serves /metrics for the merged stream
+            "target": {**params.target.model_dump(), **target},
+            "population": {
+                **pop.model_dump(),
+                "sessions": sessions[k],
+                "awake": awake[k],
+                "target_rps": rates[k],
+                "spawn_rate": pop.spawn_rate / count,
+                "fill_concurrency": fill[k],
+            },
+            "cleanup": params.cleanup.model_dump(),
+            "generator": GeneratorParams().model_dump(),  # a shard is one process
+        }
+        plans.append(ShardPlan(k, count, RunParams.model_validate(values), actor_prefix(k)))
+    return plans
+
+
+def shard_levels(params: RunParams, plans: list[ShardPlan], level: float) -> list[ShardLevel]:
+    """What each shard applies for the run at `level` × its base load (docs/SPEC.md §4.4):
+    the level's total split exactly, as at the start."""
+    pop = params.population
+    count = len(plans)
+    if pop.kind == "turnover":
+        return [ShardLevel(1.0, rate) for rate in split_rate(pop.target_rps * level, count)]
+    if pop.kind == "closed":
+        # The single process's rule (ClosedPopulation.set_level): round(sessions × level).
+        wanted = split_int(max(1, round(pop.sessions * level)), count)
+        return [
+            ShardLevel(n / plan.params.population.sessions)
+            for n, plan in zip(wanted, plans, strict=True)
+        ]
+    return [ShardLevel(level) for _ in plans]  # turns: the rate is per session
+
+
+__all__ = [
+    "ShardLevel",
+    "ShardPlan",
+    "actor_prefix",
+    "plan_shards",
+    "shard_count",
+    "shard_levels",
+    "shard_seed",
+    "split_int",
+    "split_rate",
+]
