@@ -79,6 +79,7 @@ async def open_server_metrics(
             lambda: recorder.unix_s(recorder.now_ns()),
             headers=_headers(params, scrape, embedded),
             timeout=max(5.0, 2 * server.interval_seconds),
+            shown=redact(scrape),
         )
         source.update(kind="scrape", url=redact(scrape), series=list(server.series))
     if query is not None:
@@ -95,7 +96,7 @@ async def open_server_metrics(
     )
     try:
         await sampler.start()
-        log.info("server metrics: %s", ", ".join(str(v) for v in (scrape, query) if v))
+        log.info("server metrics: %s", ", ".join(redact(v) for v in (scrape, query) if v))
         yield sampler
     finally:
         await sampler.stop()

@@ -56,8 +56,10 @@ class Scraper:
         *,
         headers: dict[str, str] | None = None,
         timeout: float = 10.0,
+        shown: str | None = None,
     ) -> None:
         self.url = url
+        self.shown = shown or url  # for logs: the URL with its credentials redacted
         self.store = store
         self.clock = clock
         self._client = httpx.AsyncClient(headers=headers or {}, timeout=timeout)
@@ -69,17 +71,18 @@ class Scraper:
             sent = self.clock()
             try:
                 answer = await self._client.get(self.url)
-                answer.raise_for_status()
+                if answer.status_code != 200:  # not raise_for_status: its text names the URL
+                    raise ServerMetricsError(f"HTTP {answer.status_code}")
                 families = await asyncio.to_thread(_parse, answer.text)
-            except (httpx.HTTPError, ValueError) as exc:
-                _failed(self.store, f"scrape {self.url}: {exc!r}")
+            except Exception as exc:  # whatever it is, the run goes on without this sample
+                _failed(self.store, f"scrape {self.shown}: {type(exc).__name__}: {exc}")
                 return None
             t = (sent + self.clock()) / 2
             self.store.book_scrape(t, families)
             if self.store.ok == 1 and not self.store.series:
                 log.warning(
                     "server metrics: %s offers no family matching server.series %s",
-                    self.url,
+                    self.shown,
                     list(self.store.patterns),
                 )
             return t
@@ -132,7 +135,7 @@ class PrometheusRange:
         for name, query in self.queries.items():
             try:
                 store.book_query(name, query, await self.query_range(query, start, end, step))
-            except (httpx.HTTPError, ServerMetricsError, ValueError, TypeError) as exc:
+            except Exception as exc:  # a bad query or answer costs its figures, not the run
                 _failed(store, f"query {name} ({query}): {exc!r}")
 
     async def aclose(self) -> None:
