@@ -116,6 +116,8 @@ class Campaign:
             start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
         )
         window = self.run.recorder.window(start, end)
+        server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.9)
+        figures = await server.cut(start, end, index=index, level=plan.level) if server else None
         void: str | None
         if reason is not None and self.run.cut_short(reason):
             # Cut short by SIGINT/SIGTERM, our own disk or a lost shard: not judgeable, and not the
@@ -132,6 +134,7 @@ class Campaign:
             target=self.references(window),
             void_reason=void,
             abort_reason=aborted,
+            server=figures,
         )
         self.verdicts.append(verdict)
         self.spans.append(Span(start, end))

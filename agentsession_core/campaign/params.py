@@ -285,9 +285,37 @@ class CampaignParams(RunParams):
                 f"hold_minutes, ramp_minutes, levels and window_seconds make {total} windows; "
                 f"at most {MAX_WINDOWS} per campaign (use longer windows)"
             )
-        self.parsed_thresholds()
+        self._server_rules(self.parsed_thresholds())
         self.parsed_abort_rules()
         return self
+
+    def _server_rules(self, thresholds: list[Any]) -> None:
+        """A `server.` rule needs a source of server figures; against the embedded local
+        substrate its series must be one the substrate exports (docs/SPEC.md §5.9), so a typo
+        is refused here rather than left "not judged" in every window."""
+        from agentsession_core.measure.server_metrics import split_figure
+        from agentsession_core.substrate.local.metrics import FAMILIES
+
+        for i, rule in enumerate(thresholds):
+            if rule.server is None:
+                continue
+            if not self.server_metrics_source:
+                raise ValueError(
+                    f"thresholds[{i}] {rule.text!r} judges a server figure but the run has "
+                    "none: set target.metrics_url, or target.prometheus_url with "
+                    "server.queries (and server.enabled)"
+                )
+            target = self.target
+            if target.substrate or target.metrics_url or target.prometheus_url:
+                continue
+            series = split_figure(rule.server)
+            if series is None or not any(
+                series[0] == f or series[0].startswith(f"{f}_") for f in FAMILIES
+            ):
+                raise ValueError(
+                    f"thresholds[{i}] {rule.text!r}: the local substrate exports no such "
+                    f"series (families: {', '.join(FAMILIES)})"
+                )
 
     # ------------------------------------------------------------ the hold, in windows
     def windows_per_hold(self) -> int:

@@ -1,5 +1,6 @@
-"""The building blocks of the parameter model: bounds, the number and duration types, the
-CLI's flag marker and the section base. params.py builds RunParams from them."""
+"""The building blocks of the parameter models (engine/params.py, engine/server_params.py,
+campaign/params.py): bounds, the number and duration types, the CLI's flag marker, the
+Prefect form's position and the section base. params.py re-exports them."""
 
 from __future__ import annotations
 

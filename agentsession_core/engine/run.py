@@ -33,12 +33,14 @@ from agentsession_core.engine.run_files import (
     write_final_files,
     write_start_files,
 )
+from agentsession_core.engine.server_source import embedded_url, open_server_metrics
 from agentsession_core.engine.target import open_substrate
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.server_sources import ServerMetrics
 from agentsession_core.output.report_context import ThresholdRule
 from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
@@ -122,6 +124,7 @@ class Run:
         # Threshold rules (judge.thresholds.Threshold) report.html draws; a campaign sets its own.
         self.report_rules: Sequence[ThresholdRule] = ()
         self.result: RunResult | None = None
+        self.server: ServerMetrics | None = None  # server-side figures (docs/SPEC.md §5.9)
         self._stack = contextlib.AsyncExitStack()
         self._watchdog: Watchdog | None = None
         self._previous_handlers: dict[signal.Signals, Any] = {}
@@ -160,6 +163,11 @@ class Run:
                 )
             except (RuntimeError, OSError) as exc:  # the embedded substrate did not start
                 raise PreflightError(f"substrate local: {one_line(exc)}") from None
+        # The substrate's own metrics; stopped before the substrate (the stack unwinds).
+        embedded = None if self.substrate or self.params.target.substrate else substrate
+        self.server = await self._stack.enter_async_context(
+            open_server_metrics(self.params, self.recorder, embedded_url(embedded))
+        )
         engine = self.engine = Engine(
             self.params, substrate, self.script, self.recorder, atespace=self.atespace
         )
@@ -405,7 +413,9 @@ async def run(
             await run.register()
             await run.fill()
             log.info("hold %.0fs", hold_seconds)
-            _, _, reason = await run.hold(hold_seconds)
+            start, end, reason = await run.hold(hold_seconds)
+            if run.server is not None:  # the hold is the steady window of server_summary.json
+                await run.server.cut(start, end, index=0, level=1.0)
             # A load that was not what was asked (a resident set that stayed short) is no
             # "completed" run: its one line is the reason (docs/SPEC.md §4.2).
             reason = reason or run.load_problem()

@@ -42,8 +42,14 @@ def write_start_files(run: Run) -> None:
 
 
 def campaign_document(run: Run) -> dict[str, Any]:
+    """The resolved parameters, whole (docs/SPEC.md §7): every field of the run's model —
+    a CampaignParams with its thresholds, levels, windows, abort rules, upload and server
+    sections — with the token and URL credentials redacted. `serialize_as_any` dumps a
+    section by what it is, not by the type its field declares, so a subclass loses nothing."""
+    params = run.params.model_dump(mode="json", serialize_as_any=True)
     return {
-        "params": redact(run.params.model_dump()),
+        "params": redact(params),
+        "params_model": type(run.params).__name__,
         "atespace": run.atespace,
         "script": run.script.name if run.script else run.params.script,
         "started_unix": run.started_unix,
@@ -141,6 +147,9 @@ def seal(
         run_dir.write_json("status.json", status(run, final=True), in_place=True)
 
     write_stats(attempt)
+    if run.server is not None:  # docs/SPEC.md §7; before the finalizers: the report reads it
+        summary = run.server.document()
+        attempt("server_summary.json", lambda: run_dir.write_json("server_summary.json", summary))
     attempt("status.json", final_status)  # first: finalizers (gate, report) read it
     for finalize in run.finalizers:
         try:

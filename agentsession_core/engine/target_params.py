@@ -81,6 +81,26 @@ class TargetParams(Section):
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
     local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
     request_timeout_seconds: Seconds = Field(120.0, gt=0, le=MAX_WAIT_S, description="per request")
+    metrics_url: str | None = Field(
+        None,
+        max_length=MAX_TEXT,
+        description="the substrate's Prometheus metrics to sample (default: the local "
+        "substrate's own /metrics; none for a remote one)",
+    )
+    prometheus_url: str | None = Field(
+        None,
+        max_length=MAX_TEXT,
+        description="a Prometheus server to run server.queries against after each window",
+    )
+
+    @field_validator("metrics_url", "prometheus_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{clip(value)} is not an http(s) URL")
+        return value
 
     @field_validator("substrate")
     @classmethod

@@ -23,6 +23,10 @@ other window achieves steps: successful http Step_* per second, against ``intend
 the steps the closed think model put due or the turns the Poisson schedule made arrive in the
 window (closed/StepsDue, turns/Arrivals events per second).
 
+A rule on a server figure (``server.parked_requests_max <= 8``, docs/SPEC.md §5.9) is judged
+on the window's ServerWindow (measure/server_metrics.py) instead of its requests; a window
+without server figures, or without that figure, leaves the rule not judged and says why.
+
 The headline of a window: TimeToWake, WakeFirstTouch and the Step_* rows merged (latency
 percentiles in ms, from the intended time), plus the request totals and failure ratio.
 """
@@ -41,6 +45,7 @@ from agentsession_core.judge.thresholds import (
     Threshold,
 )
 from agentsession_core.measure.health import HEALTH_KIND, is_request_row
+from agentsession_core.measure.server_metrics import ServerWindow
 from agentsession_core.measure.stats import (
     INTENDED_ROWS,
     ROUTER_KIND,
@@ -183,11 +188,53 @@ def _fmt(value: float, latency: bool) -> str:
     return f"{value:.1f} ms" if latency else f"{value:.4g}"
 
 
+def evaluate_server(
+    threshold: Threshold, server: ServerWindow | None, target: float | References | None
+) -> ThresholdResult:
+    """A rule on a server figure (docs/SPEC.md §5.9)."""
+    name = threshold.server
+    assert name is not None
+    found = server.figure(name) if server is not None else None
+    if found is None:
+        why = "no server figures for this window" if server is None else f"no figure {name}"
+        return ThresholdResult(threshold.text, None, 0, None, f"not judged: {why}")
+    observed, samples = found
+    if samples < threshold.min_samples:
+        return ThresholdResult(
+            threshold.text,
+            observed,
+            samples,
+            None,
+            f"not judged: {samples} samples < min {threshold.min_samples}",
+        )
+    passed = threshold.holds(observed, target)
+    bound = threshold.bound(target)
+    if passed is None or bound is None:
+        return ThresholdResult(
+            threshold.text,
+            observed,
+            samples,
+            None,
+            f"not judged: the rule needs {threshold.reference} and the window has none",
+        )
+    verb = "held" if passed else "missed"
+    detail = (
+        f"{verb}: server {name} = {observed:.4g}, needs {threshold.op} {bound:.4g} "
+        f"({samples} samples)"
+    )
+    return ThresholdResult(threshold.text, observed, samples, passed, detail, bound)
+
+
 def evaluate(
-    threshold: Threshold, window: Window, target: float | References | None
+    threshold: Threshold,
+    window: Window,
+    target: float | References | None,
+    server: ServerWindow | None = None,
 ) -> ThresholdResult:
     """`target`: the window's references by name ({"target": …, "awake": …}), or the target
-    number alone."""
+    number alone; `server`: the window's server figures, for `server.` rules."""
+    if threshold.server is not None:
+        return evaluate_server(threshold, server, target)
     if threshold.stat == "achieved_rps":
         observed, samples = achieved(window)
         subject = "achieved_rps"
@@ -260,8 +307,9 @@ def judge_window(
     target: float | References | None,
     void_reason: str | None = None,
     abort_reason: str | None = None,
+    server: ServerWindow | None = None,
 ) -> WindowVerdict:
-    results = [evaluate(t, window, target) for t in thresholds]
+    results = [evaluate(t, window, target, server) for t in thresholds]
     outcome: Outcome
     if abort_reason:
         outcome = "aborted"
@@ -292,6 +340,7 @@ __all__ = [
     "WindowVerdict",
     "achieved",
     "evaluate",
+    "evaluate_server",
     "headline",
     "intended_rate",
     "judge_window",

@@ -32,7 +32,9 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["target.token_file"] == "--token-file"
     assert flags["generator.shards"] == "--shards"
     assert flags["generator.cluster"] == "--cluster"
-    assert len(flags) == 39
+    assert flags["server.enabled"] == "--server-metrics"
+    assert flags["target.metrics_url"] == "--metrics-url"
+    assert len(flags) == 45
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = capsys.readouterr().out
