@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 from pathlib import Path
 from typing import Any
 
+from agentsession_core.cli.gate import add_baseline_args
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.gate import gate_document, with_baseline
 from agentsession_core.judge.thresholds import Threshold, parse_thresholds
@@ -30,16 +30,6 @@ log = logging.getLogger("agentsession")
 DEFAULT_MAX_REGRESSION = 0.2
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction >= 0 (0.2 = 20 %)")
-    return value
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
@@ -50,16 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "s3 run.",
     )
     p.add_argument("run", metavar="RUN", help="run directory or s3://bucket/prefix")
-    p.add_argument("--baseline", metavar="RUN", help="a previous run to compare against")
     p.add_argument("-o", "--output", metavar="FILE", help="where to write the page")
-    p.add_argument(
-        "--max-regression",
-        type=_fraction,
-        metavar="FRACTION",
-        default=None,
-        help="worst allowed change of a headline metric against the baseline "
-        "(default: the run's max_regression parameter, else 0.2)",
-    )
+    add_baseline_args(p, "default: the run's max_regression parameter, else 0.2")
     p.add_argument(
         "--endpoint-url",
         metavar="URL",

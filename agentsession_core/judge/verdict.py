@@ -188,43 +188,6 @@ def _fmt(value: float, latency: bool) -> str:
     return f"{value:.1f} ms" if latency else f"{value:.4g}"
 
 
-def evaluate_server(
-    threshold: Threshold, server: ServerWindow | None, target: float | References | None
-) -> ThresholdResult:
-    """A rule on a server figure (docs/SPEC.md §5.9)."""
-    name = threshold.server
-    assert name is not None
-    found = server.figure(name) if server is not None else None
-    if found is None:
-        why = "no server figures for this window" if server is None else f"no figure {name}"
-        return ThresholdResult(threshold.text, None, 0, None, f"not judged: {why}")
-    observed, samples = found
-    if samples < threshold.min_samples:
-        return ThresholdResult(
-            threshold.text,
-            observed,
-            samples,
-            None,
-            f"not judged: {samples} samples < min {threshold.min_samples}",
-        )
-    passed = threshold.holds(observed, target)
-    bound = threshold.bound(target)
-    if passed is None or bound is None:
-        return ThresholdResult(
-            threshold.text,
-            observed,
-            samples,
-            None,
-            f"not judged: the rule needs {threshold.reference} and the window has none",
-        )
-    verb = "held" if passed else "missed"
-    detail = (
-        f"{verb}: server {name} = {observed:.4g}, needs {threshold.op} {bound:.4g} "
-        f"({samples} samples)"
-    )
-    return ThresholdResult(threshold.text, observed, samples, passed, detail, bound)
-
-
 def evaluate(
     threshold: Threshold,
     window: Window,
@@ -232,10 +195,21 @@ def evaluate(
     server: ServerWindow | None = None,
 ) -> ThresholdResult:
     """`target`: the window's references by name ({"target": …, "awake": …}), or the target
-    number alone; `server`: the window's server figures, for `server.` rules."""
+    number alone; `server`: the window's server figures, for `server.` rules (docs/SPEC.md
+    §5.9)."""
+    latency = threshold.stat in LATENCY_STATS
     if threshold.server is not None:
-        return evaluate_server(threshold, server, target)
-    if threshold.stat == "achieved_rps":
+        found = server.figure(threshold.server) if server is not None else None
+        if found is None:
+            why = (
+                "no server figures for this window"
+                if server is None
+                else f"no figure {threshold.server}"
+            )
+            return ThresholdResult(threshold.text, None, 0, None, f"not judged: {why}")
+        observed, samples = found
+        subject, latency = f"server {threshold.server}", False
+    elif threshold.stat == "achieved_rps":
         observed, samples = achieved(window)
         subject = "achieved_rps"
     else:
@@ -243,7 +217,6 @@ def evaluate(
         samples = stats.events if threshold.stat.startswith("events") else stats.count
         subject = f"{threshold.rows or 'all requests'} {threshold.stat}"
         observed = row_stat(stats, threshold.stat, window.duration_s)
-    latency = threshold.stat in LATENCY_STATS
     bound = threshold.bound(target)
     # A latency or a ratio of nothing is not a measurement, whatever the rule's minimum.
     needed = max(threshold.min_samples, 1 if latency or threshold.stat in RATIO_STATS else 0)
@@ -340,7 +313,6 @@ __all__ = [
     "WindowVerdict",
     "achieved",
     "evaluate",
-    "evaluate_server",
     "headline",
     "intended_rate",
     "judge_window",

@@ -15,7 +15,7 @@ from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run_files import campaign_document
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.thresholds import parse_threshold
-from agentsession_core.judge.verdict import evaluate_server, judge_window
+from agentsession_core.judge.verdict import ThresholdResult, evaluate, judge_window
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_metrics import (
     COUNTER,
@@ -141,15 +141,20 @@ def test_server_rules_parse_or_are_refused_naming_the_problem() -> None:
 def test_server_rules_are_judged_on_the_window_figures() -> None:
     figures = {"wakes": {"rate": 2.5, "increase": 25.0, "samples": 5}}
     server = ServerWindow(0.0, 10.0, 5, figures)
-    held = evaluate_server(parse_threshold("server.wakes_rate >= 0.9 * target"), server, 2.0)
-    assert (held.passed, held.observed, held.samples) == (True, 2.5, 5)
-    missed = evaluate_server(parse_threshold("server.wakes_increase < 10"), server, None)
+    empty = Recorder().window(0, 10**9)  # no requests: a server rule reads none of them
+
+    def judged(rule: str, server: ServerWindow | None, target: float | None) -> ThresholdResult:
+        return evaluate(parse_threshold(rule), empty, target, server)
+
+    held = judged("server.wakes_rate >= 0.9 * target", server, 2.0)
+    assert (held.passed, held.observed, held.samples, held.bound) == (True, 2.5, 5, 1.8)
+    missed = judged("server.wakes_increase < 10", server, None)
     assert missed.passed is False and "server wakes_increase = 25" in missed.detail
-    few = evaluate_server(parse_threshold("server.wakes_rate > 1 (min 9)"), server, None)
+    few = judged("server.wakes_rate > 1 (min 9)", server, None)
     assert few.passed is None and "5 samples < min 9" in few.detail
-    absent = evaluate_server(parse_threshold("server.parked_requests_max < 1"), server, None)
+    absent = judged("server.parked_requests_max < 1", server, None)
     assert absent.passed is None and "no figure parked_requests_max" in absent.detail
-    none = evaluate_server(parse_threshold("server.wakes_rate > 1"), None, None)
+    none = judged("server.wakes_rate > 1", None, None)
     assert none.passed is None and "no server figures" in none.detail
     window = Recorder().window(0, 10**9)
     rules = [parse_threshold("server.wakes_increase < 10")]
