@@ -9,10 +9,19 @@ answers, answers read to the end before the connection goes back to the pool.
 
 Connections: idle ones wait in a LIFO pool (the warmest socket first); `max_connections`
 bounds how many exist at once (0: unbounded), further requests queue for a free one. A
-connection the server closed while it sat idle shows up as EOF before any byte of the
-answer: that request is retried once on a fresh connection (nothing was answered, so the
-server did not act on it as far as this client can know — the same rule browsers use).
-A timeout, a protocol error or `Connection: close` discards the connection.
+timeout, a protocol error or `Connection: close` discards the connection.
+
+Resends (docs/SPEC.md §2.2): a connection dies under a request either before the server
+could have read it or after, and only the first is safe to repeat for a request that acts
+(a glutton op fills memory, writes a file, burns CPU). So a request goes out a second time,
+once and on another connection, only when
+- nothing of it was sent: a pooled connection the server closed while it sat idle is seen
+  closed before the request is written and is set aside unused (no resend is needed at
+  all), and a write the kernel refused at once on a reused connection sent not one byte; or
+- its method is idempotent (IDEMPOTENT_METHODS) and it was sent on a reused connection that
+  then ended before a byte of the answer arrived.
+A POST whose connection ended after it was written, with no answer, fails with TRANSPORT:
+the server may have acted on it, and the session's failure handling decides what next.
 
 Failures are SubstrateErrors exactly as RouterClient raises them (http.py): an error answer
 keeps its body's code and `from_router` from `x-ate-router: 1`; TRANSPORT for connection
@@ -35,6 +44,9 @@ from agentsession_core.substrate.router_wire import router_answer
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers of one answer
 _DRAIN_ABOVE = 64 * 1024  # wait for the socket buffer only when a body is this large
+# RFC 9110 §9.2.2: methods whose effect on the server is the same sent once or twice, so a
+# request whose fate is unknown may be repeated (docs/SPEC.md §2.2).
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
 
 class ProtocolError(Exception):
@@ -42,7 +54,12 @@ class ProtocolError(Exception):
 
 
 class ClosedBeforeAnswer(ConnectionError):
-    """The connection ended before a single byte of the answer arrived."""
+    """The connection ended before a single byte of the answer arrived: the request may or
+    may not have reached the server."""
+
+
+class NotSent(ConnectionError):
+    """The connection refused the request's first write: not one byte of it left."""
 
 
 class _Connection:
@@ -52,6 +69,12 @@ class _Connection:
         self.reader = reader
         self.writer = writer
         self.reused = False
+
+    def closed_by_peer(self) -> bool:
+        """The server closed (FIN) or reset this connection while it sat idle. The loop
+        notes either as soon as it arrives, so a pooled connection past the server's
+        keep-alive timeout is found here, before a request is risked on it."""
+        return self.writer.is_closing() or self.reader.at_eof()
 
     def close(self) -> None:
         self.writer.close()
@@ -165,8 +188,14 @@ class FastRouterClient:
     # ------------------------------------------------------------ the pool
     async def _acquire(self) -> _Connection:
         while True:
-            if self._idle:
+            while self._idle:
                 conn = self._idle.pop()
+                if conn.closed_by_peer():
+                    # Nothing was written on it, so nothing is lost: set it aside and try
+                    # the next one (or open a fresh one in its place).
+                    conn.close()
+                    self._open -= 1
+                    continue
                 conn.reused = True
                 return conn
             if not self.max_connections or self._open < self.max_connections:
@@ -229,23 +258,39 @@ class FastRouterClient:
         return head + body if body else head
 
     async def exchange(self, method: str, data: bytes) -> Answer:
-        """Send one encoded request and read its answer, on a pooled connection."""
+        """Send one encoded request and read its answer, on a pooled connection; sent a
+        second time only where that cannot make the server act twice (the module's
+        docstring, docs/SPEC.md §2.2)."""
+        idempotent = method in IDEMPOTENT_METHODS
         for attempt in (1, 2):
             conn = await self._acquire()
             reusable = False
             try:
-                try:
-                    conn.writer.write(data)
-                    if len(data) > _DRAIN_ABOVE:
+                conn.writer.write(data)
+                if conn.writer.is_closing():
+                    # write() hands the bytes to the socket at once when nothing is queued,
+                    # which between two requests nothing is; a send the kernel refused
+                    # closes the transport inside write(). Not one byte of this request
+                    # left, so the server cannot have seen it.
+                    raise NotSent("the connection refused the request")
+                if len(data) > _DRAIN_ABOVE:
+                    try:
                         await conn.writer.drain()
-                except (ConnectionResetError, BrokenPipeError):
-                    raise ClosedBeforeAnswer("closed before the request was sent") from None
+                    except (ConnectionResetError, BrokenPipeError):
+                        # Part of it may have been read by then.
+                        raise ClosedBeforeAnswer("closed while the request was sent") from None
                 answer = await read_answer(conn.reader, head_only=method == "HEAD")
                 reusable = answer.keep_alive
                 return answer
-            except ClosedBeforeAnswer:
-                # A pooled connection the server closed while idle: retry once, fresh.
+            except NotSent:
                 if attempt == 1 and conn.reused:
+                    continue
+                raise
+            except ClosedBeforeAnswer:
+                # The request went out and may have been acted on: only an idempotent one
+                # may go again. Once, and only after a reused connection failed (the stale
+                # keep-alive race); a fresh connection closing on us is the server's answer.
+                if attempt == 1 and conn.reused and idempotent:
                     continue
                 raise
             except asyncio.IncompleteReadError as exc:

@@ -1,18 +1,26 @@
 """FastRouterClient against a real socket server that answers in every way HTTP/1.1 allows:
 Content-Length and chunked bodies, large bodies both ways, error answers with and without
-x-ate-router, Connection: close, read-to-EOF, servers that close idle connections, that
-never answer, or answer garbage."""
+x-ate-router, Connection: close, read-to-EOF, servers that close idle connections, that read
+a request and drop it, that never answer, or answer garbage. Every resend
+is counted on the server side: a POST the server may have read is never sent twice
+(docs/SPEC.md §2.2)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import socket
 from collections.abc import AsyncIterator
 
 import orjson
 import pytest
 
-from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
+from agentsession_core.substrate.errors import (
+    TIMEOUT,
+    TRANSPORT,
+    FailureClass,
+    SubstrateError,
+)
 from agentsession_core.substrate.router_client import FastRouterClient
 
 BIG = 4 * 1024 * 1024 + 17
@@ -107,6 +115,9 @@ class Server:
             send(200, b"{}")
         elif route == "empty":
             send(204, b"")
+        elif route == "idle-close":  # a keep-alive timeout of zero: answer, then close idle
+            send(200, b"{}")
+            return False
         return True
 
     async def close(self) -> None:
@@ -223,18 +234,74 @@ async def test_timeout_discards_the_connection_and_the_next_request_works(
     assert server.connections == 2
 
 
-async def test_server_closing_an_idle_connection_is_retried_once(
+def sent(server: Server, route: str) -> int:
+    return [t for t, _, _ in server.requests].count(route)
+
+
+async def seen_closed(client: FastRouterClient) -> None:
+    """Until the client's loop has seen the server close every pooled connection (the FIN
+    is on its way once the server closed; the loop notes it on its next turn)."""
+    for _ in range(1000):
+        if all(conn.closed_by_peer() for conn in client._idle):
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the client never saw the server close its idle connection")
+
+
+async def test_a_post_the_server_read_and_dropped_is_not_resent(
     server: Server, client: FastRouterClient
 ) -> None:
     await client.request("s/a", "ping", json={})
-    # The server drops the pooled connection after a request it does not answer; the
-    # client cannot tell that from an idle close, so the request is sent once more on a
-    # fresh connection — and that one is dropped too: a TRANSPORT error, not a hang.
+    # The 2nd request on the connection: the server reads all of it, then closes without
+    # an answer. It may have run the op, so a POST must fail, not go again.
     with pytest.raises(SubstrateError) as caught:
-        await client.request("s/a", "drop", json={})
+        await client.request("s/a", "drop", json={"key": "k", "size": 1 << 20})
     assert caught.value.code == TRANSPORT
-    assert [t for t, _, _ in server.requests].count("/drop") == 2
+    assert caught.value.failure_class is FailureClass.COUNT
+    assert sent(server, "/drop") == 1
+    assert server.requests[-1][2] == b'{"key":"k","size":1048576}'  # it had all of it
+    assert server.connections == 1
     assert (await client.request("s/a", "ping", json={})).status == 200
+
+
+async def test_an_idempotent_request_dropped_on_a_reused_connection_goes_once_more(
+    server: Server, client: FastRouterClient
+) -> None:
+    await client.request("s/a", "ping", json={})
+    # A GET may go again on a fresh connection; that one is dropped too: a TRANSPORT error
+    # after exactly one resend, not a loop.
+    with pytest.raises(SubstrateError) as caught:
+        await client.request("s/a", "drop", method="GET")
+    assert caught.value.code == TRANSPORT
+    assert sent(server, "/drop") == 2
+    assert server.connections == 2
+
+
+async def test_a_connection_closed_while_idle_is_set_aside_and_the_post_goes_once(
+    server: Server, client: FastRouterClient
+) -> None:
+    await client.request("s/a", "idle-close", json={})
+    await seen_closed(client)
+    payload = b"op" * 1000
+    answer = await client.request("s/a", "digest", body=payload)
+    assert orjson.loads(answer.body)["n"] == len(payload)
+    assert sent(server, "/digest") == 1
+    assert server.connections == 2
+
+
+async def test_a_write_refused_on_a_reused_connection_is_resent_on_a_fresh_one(
+    server: Server, client: FastRouterClient
+) -> None:
+    await client.request("s/a", "ping", json={})
+    # The pooled socket can no longer send (as after a reset the loop has not yet seen):
+    # the request's first write fails, so not one byte of it left and a POST may go again.
+    # No await between the two lines, so the loop cannot notice the socket first.
+    [conn] = client._idle
+    conn.writer.get_extra_info("socket").shutdown(socket.SHUT_WR)
+    answer = await client.request("s/a", "digest", body=b"once")
+    assert orjson.loads(answer.body)["n"] == 4
+    assert sent(server, "/digest") == 1
+    assert server.connections == 2
 
 
 async def test_first_request_on_a_fresh_connection_is_not_retried(server: Server) -> None:
