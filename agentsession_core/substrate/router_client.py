@@ -9,7 +9,8 @@ answers, answers read to the end before the connection goes back to the pool.
 
 Connections: idle ones wait in a LIFO pool (the warmest socket first); `max_connections`
 bounds how many exist at once (0: unbounded), further requests queue for a free one. A
-timeout, a protocol error or `Connection: close` discards the connection.
+timeout, a protocol error, an answer over the size cap or `Connection: close` discards the
+connection.
 
 Resends (docs/SPEC.md §2.2): a connection dies under a request either before the server
 could have read it or after, and only the first is safe to repeat for a request that acts
@@ -23,9 +24,15 @@ once and on another connection, only when
 A POST whose connection ended after it was written, with no answer, fails with TRANSPORT:
 the server may have acted on it, and the session's failure handling decides what next.
 
+Answers are read up to `max_answer_bytes` of body (docs/SPEC.md §2.2): a larger
+Content-Length is refused before any of it is read, a chunked or read-to-EOF body is cut off
+at the cap, and either way the request fails with ANSWER_TOO_LARGE and the connection, with
+the rest of the body still on it, is closed.
+
 Failures are SubstrateErrors exactly as RouterClient raises them (http.py): an error answer
 keeps its body's code and `from_router` from `x-ate-router: 1`; TRANSPORT for connection
-failures and malformed answers; TIMEOUT when the per-request deadline passes.
+failures and malformed answers; TIMEOUT when the per-request deadline passes;
+ANSWER_TOO_LARGE for an answer over the cap.
 """
 
 from __future__ import annotations
@@ -37,13 +44,23 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
+from agentsession_core.substrate.errors import (
+    ANSWER_TOO_LARGE,
+    TIMEOUT,
+    TRANSPORT,
+    SubstrateError,
+)
 from agentsession_core.substrate.interface import RouterResponse
 from agentsession_core.substrate.protocol import TARGET_HEADER
 from agentsession_core.substrate.router_wire import router_answer
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers of one answer
 _DRAIN_ABOVE = 64 * 1024  # wait for the socket buffer only when a body is this large
+_EOF_READ = 64 * 1024  # a read-to-EOF body is read in pieces this large, counted to the cap
+# The largest answer body read by default: well above the largest answer a built-in script
+# asks for (read_disk_data of a 24Mi file), far below what would strain a generator's memory
+# with a few hundred answers in flight. TargetParams.max_answer_bytes sets it per run.
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
 # RFC 9110 §9.2.2: methods whose effect on the server is the same sent once or twice, so a
 # request whose fate is unknown may be repeated (docs/SPEC.md §2.2).
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
@@ -60,6 +77,10 @@ class ClosedBeforeAnswer(ConnectionError):
 
 class NotSent(ConnectionError):
     """The connection refused the request's first write: not one byte of it left."""
+
+
+class AnswerTooLarge(Exception):
+    """The answer's body is larger than the client reads."""
 
 
 class _Connection:
@@ -93,9 +114,14 @@ class Answer:
         self.keep_alive = keep_alive
 
 
-async def read_answer(reader: asyncio.StreamReader, *, head_only: bool = False) -> Answer:
+async def read_answer(
+    reader: asyncio.StreamReader,
+    *,
+    head_only: bool = False,
+    max_body: int = DEFAULT_MAX_ANSWER_BYTES,
+) -> Answer:
     """Read one HTTP/1.x answer from `reader` (status line, headers, then a Content-Length,
-    chunked or read-to-EOF body)."""
+    chunked or read-to-EOF body of at most `max_body` bytes: AnswerTooLarge beyond)."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
@@ -126,34 +152,58 @@ async def read_answer(reader: asyncio.StreamReader, *, head_only: bool = False) 
     if head_only or status in (204, 304) or 100 <= status < 200:
         return Answer(status, headers, b"", keep_alive)
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = await _read_chunked(reader)
+        body = await _read_chunked(reader, max_body)
     elif (length := headers.get("content-length")) is not None:
         if not length.isdigit():
             raise ProtocolError(f"bad Content-Length {length!r}")
+        if int(length) > max_body:  # refused before a byte of it is buffered
+            raise AnswerTooLarge(f"answer of {length} bytes, over the cap of {max_body}")
         body = await reader.readexactly(int(length))
     else:  # HTTP/1.0 style: the body ends when the server closes
-        body = await reader.read()
+        body = await _read_to_eof(reader, max_body)
         keep_alive = False
     return Answer(status, headers, body, keep_alive)
 
 
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+async def _read_to_eof(reader: asyncio.StreamReader, max_body: int) -> bytes:
     parts: list[bytes] = []
+    total = 0
+    while part := await reader.read(_EOF_READ):
+        total += len(part)
+        if total > max_body:
+            raise AnswerTooLarge(f"answer body past the cap of {max_body} bytes")
+        parts.append(part)
+    return b"".join(parts)
+
+
+async def _read_chunked(reader: asyncio.StreamReader, max_body: int) -> bytes:
+    parts: list[bytes] = []
+    total = 0
     while True:
-        size_line = await reader.readuntil(b"\r\n")
-        size_text = size_line.split(b";", 1)[0].strip()
+        size_text = (await _read_line(reader)).split(b";", 1)[0].strip()
         try:
             size = int(size_text, 16)
         except ValueError:
             raise ProtocolError(f"bad chunk size {size_text[:40]!r}") from None
         if size == 0:
             # Trailers (usually none) end with an empty line.
-            while await reader.readuntil(b"\r\n") != b"\r\n":
+            while await _read_line(reader) != b"\r\n":
                 pass
             return b"".join(parts)
+        total += size
+        if total > max_body:  # checked before the chunk is read: an endless body stops here
+            raise AnswerTooLarge(f"chunked answer past the cap of {max_body} bytes")
         parts.append(await reader.readexactly(size))
         if await reader.readexactly(2) != b"\r\n":
             raise ProtocolError("chunk not followed by CRLF")
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes:
+    """A chunk-size or trailer line; one longer than the reader's limit is malformed."""
+    try:
+        return await reader.readuntil(b"\r\n")
+    except asyncio.LimitOverrunError:
+        raise ProtocolError(f"chunk line longer than {MAX_HEAD_BYTES} bytes") from None
 
 
 class FastRouterClient:
@@ -166,6 +216,7 @@ class FastRouterClient:
         token: str | None = None,
         timeout: float = 120.0,
         max_connections: int = 0,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         url = urlsplit(base_url)
         if url.scheme != "http" or not url.hostname:
@@ -176,6 +227,7 @@ class FastRouterClient:
         self.prefix = url.path.rstrip("/")
         self.timeout = timeout
         self.max_connections = max_connections
+        self.max_answer_bytes = max_answer_bytes
         host_header = url.netloc
         auth = f"Authorization: Bearer {token}\r\n" if token else ""
         # Everything after the request line that never changes, joined once.
@@ -279,7 +331,9 @@ class FastRouterClient:
                     except (ConnectionResetError, BrokenPipeError):
                         # Part of it may have been read by then.
                         raise ClosedBeforeAnswer("closed while the request was sent") from None
-                answer = await read_answer(conn.reader, head_only=method == "HEAD")
+                answer = await read_answer(
+                    conn.reader, head_only=method == "HEAD", max_body=self.max_answer_bytes
+                )
                 reusable = answer.keep_alive
                 return answer
             except NotSent:
@@ -333,6 +387,10 @@ class FastRouterClient:
                 return await self.exchange(method, wire)
         except TimeoutError:
             raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
+        except AnswerTooLarge as exc:
+            raise SubstrateError(
+                ANSWER_TOO_LARGE, f"router {route}: {exc} (target.max_answer_bytes)"
+            ) from None
         except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
             raise SubstrateError(TRANSPORT, f"router {route}: {exc!r}") from None
 

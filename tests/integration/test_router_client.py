@@ -1,7 +1,7 @@
 """FastRouterClient against a real socket server that answers in every way HTTP/1.1 allows:
 Content-Length and chunked bodies, large bodies both ways, error answers with and without
 x-ate-router, Connection: close, read-to-EOF, servers that close idle connections, that read
-a request and drop it, that never answer, or answer garbage. Every resend
+a request and drop it, that never answer, answer garbage or answer without end. Every resend
 is counted on the server side: a POST the server may have read is never sent twice
 (docs/SPEC.md §2.2)."""
 
@@ -16,11 +16,13 @@ import orjson
 import pytest
 
 from agentsession_core.substrate.errors import (
+    ANSWER_TOO_LARGE,
     TIMEOUT,
     TRANSPORT,
     FailureClass,
     SubstrateError,
 )
+from agentsession_core.substrate.http import RouterClient
 from agentsession_core.substrate.router_client import FastRouterClient
 
 BIG = 4 * 1024 * 1024 + 17
@@ -35,6 +37,9 @@ class Server:
         self.server: asyncio.Server | None = None
         self.in_flight = 0
         self.max_in_flight = 0
+        # Set when an answer without end (or with a length it never sends) finds its
+        # connection closed by the client.
+        self.abandoned = asyncio.Event()
 
     async def start(self) -> str:
         self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
@@ -61,7 +66,7 @@ class Server:
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 try:
-                    keep = await self.answer(target, body, writer)
+                    keep = await self.answer(target, body, writer, reader)
                 finally:
                     self.in_flight -= 1
                 await writer.drain()
@@ -70,7 +75,13 @@ class Server:
         finally:
             writer.close()
 
-    async def answer(self, target: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+    async def answer(
+        self,
+        target: str,
+        body: bytes,
+        writer: asyncio.StreamWriter,
+        reader: asyncio.StreamReader,
+    ) -> bool:
         route = target.split("?")[0].lstrip("/")
 
         def send(status: int, payload: bytes, extra: str = "") -> None:
@@ -117,6 +128,28 @@ class Server:
             send(204, b"")
         elif route == "idle-close":  # a keep-alive timeout of zero: answer, then close idle
             send(200, b"{}")
+            return False
+        elif route in ("endless-chunked", "endless-eof"):
+            chunked = route == "endless-chunked"
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                if chunked
+                else b"HTTP/1.0 200 OK\r\n\r\n"
+            )
+            part = b"z" * 65536
+            framed = b"10000\r\n" + part + b"\r\n" if chunked else part
+            try:
+                while True:  # until the client hangs up
+                    writer.write(framed)
+                    await writer.drain()
+            except ConnectionError:
+                self.abandoned.set()
+            return False
+        elif route == "huge-length":  # promises 16 GiB, sends a little, waits
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 17179869184\r\n\r\nabc")
+            await writer.drain()
+            await reader.read()  # returns when the client closes the connection
+            self.abandoned.set()
             return False
         return True
 
@@ -363,6 +396,79 @@ async def test_cancelled_waiter_does_not_leak_a_slot(server: Server) -> None:
         assert (await first).status == 200
         assert (await c.request("s/a", "ping", json={})).status == 200
         assert server.connections == 1
+    finally:
+        await c.aclose()
+
+
+@pytest.mark.parametrize("route", ["endless-chunked", "endless-eof"])
+async def test_an_endless_answer_stops_at_the_cap_and_its_connection_is_dropped(
+    server: Server, route: str
+) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    c = FastRouterClient(f"http://127.0.0.1:{port}", timeout=30, max_answer_bytes=1 << 20)
+    try:
+        await c.request("s/a", "ping", json={})
+        with pytest.raises(SubstrateError) as caught:
+            await c.request("s/a", route, json={})
+        assert caught.value.code == ANSWER_TOO_LARGE
+        assert caught.value.failure_class is FailureClass.COUNT
+        assert "target.max_answer_bytes" in str(caught.value)
+        await asyncio.wait_for(server.abandoned.wait(), 10)  # the client hung up
+        assert (await c.request("s/a", "ping", json={})).status == 200
+        assert server.connections == 2  # the capped answer's connection was not reused
+    finally:
+        await c.aclose()
+
+
+async def test_a_content_length_over_the_cap_is_refused_before_reading(server: Server) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    c = FastRouterClient(f"http://127.0.0.1:{port}", timeout=30)  # the 64 MiB default
+    try:
+        with pytest.raises(SubstrateError) as caught:
+            await c.request("s/a", "huge-length", json={})
+        # Not TIMEOUT: the client did not wait for the 16 GiB the server promised.
+        assert caught.value.code == ANSWER_TOO_LARGE
+        assert "17179869184 bytes" in str(caught.value)
+        await asyncio.wait_for(server.abandoned.wait(), 10)
+        assert (await c.request("s/a", "ping", json={})).status == 200
+        assert server.connections == 2
+    finally:
+        await c.aclose()
+
+
+async def test_an_answer_of_exactly_the_cap_is_read(server: Server) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    for cap, chunked_cap in ((BIG, 70014), (BIG - 1, 70013)):
+        c = FastRouterClient(f"http://127.0.0.1:{port}", max_answer_bytes=cap)
+        chunked = FastRouterClient(f"http://127.0.0.1:{port}", max_answer_bytes=chunked_cap)
+        try:
+            if cap == BIG:
+                assert len((await c.request("s/a", "big", json={})).body) == BIG
+                assert len((await chunked.request("s/a", "chunked", json={})).body) == 70014
+            else:
+                for client, route in ((c, "big"), (chunked, "chunked")):
+                    with pytest.raises(SubstrateError) as caught:
+                        await client.request("s/a", route, json={})
+                    assert caught.value.code == ANSWER_TOO_LARGE
+        finally:
+            await c.aclose()
+            await chunked.aclose()
+
+
+@pytest.mark.parametrize("route", ["endless-chunked", "huge-length"])
+async def test_the_aiohttp_router_client_caps_answers_alike(server: Server, route: str) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    c = RouterClient(f"http://127.0.0.1:{port}", timeout=30, max_answer_bytes=1 << 20)
+    try:
+        with pytest.raises(SubstrateError) as caught:
+            await c.request("s/a", route, json={})
+        assert caught.value.code == ANSWER_TOO_LARGE
+        await asyncio.wait_for(server.abandoned.wait(), 10)
+        assert (await c.request("s/a", "ping", json={})).status == 200
     finally:
         await c.aclose()
 
