@@ -320,7 +320,7 @@ class Run:
         while True:
             await asyncio.sleep(1.0)
             engine.sample()
-            engine.ctx.failure_log.summarise()
+            engine.ctx.summarise_logs()
             self.recorder.flush()
             text = self.history.render_closed(self.recorder, len(engine.population.sessions))
             await self._save_progress(text, lambda: status_document(self, final=False))
