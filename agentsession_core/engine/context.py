@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from agentsession_core.engine.failure_log import FailureLog
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
+from agentsession_core.log_limit import LogLimiter
 from agentsession_core.measure.health import DISPATCH_LAG_ROW
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate
@@ -79,6 +80,9 @@ class RunContext:
     # replacement starts the same way.
     primes: bool = False
     failure_log: FailureLog = field(default_factory=FailureLog)
+    # "<old> replaced by <new>": one a replacement, thousands a minute when a substrate
+    # fails under load, so a few are shown and the rest summed up.
+    replacements: LogLimiter = field(default_factory=lambda: LogLimiter("replacements"))
     # Actor names are `<actor_prefix>-<session id>`; the shards of a sharded run each have
     # their own prefix, so their names never collide in the shared atespace.
     actor_prefix: str = "agent"
@@ -123,6 +127,12 @@ class RunContext:
         woke = time.monotonic_ns()
         self.dispatch_lag.ok(deadline_ns, woke, woke)
         return True
+
+    def summarise_logs(self, *, force: bool = False) -> None:
+        """Sum up the log lines held back (failures, replacements) once their interval is
+        over, or now when forced (at the end of the run)."""
+        self.failure_log.summarise(force=force)
+        self.replacements.summarise(force=force)
 
     def surface(self, exc: SubstrateError, where: str) -> None:
         """INVALID_ARGUMENT / UNAUTHENTICATED / PERMISSION_DENIED / 401 / 403 mean the run

@@ -337,7 +337,7 @@ class Run:
         while True:
             await asyncio.sleep(1.0)
             engine.sample()
-            engine.ctx.failure_log.summarise()
+            engine.ctx.summarise_logs()
             self.recorder.flush()
             texts = self.history.render_closed_files(self.recorder, len(engine.population.sessions))
             await self._save_progress(texts, lambda: status_document(self, final=False))

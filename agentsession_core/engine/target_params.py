@@ -11,14 +11,18 @@ from pydantic import (
 
 from agentsession_core.engine.param_types import (
     _TEMPLATE,
+    MAX_ANSWER_BYTES,
     MAX_TEXT,
     MAX_WAIT_S,
+    MIN_ANSWER_BYTES,
+    Bytes,
     Seconds,
     Section,
     WireForm,
 )
 from agentsession_core.errors import clip
 from agentsession_core.substrate.protocol import ATE_API_SERVER_NAME, ATE_SCHEMES
+from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES
 
 
 def wire_of(protocol: str | None, substrate: str | None) -> WireForm:
@@ -91,6 +95,13 @@ class TargetParams(Section):
         None,
         max_length=MAX_TEXT,
         description="a Prometheus server to run server.queries against after each window",
+    )
+    max_answer_bytes: Bytes = Field(
+        DEFAULT_MAX_ANSWER_BYTES,
+        ge=MIN_ANSWER_BYTES,
+        le=MAX_ANSWER_BYTES,
+        description="largest router answer body read, in bytes or as a size (64Mi); a larger "
+        "answer fails its request with ANSWER_TOO_LARGE and is not read",
     )
 
     @field_validator("metrics_url", "prometheus_url")
