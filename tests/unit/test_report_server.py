@@ -1,6 +1,6 @@
 """report.html's server-side figures (docs/SPEC.md §5.9, §7): the source and sampling, the
 key figures per window and over the hold, `server.` rules drawn at the bound each window was
-judged by, and "no data" that says why."""
+judged by, "no data" that says why, and the steady window beside a baseline's."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from agentsession_core.cli.report import compare_runs
 from agentsession_core.judge.thresholds import parse_thresholds
-from agentsession_core.output.report import read_run, render_report
+from agentsession_core.output.report import read_run, render, render_report
 from agentsession_core.output.report_context import ReportContext
 from agentsession_core.output.report_server import step_points
 from agentsession_core.output.report_server_data import fmt_bytes, fmt_delta, fmt_figure
@@ -187,6 +188,28 @@ def test_the_summary_is_linked_among_the_artifacts(judged_run) -> None:
         '<a href="server_summary.json">server_summary.json</a> <span class="dim">'
         "the substrate&#x27;s own figures per window and over the hold</span>"
     ) in page
+
+
+def test_a_baseline_shows_the_steady_windows_figures_side_by_side(tmp_path: Path) -> None:
+    current, baseline = tmp_path / "current", tmp_path / "baseline"
+    build_run(current, name="current", slow=1.6)  # 60 % more snapshot traffic
+    build_run(baseline, name="baseline")
+    this, base = read_run(current), read_run(baseline)
+    html = render(this, comparison=compare_runs(this, base, None))
+    start = html.index("Server-side figures over the steady window")
+    rows = figure_rows(html[start : html.index("</table>", start)])
+    assert rows["snapshot_bytes_written_rate"] == ["3 MiB/s", "4.8 MiB/s", "+60%"]
+    assert rows["snapshot_bytes_read_rate"] == ["1 MiB/s", "1 MiB/s", "+0%"]
+    assert rows["workers_rss_bytes_max"] == ["130 MiB", "130 MiB", "+0%"]
+    # Only one run with figures: nothing to compare, and the page says which has them.
+    (baseline / "server_summary.json").unlink()
+    base = read_run(baseline)
+    html = render(this, comparison=compare_runs(this, base, None))
+    assert "no comparison: only this run has server_summary.json" in html
+    (current / "server_summary.json").unlink()
+    this = read_run(current)
+    html = render(this, comparison=compare_runs(this, base, None))
+    assert "Server-side figures over the steady window" not in html
 
 
 def test_figures_are_written_in_human_units() -> None:
