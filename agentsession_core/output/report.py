@@ -6,13 +6,15 @@ The page, top to bottom: the verdict and the headline figures; the judged window
 rule that decided each and every threshold against every window; the baseline comparison
 (when there is one); throughput against target; failures by code; latency from the intended
 time beside service time and start lag; per-step latency; generator health with its void
-limits; the turnover gauge with the resident set asked for; ramp and drift; the whole-run
+limits; the turnover gauge with the resident set asked for; the substrate's own figures
+per window (server_summary.json) with its `server.` rules; ramp and drift; the whole-run
 rows; the run's parameters and thresholds; links to the other artifacts. Every chart shares
 one time axis, shades the windows by outcome, marks level changes and draws the thresholds
 that apply to it. Every input is optional: what is missing says "no data".
 
 The modules: run_source + report_data (reading), report_context (what charts share), chart +
-chart_scale (SVG), report_charts / report_tables / report_params / report_compare (sections).
+chart_scale (SVG), report_charts / report_tables / report_params / report_compare /
+report_server (sections; report_server_data reads server_summary.json's figures).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from agentsession_core.output.chart import esc
 from agentsession_core.output.report_compare import Comparison, baseline_section
 from agentsession_core.output.report_context import ReportContext, ThresholdRule
 from agentsession_core.output.report_data import RunData, load_run_data
+from agentsession_core.output.report_server import server
 from agentsession_core.output.run_dir import atomic_write
 from agentsession_core.output.run_source import RunSource, open_run
 
@@ -40,6 +43,7 @@ INDEX = (
     ("steps", "steps"),
     ("health", "generator health"),
     ("gauge", "turnover gauge"),
+    ("server", "server-side figures"),
     ("drift", "ramp & drift"),
     ("rows", "rows"),
     ("params", "parameters"),
@@ -110,6 +114,7 @@ def render(
         charts.steps(ctx),
         charts.health(ctx),
         charts.gauges(ctx),
+        server(ctx),
         tables.drift_and_ramp(data),
         tables.rows_table(data),
         run_info.parameters(data),

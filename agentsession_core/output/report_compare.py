@@ -1,6 +1,7 @@
 """The baseline section of report.html: this run beside a baseline run.
 
 Shows the two runs' headline rows side by side, each window's figures side by side, the
+substrate's key figures over each steady window (server_summary.json) with their change, the
 deltas the gate judged (handed in as data: judge.gate compares, output only renders) and the
 per-second TimeToWake p99 and throughput of both runs overlaid, each counted from the start
 of its own hold.
@@ -22,7 +23,16 @@ from agentsession_core.output.report_context import (
     ReportContext,
     section,
 )
-from agentsession_core.output.report_data import Points, RunData, number
+from agentsession_core.output.report_data import SERVER_SUMMARY, Points, RunData, number
+from agentsession_core.output.report_server_data import (
+    fmt_delta,
+    fmt_figure,
+    key_figures,
+    query_names,
+    rule_figures,
+    steady_of,
+    value,
+)
 from agentsession_core.output.report_tables import fmt, meta_line, ms, outcome_cell, table
 
 BASELINE_COLOUR = "#757575"
@@ -130,6 +140,32 @@ def _windows(this: RunData, base: RunData) -> str:
     )
 
 
+def _server(this: RunData, base: RunData) -> str:
+    """The steady window's key server figures of both runs, and the change (docs/SPEC.md
+    §5.9): what the substrate paid for the same load, beside what the client felt."""
+    if this.server is None and base.server is None:
+        return ""
+    head = "<h3>Server-side figures over the steady window (the hold)</h3>"
+    if this.server is None or base.server is None:
+        which = "this run" if base.server is None else "the baseline"
+        return f'{head}<p class="nodata">no comparison: only {which} has {SERVER_SUMMARY}</p>'
+    spans = [s for s in (steady_of(base.server), steady_of(this.server)) if s is not None]
+    names = query_names(this.server) + query_names(base.server)
+    figures = key_figures(spans, list(rule_figures(this)), list(dict.fromkeys(names)))
+    if not figures:
+        return f'{head}<p class="nodata">no comparison: neither run has a steady window</p>'
+    rows = []
+    for f in figures:
+        b, t = (value(steady_of(d.server), f.series, f.figure) for d in (base, this))
+        rows.append(
+            f"<tr><td>{esc(f.label)}<br><code class=dim>server.{esc(f.name)}</code></td>"
+            f"<td>{fmt_figure(f.series, f.figure, b)}</td>"
+            f"<td>{fmt_figure(f.series, f.figure, t)}</td>"
+            f"<td>{fmt_delta(f.series, f.figure, b, t)}</td></tr>"
+        )
+    return head + table(["figure", "baseline", "this run", "Δ"], rows, "cmp")
+
+
 def judged_deltas(judged: dict[str, Any]) -> str:
     """The gate's baseline comparison: each headline metric's change and its verdict."""
     metrics = judged.get("metrics") or []
@@ -200,6 +236,7 @@ def baseline_section(ctx: ReportContext, comparison: Comparison | None) -> str:
         + judged_deltas(comparison.judged)
         + _side_by_side(ctx.data, base)
         + _windows(ctx.data, base)
+        + _server(ctx.data, base)
         + "<h3>Over time</h3>"
         + _overlay(ctx, base)
     )

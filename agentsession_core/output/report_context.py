@@ -49,6 +49,8 @@ class ThresholdRule(Protocol):
     def value(self) -> float: ...
     @property
     def target_factor(self) -> float | None: ...
+    @property
+    def server(self) -> str | None: ...
 
 
 def row_matches(key: RowKey, pattern: str) -> bool:
@@ -166,8 +168,13 @@ class ReportContext:
         return out
 
     def untracked_rules(self) -> list[ThresholdRule]:
-        """Rules no chart draws (failure ratios, counts): named in captions instead."""
-        return [r for r in self.rules if r.stat not in LATENCY_STATS and r.stat != "achieved_rps"]
+        """Rules no chart draws (failure ratios, counts): named in captions instead. A rule on
+        a server figure is drawn by the server section (report_server.py)."""
+        return [
+            r
+            for r in self.rules
+            if r.stat not in LATENCY_STATS and r.stat != "achieved_rps" and r.server is None
+        ]
 
 
 def section(anchor: str, title: str, body: str, intro: str = "") -> str:

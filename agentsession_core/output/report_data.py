@@ -4,7 +4,8 @@ Sources (every one optional; a missing or torn file leaves its part empty, never
 stats_history.csv (per second per request row: rate, failures, latency percentiles from the
 intended time), stats_history.jsonl (per second per row: failures by code, service time and
 start lag, the generator's own lag), gauges.jsonl (sessions by state, CPU), windows.jsonl,
-gate.json, status.json, campaign.json (the parameters) and stats.jsonl (whole-run rows).
+gate.json, status.json, campaign.json (the parameters), stats.jsonl (whole-run rows) and
+server_summary.json (the substrate's own figures per window, docs/SPEC.md §5.9).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ RowKey = tuple[str, str]
 AGGREGATED_ROW: RowKey = ("", AGGREGATED)
 PERCENTILE_KEYS = tuple(SECOND_PERCENTILES)  # p50, p90, p99
 VIEWS = ("latency", "service", "start_lag", "response")
+SERVER_SUMMARY = "server_summary.json"
 
 
 @dataclass
@@ -61,6 +63,9 @@ class RunData:
     rows: dict[RowKey, RowSeries] = field(default_factory=dict)
     gauges: dict[str, dict[str, Points]] = field(default_factory=dict)
     has_seconds_file: bool = False
+    # server_summary.json as written (None: no such file, or not a JSON object); the server
+    # section interprets it, so a summary from a newer schema still shows what it can.
+    server: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ parameters
     @property
@@ -221,12 +226,14 @@ def load_run_data(source: RunSource) -> RunData:
     data.has_seconds_file = seconds is not None
     read_history_jsonl(parse_jsonl(seconds), data.rows)
     data.gauges = read_gauges(parse_jsonl(source.text("gauges.jsonl")))
+    data.server = parse_json(source.text(SERVER_SUMMARY))
     return data
 
 
 __all__ = [
     "AGGREGATED_ROW",
     "PERCENTILE_KEYS",
+    "SERVER_SUMMARY",
     "Points",
     "RowSeries",
     "RunData",

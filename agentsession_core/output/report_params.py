@@ -72,6 +72,7 @@ FILES = {
     "manifest.json": "every file with size and sha256",
     "report.html": "this page",
     "script.yaml": "the session script",
+    "server_summary.json": "the substrate's own figures per window and over the hold",
     "stats.csv": "whole-run rows (Locust)",
     "stats.jsonl": "whole-run rows, turnover and step windows",
     "stats_history.csv": "per second per row (Locust)",

@@ -6,12 +6,15 @@ turnover population, two levels): the demo, and one with a break (an unmeetable 
 and a void window (the generator's saturation is forced for the second window, so the test
 does not depend on how busy the box is). Headless Chromium screenshots the demo's report,
 the break/void report and a baseline comparison; each page is checked for its sections and
-for being self-contained. The command runs on a local run and on S3 runs (moto's server).
+for being self-contained, the demo's for the substrate's own figures (server_summary.json).
+The command runs on a local run and on S3 runs (moto's server).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,8 +28,10 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import CampaignResult, run_campaign_blocking
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.output.chart import esc
+from agentsession_core.output.report_server_data import fmt_figure
 from agentsession_core.output.upload import s3_client, upload_run
 from tests.unit.test_report import SECTIONS, assert_self_contained
+from tests.unit.test_report_server import figure_rows, server_section
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.timeout(300)
@@ -107,13 +112,17 @@ def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
     )
 
 
-def screenshot(page: Path, tmp_path: Path, name: str) -> bytes:
-    """Chromium renders the page to a PNG (kept in $AGENTSESSION_SCREENSHOTS when set)."""
+def screenshot(page: Path, tmp_path: Path, name: str, expect: tuple[str, ...] = ()) -> bytes:
+    """Chromium renders the page to a PNG (kept in $AGENTSESSION_SCREENSHOTS when set); the
+    DOM it parsed holds the section headings and `expect`."""
     if not Path(CHROMIUM).exists():
         pytest.skip("chromium is not installed")
     dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / f"{name}-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "Throughput over time" in dom.stdout.decode()  # parsed, not shown as text
+    parsed = dom.stdout.decode()
+    assert "Throughput over time" in parsed  # parsed, not shown as text
+    for text in expect:
+        assert text in parsed, text
     shot = tmp_path / f"{name}.png"
     done = chromium(
         f"--screenshot={shot}",
@@ -159,7 +168,36 @@ def test_the_demo_report_shows_every_section_in_chromium(demo, tmp_path):
     assert "http_Step_01_start" in page and "service time (from send)" in page
     assert "no data: this run has no stats_history.jsonl" not in page
     assert page.count("<path d=") > 20
-    screenshot(run_dir / "report.html", tmp_path, "demo")
+    check_server_section(run_dir, page)
+    expect = ("Server-side figures", "Key figures per window", "worker RSS, all workers (max)")
+    screenshot(run_dir / "report.html", tmp_path, "demo", expect)
+
+
+def check_server_section(run_dir: Path, page: str) -> None:
+    """The embedded substrate's figures: the table says what server_summary.json says, and
+    the charts are drawn."""
+    summary = json.loads((run_dir / "server_summary.json").read_text())
+    html = server_section(page)
+    assert "source <b>scrape</b>" in html and "<code>agentsession_substrate_*</code>" in html
+    assert re.search(r"sampling: <b>[1-9]\d*</b> ok", html)
+    head = re.findall(r"<th>(.*?)</th>", html)
+    assert [h.split()[0] for h in head[1:-1]] == [f"w{w['index']}" for w in summary["windows"]]
+    assert "@1.00×" in head[1] and "@2.00×" in head[-2] and head[-1] == "steady (the hold)"
+    rows = figure_rows(html)
+    spans = [*summary["windows"], summary["steady"]]
+    for name, series, figure in (
+        ("workers_rss_bytes_max", "workers_rss_bytes", "max"),
+        ("snapshot_bytes_written_rate", "snapshot_bytes_written", "rate"),
+        ("wakes_rate", "wakes", "rate"),
+        ("parked_requests_max", "parked_requests", "max"),
+    ):
+        shown = [fmt_figure(series, figure, s["figures"][series][figure]) for s in spans]
+        assert rows[name] == shown, name
+    assert rows["workers_rss_bytes_max"][-1].endswith("MiB")  # worker processes hold bytes
+    assert summary["steady"]["figures"]["wakes"]["rate"] > 0  # the load woke actors
+    for title in ("actors by state", "snapshot traffic", "memory"):
+        assert f'aria-label="{title}"' in html
+    assert '<a href="server_summary.json">server_summary.json</a>' in page
 
 
 def test_a_break_and_a_void_window_say_what_decided_them(broken, tmp_path):

@@ -1,10 +1,13 @@
 """A synthetic judged run directory for the report's tests: every file a campaign writes,
 from a recorder fed on a fake clock, with a pass, a break and a void window, a level change,
-failures with codes, generator rows above their limits in the void window and the gauges."""
+failures with codes, generator rows above their limits in the void window and the gauges;
+and server_summary.json from a real ServerMetricsStore fed the local substrate's /metrics
+text every 2 s (tests/unit/report_server_run.py)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from agentsession_core.judge.thresholds import parse_thresholds
 from agentsession_core.judge.verdict import WindowVerdict, judge_window
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 from agentsession_core.output.stats_files import HistoryWriter, render_jsonl, render_stats_jsonl
+from tests.unit.report_server_run import server_metrics
 
 WALL0 = 1_700_000_000.0
 MONO0 = 5 * NS_PER_S
@@ -24,7 +28,7 @@ THRESHOLDS = ["TimeToWake: p99 < 2s", "TimeToWake: p50 < 300ms", "achieved_rps >
 CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 
 
-def _params(name: str) -> dict[str, Any]:
+def _params(name: str, thresholds: Sequence[str]) -> dict[str, Any]:
     return {
         "name": name,
         "tag": "t",
@@ -32,7 +36,7 @@ def _params(name: str) -> dict[str, Any]:
         "seed": 7,
         "population": {"kind": "turnover", "sessions": 8, "awake": 4, "target_rps": 4.0},
         "levels": [1.0, 1.5],
-        "thresholds": THRESHOLDS,
+        "thresholds": list(thresholds),
         "abort": {"rules": ["Step_*: failure_ratio < 0.5 (min 20)"], "sliding_seconds": 10},
         "max_regression": 0.2,
         "target": {"token": "***", "local_workers": 4},
@@ -64,9 +68,16 @@ def _book(rec: Recorder, rng: np.random.Generator, s: int, slow: float) -> None:
 
 
 def build_run(
-    run_dir: Path, seconds: int = 30, *, name: str = "demo<x>", slow: float = 1.0
+    run_dir: Path,
+    seconds: int = 30,
+    *,
+    name: str = "demo<x>",
+    slow: float = 1.0,
+    thresholds: Sequence[str] = THRESHOLDS,
+    server: bool = True,
 ) -> tuple[list[WindowVerdict], dict[str, Any]]:
-    """Write a judged run into `run_dir`: windows pass, break, void (at 1.5x)."""
+    """Write a judged run into `run_dir`: windows pass, break, void (at 1.5x); `slow` also
+    scales the substrate's snapshot traffic; `server=False` writes no server_summary.json."""
     run_dir.mkdir(parents=True, exist_ok=True)
     clock = [MONO0]
     rec = Recorder(clock_ns=lambda: clock[0], wall_clock=lambda: WALL0)
@@ -84,9 +95,10 @@ def build_run(
     rec.flush()
     for file, text in HistoryWriter().render_closed_files(rec, 8).items():
         (run_dir / file).write_text(text)
-    rules = parse_thresholds(THRESHOLDS)
+    rules = parse_thresholds(thresholds)
     spans = ((0, third, 1.0, None), (third, 2 * third, 1.0, None))
     spans += ((2 * third, seconds, 1.5, "the load generator was saturated in 10 of 10 s"),)
+    metrics = server_metrics(WALL0, seconds, [(a, b, level) for a, b, level, _ in spans], slow)
     verdicts = [
         judge_window(
             rec.window(MONO0 + a * NS_PER_S, MONO0 + b * NS_PER_S),
@@ -95,9 +107,12 @@ def build_run(
             level=level,
             target=4.0 * level,
             void_reason=void,
+            server=metrics.windows[i],
         )
         for i, (a, b, level, void) in enumerate(spans)
     ]
+    if server:
+        (run_dir / "server_summary.json").write_text(json.dumps(metrics.document()))
     whole = rec.window(MONO0, MONO0 + seconds * NS_PER_S)
     (run_dir / "stats.jsonl").write_text(render_stats_jsonl(whole, tag="t", test_name=name))
     (run_dir / "windows.jsonl").write_text(windows_jsonl(verdicts))
@@ -107,7 +122,7 @@ def build_run(
     (run_dir / "status.json").write_text(
         json.dumps({"status": "completed", "phase": "done", "started_unix": WALL0})
     )
-    campaign = {"params": _params(name), "script": "smoke", "started_unix": WALL0}
+    campaign = {"params": _params(name, thresholds), "script": "smoke", "started_unix": WALL0}
     campaign["versions"] = {"agentsession": "test"}
     (run_dir / "campaign.json").write_text(json.dumps(campaign))
     (run_dir / "logs.txt").write_text("a log line\n")

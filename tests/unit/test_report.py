@@ -21,6 +21,7 @@ SECTIONS = (
     "steps",
     "health",
     "gauge",
+    "server",
     "drift",
     "rows",
     "params",
