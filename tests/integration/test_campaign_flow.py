@@ -24,7 +24,8 @@ from agentsession_core.engine.params import parse
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.output.upload import list_objects, read_object, s3_client
 
-pytestmark = pytest.mark.timeout(240)
+# One worker runs the whole module under xdist (`--dist loadgroup`): one harness, not two.
+pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("prefect-harness")]
 BUCKET = "campaign-runs"
 
 
