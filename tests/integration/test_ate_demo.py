@@ -34,9 +34,9 @@ def shortened_demo(out: Path) -> CampaignParams:
     values = demo.model_dump(mode="json")
     values.update(
         out=str(out),
-        hold_minutes=0.25,  # one 15 s window at 1x, then one at 1.5x (the ramp is kept)
-        window_seconds=15,
-        ramp_minutes=0.25,
+        hold_minutes=0.1,  # one 6 s window at 1x, then one at 1.5x (the ramp is kept)
+        window_seconds=6,
+        ramp_minutes=0.1,
     )
     values["abort"] = {**values["abort"], "delay_seconds": 5}
     return CampaignParams.model_validate(values)

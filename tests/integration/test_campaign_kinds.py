@@ -28,8 +28,8 @@ def campaign(url: str, out: Path, kind: str, **population: Any) -> CampaignParam
         name=f"units-{kind}",
         tag="test",
         out=str(out),
-        hold_minutes=0.5,
-        window_seconds=15,
+        hold_minutes=20 / 60,  # two 10 s windows
+        window_seconds=10,
         population={
             "kind": kind,
             "registration_quiet_seconds": 0.5,

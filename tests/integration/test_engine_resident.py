@@ -29,6 +29,7 @@ from tests.integration.test_engine_turnover import read_jsonl
 pytestmark = pytest.mark.timeout(240)
 
 AWAKE = 20
+REFUSED_HOLD = 15.0  # seconds: the seeded stream refuses its 7th and 12th wake probes
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,7 @@ async def test_a_fifth_of_wakes_refused_for_the_whole_hold_keeps_the_resident_se
     faulty.armed = False
     params = turnover_params(tmp_path, wide.url, sessions=40, awake=AWAKE, target_rps=1.0)
     try:
-        run = await faulty_hold(params, faulty, 30.0)
+        run = await faulty_hold(params, faulty, REFUSED_HOLD)
     finally:
         await client.aclose()
     assert run.result is not None
@@ -110,7 +111,8 @@ async def test_a_fifth_of_wakes_refused_for_the_whole_hold_keeps_the_resident_se
         f"refused {faulty.refused} wakes; shortfall mean {window['resident_shortfall_mean']:.3f}"
         f"; resident gauge mean {statistics.fmean(hold):.2f} of {AWAKE}"
     )
-    assert len(hold) >= 25 and statistics.fmean(hold) >= 0.98 * AWAKE, hold
+    # The gauge is sampled once a second: all but the window's edges.
+    assert len(hold) >= REFUSED_HOLD - 3 and statistics.fmean(hold) >= 0.98 * AWAKE, hold
 
 
 async def test_one_percent_of_ops_failing_keeps_every_resident(
@@ -156,7 +158,7 @@ def test_a_fill_with_fewer_workers_than_awake_ends_with_the_shortfall_named(
         },
         cleanup={"stop_grace_seconds": 2.0},
     )
-    result = run_blocking(params, hold_seconds=6.0)
+    result = run_blocking(params, hold_seconds=3.0)
     assert (result.status, result.exit_code) == ("failed", 1)
     assert result.reason is not None
     assert result.reason.startswith("fill: 3 of 6 sessions resident at the 4 s fill deadline")

@@ -126,7 +126,7 @@ def test_non_finite_and_absurd_numbers_are_refused_before_anything_starts(
 # ------------------------------------------------------------------ a full disk
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 40 KiB tmpfs: the run fills it within seconds (stats_history.csv grows)."""
+    """A 40 KiB tmpfs for a run to fill (`until_the_disk_fills`)."""
     mount = tmp_path / "disk"
     mount.mkdir()
     if shutil.which("mount") is None or os.geteuid() != 0:
@@ -144,6 +144,36 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+def until_the_disk_fills(
+    args: list[str], disk: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run `args` with its artifacts on `disk`; a second into the hold (the fill done), a
+    ballast file takes the disk's last free bytes, so the run's own next write meets a full
+    disk mid-hold (left to its own growth it took 20 s and more to get there)."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    proc = subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    seen: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if "turnover fill done" in line:
+                break
+        else:
+            pytest.fail(f"the run never reached its hold: {''.join(seen)[-3000:]}")
+        time.sleep(1.0)
+        with (disk / "ballast").open("wb", buffering=0) as ballast:
+            with pytest.raises(OSError, match="No space left on device"):
+                while True:
+                    ballast.write(bytes(4096))
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()
+    return subprocess.CompletedProcess(args, proc.returncode, out, "".join(seen) + err)
+
+
 def assert_ended_on_the_full_disk(run_dir: Path, err: str) -> None:
     assert "Traceback" not in err and "Logging error" not in err, err[-3000:]
     said = [line for line in err.splitlines() if "No space left on device" in line]
@@ -158,7 +188,7 @@ def assert_ended_on_the_full_disk(run_dir: Path, err: str) -> None:
 
 
 def test_a_run_on_a_full_disk_ends_failed_with_its_final_status(small_disk: Path) -> None:
-    done = command([*RUN, "--hold", "120s", "--out", str(small_disk)], timeout=150)
+    done = until_the_disk_fills([*RUN, "--hold", "120s", "--out", str(small_disk)], small_disk, 150)
     assert done.returncode == 1, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
     assert len(errors) == 1, done.stderr[-3000:]
@@ -170,7 +200,7 @@ def test_a_campaign_on_a_full_disk_ends_failed_with_its_final_status(small_disk:
     args = [*CLI, "campaign", "--preset", "demo"]
     for setting in sets:
         args += ["--set", setting]
-    done = command(args, timeout=240)
+    done = until_the_disk_fills(args, small_disk, 240)
     assert done.returncode == 1, done.stderr[-3000:]
     ours = [line for line in done.stderr.splitlines() if "agentsession - " in line]
     assert sum("No space left on device" in line for line in ours) == 1, done.stderr[-3000:]
