@@ -79,6 +79,9 @@ class RunContext:
     # replacement starts the same way.
     primes: bool = False
     failure_log: FailureLog = field(default_factory=FailureLog)
+    # EnsureAtespace calls after the first, each for a CreateActor answered NOT_FOUND: the
+    # substrate lost its state (Session.start).
+    atespace_remade: int = 0
     # Actor names are `<actor_prefix>-<session id>`; the shards of a sharded run each have
     # their own prefix, so their names never collide in the shared atespace.
     actor_prefix: str = "agent"

@@ -167,6 +167,10 @@ class Engine:
             for state, n in counts.items():
                 rec.gauge(gauge, {"state": state}, n)
 
+    def substrate_back(self) -> None:
+        """The watchdog saw the substrate answer again after an outage."""
+        self.population.substrate_back()
+
     async def stop(self) -> None:
         if self.phase in ("stopping", "stopped"):
             return

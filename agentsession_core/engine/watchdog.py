@@ -1,10 +1,16 @@
 """The substrate watchdog: notices a substrate that stopped answering (killed, network
-gone) so the run fails with that reason instead of hammering a corpse until the hold ends."""
+gone) so the run fails with that reason instead of hammering a corpse until the hold ends;
+and one that answers again after missed probes (restarted), so the population can check
+what it believes of its actors against the substrate (`on_back`: Engine.substrate_back).
+
+An outage shorter than the probe period can fall between two probes and go unseen; what it
+cost is then found as each actor is next touched."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from agentsession_core.engine.params import RunParams
 from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
@@ -17,10 +23,17 @@ MISSES = 5  # consecutive unanswered probes before the substrate counts as gone
 
 
 class Watchdog:
-    def __init__(self, substrate: Substrate, params: RunParams) -> None:
+    def __init__(
+        self,
+        substrate: Substrate,
+        params: RunParams,
+        on_back: Callable[[], None] | None = None,
+    ) -> None:
         self.substrate = substrate
         self.params = params
+        self.on_back = on_back
         self.failure: str | None = None
+        self.outages = 0  # times it stopped answering, then answered again
 
     async def run(self) -> None:
         misses = 0
@@ -29,15 +42,20 @@ class Watchdog:
             await asyncio.sleep(EVERY_S)
             try:
                 await asyncio.wait_for(self.substrate.get_template(namespace, name), 5.0)
-                misses = 0
             except (SubstrateError, TimeoutError) as exc:
-                if not _unanswered(exc):
-                    misses = 0  # it answered, even if with an error: it is alive
+                if _unanswered(exc):
+                    misses += 1
+                    if misses >= MISSES:
+                        self.failure = f"substrate unreachable for {misses * EVERY_S:.0f}s ({exc})"
+                        log.error("%s", self.failure)
                     continue
-                misses += 1
-                if misses >= MISSES:
-                    self.failure = f"substrate unreachable for {misses * EVERY_S:.0f}s ({exc})"
-                    log.error("%s", self.failure)
+                # It answered, even if with an error: it is alive.
+            if misses:
+                self.outages += 1
+                log.warning("substrate answers again after %d missed probes", misses)
+                if self.on_back is not None:
+                    self.on_back()
+            misses = 0
 
 
 def _unanswered(exc: Exception) -> bool:

@@ -182,6 +182,11 @@ class Population:
         """Gauges beyond sessions-by-state, sampled once a second: name -> {state: n}."""
         return {}
 
+    def substrate_back(self) -> None:
+        """The substrate answers again after the watchdog saw it stop (engine/watchdog.py):
+        what the population believes of its actors may be stale (turnover checks its
+        resident set)."""
+
     def problem(self) -> str | None:
         """One line when the load was not what was asked (a turnover whose resident set
         stayed short): a plain run ends failed with it, not "completed" (engine/run.py)."""
