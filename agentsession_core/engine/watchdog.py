@@ -19,7 +19,10 @@ from agentsession_core.substrate.interface import Substrate
 log = logging.getLogger("agentsession")
 
 EVERY_S = 2.0
-MISSES = 5  # consecutive unanswered probes before the substrate counts as gone
+MISSES = 5  # unanswered for (MISSES - 1) × EVERY_S after a first miss: the substrate is gone
+# After a miss it is probed this often (at most EVERY_S), so its return is seen within half a
+# second: until then the population cannot check what the outage cost it.
+RETRY_S = 0.5
 
 
 class Watchdog:
@@ -37,22 +40,28 @@ class Watchdog:
 
     async def run(self) -> None:
         misses = 0
+        first_miss = 0.0
         namespace, name = self.params.target.template_ref
+        loop = asyncio.get_running_loop()
         while self.failure is None:
-            await asyncio.sleep(EVERY_S)
+            await asyncio.sleep(min(RETRY_S, EVERY_S) if misses else EVERY_S)
             try:
                 await asyncio.wait_for(self.substrate.get_template(namespace, name), 5.0)
             except (SubstrateError, TimeoutError) as exc:
                 if _unanswered(exc):
                     misses += 1
-                    if misses >= MISSES:
-                        self.failure = f"substrate unreachable for {misses * EVERY_S:.0f}s ({exc})"
+                    if misses == 1:
+                        first_miss = loop.time()
+                    gone_s = loop.time() - first_miss
+                    if misses >= MISSES and gone_s >= (MISSES - 1) * EVERY_S:
+                        self.failure = f"substrate unreachable for {gone_s:.0f}s ({exc})"
                         log.error("%s", self.failure)
                     continue
                 # It answered, even if with an error: it is alive.
             if misses:
                 self.outages += 1
-                log.warning("substrate answers again after %d missed probes", misses)
+                gone_s = loop.time() - first_miss
+                log.warning("substrate answers again after %.1f s without an answer", gone_s)
                 if self.on_back is not None:
                     self.on_back()
             misses = 0
