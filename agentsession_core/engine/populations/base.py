@@ -78,6 +78,10 @@ class Population:
         if not task.cancelled() and task.exception() is not None:
             log.error("task %s failed: %r", task.get_name(), task.exception())
 
+    @property
+    def tasks_in_flight(self) -> int:
+        return len(self._tasks)
+
     def new_session(self) -> Session:
         session = Session(self.ctx, len(self.sessions))
         self.sessions.append(session)
