@@ -28,6 +28,7 @@ from agentsession_core.engine.run import Run
 from agentsession_core.engine.shards import open_run
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.output.upload import UploadError, UploadResult, record_failed_upload
+from flows.credentials import with_token
 from tasks.gate import gate
 from tasks.hold import hold_window
 from tasks.phases import fill, preflight, register
@@ -52,12 +53,18 @@ async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | 
     """Run a benchmark campaign; the result names the verdict, the run directory and where
     the artifacts went (a cancelled campaign ends in a Cancelled state instead)."""
     try:
+        # The token is never a flow parameter (Prefect stores those): it comes from a Secret
+        # block or the environment into the Run's parameters only, in memory
+        # (flows/credentials.py); the campaign driver and the upload task get the flow's own.
+        run_params = await with_token(params)
         baseline = await asyncio.to_thread(load_baseline, params)
         # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation is
         # a SIGTERM to this process): the hold stops, actors are deleted, status: cancelled.
         # generator.shards > 1 splits the load over Dask workers (a ShardedRun, same surface).
-        run = open_run(params)
-    except AgentsessionError as exc:  # a bad baseline, an output directory we cannot make
+        run = open_run(run_params)
+    except AgentsessionError as exc:
+        # A token given as a parameter, a Secret block that cannot be loaded, a bad baseline,
+        # an output directory we cannot make.
         get_run_logger().error("%s", exc)
         return Failed(message=f"campaign not started: {exc}")
     async with run:

@@ -10,6 +10,11 @@ is S3: the local copy stays). Exit 0 when the campaign reached its verdict, what
 verdict (`agentsession gate` judges it; a campaign refused before any actor existed is
 judged `void`); 1 when the campaign itself failed; 2 on bad input; 130/143 when stopped by
 SIGINT/SIGTERM (actors deleted, artifacts written, one line on stderr).
+
+The bearer token never becomes a flow parameter, which Prefect would store: the flow takes
+it from AGENTSESSION_TOKEN (a token in a --params file or preset is handed over that way)
+or from the Prefect Secret block `target.token_secret` names; `--set target.token=…` is
+refused, since a command line is readable by any local user (flows/credentials.py).
 """
 
 from __future__ import annotations
@@ -31,7 +36,10 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.preset_files import preset_names, preset_path
 from agentsession_core.engine.params import parse
 from agentsession_core.engine.params_io import apply_settings, load_values
+from agentsession_core.errors import UsageError
+from agentsession_core.output.run_dir import redact
 from flows.api_server import temporary_api
+from flows.credentials import token_in_environment, without_token
 
 if TYPE_CHECKING:
     from prefect.states import State
@@ -93,9 +101,22 @@ def resolve(args: argparse.Namespace) -> CampaignParams:
     elif args.params:
         values, source = load_values(args.params), args.params
     if args.settings:
+        given = _token_of(values)
         values = apply_settings(values, args.settings)
+        if _token_of(values) not in (None, given):
+            # Any local user can read a command line (ps, /proc/PID/cmdline).
+            raise UsageError(
+                "--set target.token: a token on the command line is visible in the process "
+                "list; set AGENTSESSION_TOKEN, or name a Prefect Secret block with "
+                "target.token_secret"
+            )
         source = f"{source} with --set" if source else None
     return parse(CampaignParams, values, source=source)
+
+
+def _token_of(values: dict[str, Any]) -> Any:
+    target = values.get("target")
+    return (target.get("token") or None) if isinstance(target, dict) else None
 
 
 def prepare_prefect_env() -> None:
@@ -120,10 +141,13 @@ def _raise_interrupted(signum: int, frame: object) -> None:
 
 def _handle(args: argparse.Namespace) -> int:
     params = resolve(args)  # bad input: UsageError, exit 2, nothing started
-    if args.print_params:
-        print(params.model_dump_json(indent=2))
+    if args.print_params:  # credentials redacted, as `agentsession run` prints them
+        print(json.dumps(redact(params.model_dump(mode="json")), indent=2))
         return 0
     load_baseline(params)  # an unreadable baseline: one line before Prefect starts
+    # A token from a --params file or preset reaches the in-process flow through its
+    # environment, never as a flow parameter, which Prefect would store (flows/credentials.py).
+    params, token = without_token(params)
     prepare_prefect_env()
     started = time.time()
     # Until the flow installs its own handlers (Prefect's SIGTERM bridge, then the Run's),
@@ -143,7 +167,9 @@ def _handle(args: argparse.Namespace) -> int:
                 # Runs before the API stops: the flow's last logs and events reach it, rather
                 # than retrying against a closed port at exit.
                 stack.callback(_drain_prefect)
-            return _run_flow(params, started)
+            # Set only now: the temporary API's process, started above, never gets it.
+            with token_in_environment(token):
+                return _run_flow(params, started)
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signal if isinstance(exc, Interrupted) else signal.SIGINT
         run_dir = _newest_run(params, since=started)

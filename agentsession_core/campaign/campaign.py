@@ -9,7 +9,8 @@ further window starts.
 
 Files the campaign adds to the run directory are written by a `Run.finalizer`, so they exist
 before the manifest is sealed, also when the campaign failed or was cancelled half-way:
-windows.jsonl (one judged row per window), gate.json (docs/SPEC.md §6) and report.html; one
+windows.jsonl (one judged row per window) and gate.json (docs/SPEC.md §6); the Run then writes
+report.html with the campaign's thresholds drawn on it (`Run.report_rules`); one
 `step_window` row per window goes to stats.jsonl through `Run.extra_rows`.
 """
 
@@ -28,7 +29,6 @@ from agentsession_core.judge.artifacts import step_window_row, windows_jsonl
 from agentsession_core.judge.gate import gate_document, load_run
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
 from agentsession_core.measure.stats import Window
-from agentsession_core.output.report import write_report
 from agentsession_core.output.upload import run_location
 
 log = logging.getLogger("agentsession")
@@ -77,6 +77,7 @@ class Campaign:
         self.monitor: AbortMonitor | None = None
         self.gate: dict[str, Any] | None = None
         run.finalizers.append(self.write_files)
+        run.report_rules = self.thresholds  # the Run writes report.html after the finalizers
 
     # ------------------------------------------------------------ the hold
     def references(self, window: Window) -> dict[str, float | None]:
@@ -115,6 +116,8 @@ class Campaign:
             start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
         )
         window = self.run.recorder.window(start, end)
+        server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.9)
+        figures = await server.cut(start, end, index=index, level=plan.level) if server else None
         void: str | None
         if reason is not None and self.run.cut_short(reason):
             # Cut short by SIGINT/SIGTERM, our own disk or a lost shard: not judgeable, and not the
@@ -131,6 +134,7 @@ class Campaign:
             target=self.references(window),
             void_reason=void,
             abort_reason=aborted,
+            server=figures,
         )
         self.verdicts.append(verdict)
         self.spans.append(Span(start, end))
@@ -171,7 +175,8 @@ class Campaign:
         return headline(self.run.recorder.window(first[0].start_ns, first[-1].end_ns))
 
     def write_files(self, run: Run) -> None:
-        """Run.finalizer: windows.jsonl, gate.json, report.html (in a thread)."""
+        """Run.finalizer: windows.jsonl and gate.json (in a thread); the Run then draws
+        report.html from them."""
         run_dir = run.run_dir
         run_dir.write_text("windows.jsonl", windows_jsonl(self.verdicts))
         described: dict[str, Any] = {
@@ -193,7 +198,6 @@ class Campaign:
             run=described,
         )
         run_dir.write_json("gate.json", self.gate)
-        write_report(run_dir.path)
 
     @property
     def reached_verdict(self) -> bool:

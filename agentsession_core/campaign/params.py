@@ -18,11 +18,12 @@ sessions, 100 awake, 5 swaps/s (`agentsession run`: closed, 10 sessions).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from agentsession_core.engine.params import (
     MAX_RATE,
@@ -36,9 +37,10 @@ from agentsession_core.engine.params import (
     RunParams,
     Seconds,
     Section,
+    TargetParams,
     form_position,
 )
-from agentsession_core.errors import UsageError
+from agentsession_core.errors import UsageError, clip
 
 # The default thresholds per population kind (docs/SPEC.md §6), used when a campaign names
 # none. achieved_rps and its target share a unit for every kind (judge/verdict.py): swaps per
@@ -73,6 +75,48 @@ MAX_RULE_CHARS = 500
 MAX_ABORT_DELAY_S = 7 * 86_400.0
 MAX_RETRY_DELAY_S = 300.0  # the first; it doubles per attempt
 Rule = Annotated[str, Field(max_length=MAX_RULE_CHARS)]
+# Prefect's own rule for a block document's name: refused here, in one line, rather than
+# found when the flow looks the block up.
+_BLOCK_NAME = re.compile(r"^[a-z0-9-]+$")
+MAX_BLOCK_NAME = 255
+
+
+class CampaignTargetParams(TargetParams):
+    """TargetParams with the campaign's own credential source, a Prefect Secret block.
+
+    A flow run's parameters are stored in Prefect's database and shown in its UI, so the
+    campaign flow refuses `token` as a parameter; it takes the token when it starts from the
+    block named here, from `token_file`, or from AGENTSESSION_TOKEN in its environment
+    (flows/credentials.py, docs/SPEC.md §6 "Credentials"). Only the flow reads the block:
+    agentsession_core never imports Prefect."""
+
+    # Redeclared for its description, which the flow's form shows.
+    token: str | None = Field(
+        None,
+        max_length=MAX_TEXT,
+        description="bearer token; the campaign flow refuses it as a parameter (Prefect stores "
+        "parameters): use token_secret, or AGENTSESSION_TOKEN where the flow runs",
+    )
+    token_secret: str | None = Field(
+        None,
+        max_length=MAX_BLOCK_NAME,
+        description="campaign flow: name of the Prefect Secret block holding the bearer token, "
+        "read when the flow starts (a token given as a flow parameter is refused: Prefect "
+        "stores parameters; or set AGENTSESSION_TOKEN where the flow runs)",
+    )
+
+    @field_validator("token_secret")
+    @classmethod
+    def _token_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if not value:
+            return None
+        if info.data.get("token") or info.data.get("token_file"):
+            raise ValueError("give one of token, token_file and token_secret")
+        if not _BLOCK_NAME.match(value):
+            raise ValueError(
+                f"{clip(value)} is not a Prefect block name (lowercase letters, digits, dashes)"
+            )
+        return value
 
 
 class CampaignPopulationParams(PopulationParams):
@@ -200,6 +244,9 @@ class CampaignParams(RunParams):
         description="allowed headline change vs baseline",
         json_schema_extra=form_position(13),
     )
+    target: CampaignTargetParams = Field(
+        default_factory=CampaignTargetParams, json_schema_extra=form_position(15)
+    )
     population: CampaignPopulationParams = Field(
         default_factory=CampaignPopulationParams,
         description="campaign defaults: turnover, 1000 sessions, 100 awake, 5 swaps/s",
@@ -285,9 +332,37 @@ class CampaignParams(RunParams):
                 f"hold_minutes, ramp_minutes, levels and window_seconds make {total} windows; "
                 f"at most {MAX_WINDOWS} per campaign (use longer windows)"
             )
-        self.parsed_thresholds()
+        self._server_rules(self.parsed_thresholds())
         self.parsed_abort_rules()
         return self
+
+    def _server_rules(self, thresholds: list[Any]) -> None:
+        """A `server.` rule needs a source of server figures; against the embedded local
+        substrate its series must be one the substrate exports (docs/SPEC.md §5.9), so a typo
+        is refused here rather than left "not judged" in every window."""
+        from agentsession_core.measure.server_metrics import split_figure
+        from agentsession_core.substrate.local.metrics import FAMILIES
+
+        for i, rule in enumerate(thresholds):
+            if rule.server is None:
+                continue
+            if not self.server_metrics_source:
+                raise ValueError(
+                    f"thresholds[{i}] {rule.text!r} judges a server figure but the run has "
+                    "none: set target.metrics_url, or target.prometheus_url with "
+                    "server.queries (and server.enabled)"
+                )
+            target = self.target
+            if target.substrate or target.metrics_url or target.prometheus_url:
+                continue
+            series = split_figure(rule.server)
+            if series is None or not any(
+                series[0] == f or series[0].startswith(f"{f}_") for f in FAMILIES
+            ):
+                raise ValueError(
+                    f"thresholds[{i}] {rule.text!r}: the local substrate exports no such "
+                    f"series (families: {', '.join(FAMILIES)})"
+                )
 
     # ------------------------------------------------------------ the hold, in windows
     def windows_per_hold(self) -> int:

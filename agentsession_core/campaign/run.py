@@ -19,6 +19,7 @@ from agentsession_core.campaign.campaign import Campaign, load_baseline
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.run import RunResult, run_on_fresh_loop
 from agentsession_core.engine.shards import open_run
+from agentsession_core.errors import UsageError
 from agentsession_core.judge.gate import EXIT_CODES
 from agentsession_core.output.upload import (
     UploadError,
@@ -63,6 +64,14 @@ async def run_campaign(
     A campaign that cannot start (a bad baseline, an unreachable substrate, a template too
     small) still writes its run directory and ends with a `void` verdict and the reason.
     """
+    if params.target.token_secret and not params.target.token and substrate is None:
+        # A Secret block lives in Prefect, which this package's core never imports: only the
+        # flow (flows/credentials.py) reads it. Said before anything starts, not found later
+        # as a credential the substrate refused.
+        raise UsageError(
+            "target.token_secret: a Prefect Secret block is read by the campaign flow only; "
+            "without Prefect give target.token or target.token_file"
+        )
     baseline = await asyncio.to_thread(load_baseline, params)
     run = open_run(params, substrate=substrate, handle_signals=handle_signals)
     async with run:

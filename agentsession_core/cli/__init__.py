@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "agentsession_core.cli.substrate",
     "agentsession_core.cli.run",
     "agentsession_core.cli.gate",
+    "agentsession_core.cli.report",
 )
 # Packages built on the engine add theirs through this entry-point group (the Prefect
 # commands `campaign` and `serve` live with the flows, so the engine never imports Prefect).

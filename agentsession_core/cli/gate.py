@@ -20,7 +20,7 @@ from agentsession_core.judge.gate import (
 )
 
 
-def _fraction(text: str) -> float:
+def fraction(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -28,6 +28,18 @@ def _fraction(text: str) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"{text!r} is not a fraction >= 0 (0.2 = 20 %)")
     return value
+
+
+def add_baseline_args(p: argparse.ArgumentParser, default: str) -> None:
+    """--baseline and --max-regression, as `gate` and `report` both take them."""
+    p.add_argument("--baseline", metavar="RUN", help="a previous run to compare against")
+    p.add_argument(
+        "--max-regression",
+        type=fraction,
+        metavar="FRACTION",
+        default=None,
+        help=f"worst allowed change of a headline metric against the baseline ({default})",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,14 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "0 on pass, 1 on fail, 2 on void or unusable input.",
     )
     p.add_argument("run", metavar="RUN", help="run directory or s3://bucket/prefix")
-    p.add_argument("--baseline", metavar="RUN", help="a previous run to compare against")
-    p.add_argument(
-        "--max-regression",
-        type=_fraction,
-        metavar="FRACTION",
-        default=None,
-        help="worst allowed change of a headline metric against the baseline (default 0.2)",
-    )
+    add_baseline_args(p, "default 0.2")
     p.set_defaults(handler=gate)
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from agentsession_core.engine.failure_log import FailureLog
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
+from agentsession_core.log_limit import LogLimiter
 from agentsession_core.measure.health import DISPATCH_LAG_ROW
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate
@@ -82,6 +83,9 @@ class RunContext:
     # EnsureAtespace calls after the first, each for a CreateActor answered NOT_FOUND: the
     # substrate lost its state (Session.start).
     atespace_remade: int = 0
+    # "<old> replaced by <new>": one a replacement, thousands a minute when a substrate
+    # fails under load, so a few are shown and the rest summed up.
+    replacements: LogLimiter = field(default_factory=lambda: LogLimiter("replacements"))
     # Actor names are `<actor_prefix>-<session id>`; the shards of a sharded run each have
     # their own prefix, so their names never collide in the shared atespace.
     actor_prefix: str = "agent"
@@ -127,6 +131,12 @@ class RunContext:
         self.dispatch_lag.ok(deadline_ns, woke, woke)
         return True
 
+    def summarise_logs(self, *, force: bool = False) -> None:
+        """Sum up the log lines held back (failures, replacements) once their interval is
+        over, or now when forced (at the end of the run)."""
+        self.failure_log.summarise(force=force)
+        self.replacements.summarise(force=force)
+
     def surface(self, exc: SubstrateError, where: str) -> None:
         """INVALID_ARGUMENT / UNAUTHENTICATED / PERMISSION_DENIED / 401 / 403 mean the run
         itself is wrong: say so loudly, once per code, and keep it for status.json. A refused
@@ -144,7 +154,7 @@ def credential_refused_line(exc: SubstrateError, where: str) -> str:
     """The one line that ends a run whose credential the substrate refused."""
     who = f"the router (HTTP {exc.status})" if exc.status else "the control API"
     check = exc.check or (
-        "target.token (or AGENTSESSION_TOKEN), target.token_file, or the client certificate "
-        "(target.cert_file/key_file)"
+        "target.token (or AGENTSESSION_TOKEN, or the Secret block target.token_secret names), "
+        "target.token_file, or the client certificate (target.cert_file/key_file)"
     )
     return f"credentials refused by {who}: {where}: {exc}; check {check}"

@@ -188,7 +188,7 @@ class Engine:
     async def cleanup(self) -> list[dict[str, str]]:
         """Suspend and delete every actor the run created; returns what was left."""
         await self.stop()
-        self.ctx.failure_log.summarise(force=True)
+        self.ctx.summarise_logs(force=True)
         self.phase = "cleanup"
         self.leaks = await self.ledger.cleanup(
             self.substrate,

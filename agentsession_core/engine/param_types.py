@@ -1,5 +1,6 @@
-"""The building blocks of the parameter model: bounds, the number and duration types, the
-CLI's flag marker and the section base. params.py builds RunParams from them."""
+"""The building blocks of the parameter models (engine/params.py, engine/server_params.py,
+campaign/params.py): bounds, the number, duration and size types, the CLI's flag marker, the
+Prefect form's position and the section base. params.py re-exports them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from pydantic import AllowInfNan, BaseModel, BeforeValidator, ConfigDict
 from pydantic.json_schema import JsonDict
 
 from agentsession_core.errors import clip
-from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
+from agentsession_core.script.quantity import (
+    QuantityError,
+    parse_duration,
+    parse_quantity,
+    seconds,
+)
 
 PopulationKind = Literal["closed", "turnover", "turns"]
 LifecycleMode = Literal["suspend", "suspend-async", "pause", "none"]
@@ -32,6 +38,8 @@ MAX_WAIT_S = 86_400.0  # a timeout, a quiet period, a turn: one day
 MAX_SEED = 2**64 - 1  # shards derive 64-bit seeds from it
 MAX_TEXT = 4096  # paths, URLs, tokens
 MAX_NAME = 63  # name and tag: directory names in the artifact path
+MAX_ANSWER_BYTES = 16 * 1024**3  # the router answer cap: one answer held in memory
+MIN_ANSWER_BYTES = 1024  # below this even an error answer's body would not fit
 _SCHEDULER = re.compile(r"^(tcp|tls)://[^\s/]+:\d+$")
 _TEMPLATE = re.compile(r"^[a-z0-9][a-z0-9.-]*/[a-z0-9][a-z0-9.-]*$")
 
@@ -54,6 +62,17 @@ def _duration(value: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
+def _size(value: Any) -> Any:
+    """A size given as a quantity ("64Mi", "1G") in bytes; other values pass on to the int
+    rules."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return parse_quantity(value.strip())
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+
+
 # The one float type: inf and nan are refused everywhere.
 Number = Annotated[float, AllowInfNan(False)]
 # Seconds, also given as a Go duration string (DURATION marks such fields for the CLI).
@@ -61,6 +80,8 @@ DURATION = BeforeValidator(_duration)
 Seconds = Annotated[Number, DURATION]
 # Seconds that may be left out (None: a default computed from other fields).
 OptionalSeconds = Annotated[float | None, AllowInfNan(False), DURATION]
+# Bytes, also given as a quantity, as sizes in scripts are (docs/SPEC.md §1.2).
+Bytes = Annotated[int, BeforeValidator(_size)]
 
 
 class Flag:

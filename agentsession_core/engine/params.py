@@ -47,6 +47,7 @@ from agentsession_core.engine.param_types import (
     WireForm,
     form_position,
 )
+from agentsession_core.engine.server_params import ServerParams
 from agentsession_core.engine.target_params import TargetParams, wire_of
 from agentsession_core.errors import UsageError
 
@@ -74,6 +75,7 @@ __all__ = [
     "RunParams",
     "Seconds",
     "Section",
+    "ServerParams",
     "TargetParams",
     "WireForm",
     "describe",
@@ -286,6 +288,7 @@ class RunParams(Section):
     generator: GeneratorParams = Field(
         default_factory=GeneratorParams, json_schema_extra=form_position(20)
     )
+    server: ServerParams = Field(default_factory=ServerParams, json_schema_extra=form_position(21))
 
     @model_validator(mode="after")
     def _shards_have_sessions(self) -> RunParams:
@@ -315,6 +318,21 @@ class RunParams(Section):
                 "wire (target.protocol ate) does not have: use suspend or pause, or the json wire"
             )
         return self
+
+    @model_validator(mode="after")
+    def _server_sources(self) -> RunParams:
+        if self.server.queries and not self.target.prometheus_url:
+            raise ValueError("server.queries need target.prometheus_url (a Prometheus server)")
+        if self.target.prometheus_url and not self.server.queries:
+            raise ValueError("target.prometheus_url needs server.queries (name: PromQL)")
+        return self
+
+    @property
+    def server_metrics_source(self) -> bool:
+        """Whether the run will have server-side figures (docs/SPEC.md §5.9)."""
+        target = self.target
+        embedded = target.substrate is None  # the local substrate serves its own /metrics
+        return self.server.enabled and bool(target.metrics_url or target.prometheus_url or embedded)
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -115,7 +115,7 @@ class Recovery:
         self.failures_in_a_row = 0
         self.awake = False
         self.needs_hibernate = False
-        log.info("%s replaced by %s", old, self.actor)
+        ctx.replacements.log("%s replaced by %s", old, self.actor)
         try:
             await self.start(now_ns(), prime=ctx.primes)
         except StepFailed as failed:

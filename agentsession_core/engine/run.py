@@ -4,10 +4,10 @@ embedded local substrate are made in target.py; the run's own files are written 
 run_files.py.
 
 Order matters for "nothing is lost": the run directory and its log exist before the first
-call to the substrate; stats_history.csv and status.json are written every second while the
-load runs; whatever happens (failure, abort, SIGINT/SIGTERM), the engine stops, every actor
-the run created is deleted (or listed as leaked), the final stats are written, and the
-manifest is written last.
+call to the substrate; stats_history.csv (+ .jsonl) and status.json are written every second
+while the load runs; whatever happens (failure, abort, SIGINT/SIGTERM), the engine stops,
+every actor the run created is deleted (or listed as leaked), the final stats and
+report.html are written, and the manifest is written last.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import errno
 import logging
 import signal
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,13 +27,21 @@ from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.progress import Progress
-from agentsession_core.engine.run_files import status_document, write_final_files, write_start_files
+from agentsession_core.engine.run_files import (
+    append_history,
+    status_document,
+    write_final_files,
+    write_start_files,
+)
+from agentsession_core.engine.server_source import embedded_url, open_server_metrics
 from agentsession_core.engine.target import open_substrate
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.server_sources import ServerMetrics
+from agentsession_core.output.report_context import ThresholdRule
 from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
 from agentsession_core.script import Script, load_script
@@ -81,9 +89,10 @@ class Run:
     it names no URL), the engine, generator health, /metrics, the per-second reporter and the
     substrate watchdog. The body calls preflight / register / fill / hold (the CLI once, a
     campaign flow once per window). Leaving always stops the load, deletes every actor the
-    run created, writes the final stats, runs the `finalizers` (a campaign adds windows,
-    gate and report there) and writes the manifest last. An AgentsessionError or other
-    Exception from the body is recorded in status.json and not re-raised: `result` says it.
+    run created, writes the final stats, runs the `finalizers` (a campaign adds windows and
+    gate there), writes report.html from the run's files and writes the manifest last. An
+    AgentsessionError or other Exception from the body is recorded in status.json and not
+    re-raised: `result` says it.
     """
 
     def __init__(
@@ -112,7 +121,10 @@ class Run:
         self.atespace = params.target.atespace or f"{params.name}-{int(self.started_unix)}"
         self.extra_rows: list[dict[str, Any]] = []  # more stats.jsonl rows (step_window …)
         self.finalizers: list[Callable[[Run], None]] = []  # run in a thread before the manifest
+        # Threshold rules (judge.thresholds.Threshold) report.html draws; a campaign sets its own.
+        self.report_rules: Sequence[ThresholdRule] = ()
         self.result: RunResult | None = None
+        self.server: ServerMetrics | None = None  # server-side figures (docs/SPEC.md §5.9)
         self._stack = contextlib.AsyncExitStack()
         self._watchdog: Watchdog | None = None
         self._previous_handlers: dict[signal.Signals, Any] = {}
@@ -151,6 +163,11 @@ class Run:
                 )
             except (RuntimeError, OSError) as exc:  # the embedded substrate did not start
                 raise PreflightError(f"substrate local: {one_line(exc)}") from None
+        # The substrate's own metrics; stopped before the substrate (the stack unwinds).
+        embedded = None if self.substrate or self.params.target.substrate else substrate
+        self.server = await self._stack.enter_async_context(
+            open_server_metrics(self.params, self.recorder, embedded_url(embedded))
+        )
         engine = self.engine = Engine(
             self.params, substrate, self.script, self.recorder, atespace=self.atespace
         )
@@ -320,28 +337,30 @@ class Run:
         while True:
             await asyncio.sleep(1.0)
             engine.sample()
-            engine.ctx.failure_log.summarise()
+            engine.ctx.summarise_logs()
             self.recorder.flush()
-            text = self.history.render_closed(self.recorder, len(engine.population.sessions))
-            await self._save_progress(text, lambda: status_document(self, final=False))
+            texts = self.history.render_closed_files(self.recorder, len(engine.population.sessions))
+            await self._save_progress(texts, lambda: status_document(self, final=False))
             progress.tick()
 
-    async def _save_progress(self, history_text: str, status: Callable[[], dict[str, Any]]) -> None:
-        """stats_history.csv and status.json, once a second. The first write that fails (or
-        logs.txt's) ends the run with the reason (writes_failed); none is tried after it."""
+    async def _save_progress(
+        self, history: dict[str, str], status: Callable[[], dict[str, Any]]
+    ) -> None:
+        """stats_history.csv/.jsonl and status.json, once a second. The first write that fails
+        (or logs.txt's) ends the run with the reason (writes_failed); none is tried after it."""
         if self.write_failure is not None:
             return
         try:
-            await asyncio.to_thread(self._write_progress, history_text, status())
+            await asyncio.to_thread(self._write_progress, history, status())
         except OSError as exc:
             self.writes_failed(exc)
         if self._log.failure is not None:
             self.writes_failed(self._log.failure)
 
-    def _write_progress(self, history_text: str, status: dict[str, Any]) -> None:
+    def _write_progress(self, history: dict[str, str], status: dict[str, Any]) -> None:
         if not self.run_dir.path.is_dir():  # writing would quietly make a new, partial one
             raise FileNotFoundError(errno.ENOENT, "removed during the run", str(self.run_dir.path))
-        self.run_dir.append_text("stats_history.csv", history_text)
+        append_history(self, history)  # stats_history.csv and .jsonl
         self.run_dir.write_json("status.json", status)
 
     def writes_failed(self, exc: OSError) -> None:
@@ -394,7 +413,9 @@ async def run(
             await run.register()
             await run.fill()
             log.info("hold %.0fs", hold_seconds)
-            _, _, reason = await run.hold(hold_seconds)
+            start, end, reason = await run.hold(hold_seconds)
+            if run.server is not None:  # the hold is the steady window of server_summary.json
+                await run.server.cut(start, end, index=0, level=1.0)
             # A load that was not what was asked (a resident set that stayed short) is no
             # "completed" run: its one line is the reason (docs/SPEC.md §4.2).
             reason = reason or run.load_problem()

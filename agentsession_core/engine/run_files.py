@@ -1,7 +1,7 @@
 """The files a Run writes itself: campaign.json, script.yaml, status.json and the manifest's
 reserved room at the start, status.json every second, and at the end the final stats
-(stats.csv, failures.csv, stats.jsonl, gauges.jsonl), the finalizers' files and the
-manifest, last (docs/SPEC.md §7)."""
+(stats.csv, failures.csv, stats.jsonl, gauges.jsonl), the finalizers' files, report.html (for
+every run, drawn from the files alone) and the manifest, last (docs/SPEC.md §7)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.context import now_ns
+from agentsession_core.output.report import write_report
 from agentsession_core.output.run_dir import redact
 from agentsession_core.output.stats_files import (
     jsonl_row,
@@ -41,8 +42,14 @@ def write_start_files(run: Run) -> None:
 
 
 def campaign_document(run: Run) -> dict[str, Any]:
+    """The resolved parameters, whole (docs/SPEC.md §7): every field of the run's model —
+    a CampaignParams with its thresholds, levels, windows, abort rules, upload and server
+    sections — with the token and URL credentials redacted. `serialize_as_any` dumps a
+    section by what it is, not by the type its field declares, so a subclass loses nothing."""
+    params = run.params.model_dump(mode="json", serialize_as_any=True)
     return {
-        "params": redact(run.params.model_dump()),
+        "params": redact(params),
+        "params_model": type(run.params).__name__,
         "atespace": run.atespace,
         "script": run.script.name if run.script else run.params.script,
         "started_unix": run.started_unix,
@@ -87,8 +94,8 @@ def _write_stats(run: Run, attempt: Attempt) -> None:
         return
     rec = run.recorder
     rec.flush(now_ns() + 1_000_000_000)  # close the last open second
-    history = run.history.render_closed(rec, len(engine.population.sessions))
-    attempt("stats_history.csv", lambda: run_dir.append_text("stats_history.csv", history))
+    history = run.history.render_closed_files(rec, len(engine.population.sessions))
+    attempt("stats_history", lambda: append_history(run, history))
     whole = rec.window(rec.mono_ns_of_second(rec.first_second), now_ns() + 1_000_000_000)
     tag, test = run.params.tag, run.params.name
     gauges = render_jsonl(
@@ -140,6 +147,9 @@ def seal(
         run_dir.write_json("status.json", status(run, final=True), in_place=True)
 
     write_stats(attempt)
+    if run.server is not None:  # docs/SPEC.md §7; before the finalizers: the report reads it
+        summary = run.server.document()
+        attempt("server_summary.json", lambda: run_dir.write_json("server_summary.json", summary))
     attempt("status.json", final_status)  # first: finalizers (gate, report) read it
     for finalize in run.finalizers:
         try:
@@ -147,8 +157,27 @@ def seal(
         except Exception:
             log.exception("finalizer failed")
     attempt("status.json", final_status)
+    attempt("report.html", functools.partial(write_run_report, run))
     if problems:  # the first was said (writes_failed); the list goes to the manifest
         log.debug("not written: %s", "; ".join(problems))
     # What a reader of the manifest must know: the files are not the whole run.
     problem = "; ".join(p for p in (run.write_failure, *problems) if p) or None
     attempt("manifest.json", lambda: run_dir.write_manifest(problem))
+
+
+def append_history(run: Run, texts: dict[str, str]) -> None:
+    """The per-second lines of stats_history.csv and stats_history.jsonl (HistoryWriter)."""
+    for name, text in texts.items():
+        run.run_dir.append_text(name, text)
+
+
+def write_run_report(run: Run) -> None:
+    """report.html from the files just written (as `agentsession report` rebuilds it), with
+    the run's threshold rules drawn. A full disk is the caller's (seal records it); any other
+    failure is logged and never the reason a run's other files are lost."""
+    try:
+        write_report(run.run_dir.path, rules=run.report_rules)
+    except OSError:
+        raise
+    except Exception:
+        log.exception("report.html could not be written")

@@ -51,7 +51,12 @@ def client_for(target: TargetParams, control: str, router: str | None) -> Substr
     timeout = target.request_timeout_seconds
     if target.wire == "json":
         return HttpSubstrate(
-            control, router, token=target.token, control_timeout=timeout, router_timeout=timeout
+            control,
+            router,
+            token=target.token,
+            control_timeout=timeout,
+            router_timeout=timeout,
+            max_answer_bytes=target.max_answer_bytes,
         )
     # Imported here: only ate runs pay for loading gRPC.
     from agentsession_core.substrate.ate.substrate import AteSubstrate
@@ -69,6 +74,7 @@ def client_for(target: TargetParams, control: str, router: str | None) -> Substr
         server_name=target.server_name or None,
         control_timeout=timeout,
         router_timeout=timeout,
+        max_answer_bytes=target.max_answer_bytes,
     )
 
 

@@ -11,14 +11,18 @@ from pydantic import (
 
 from agentsession_core.engine.param_types import (
     _TEMPLATE,
+    MAX_ANSWER_BYTES,
     MAX_TEXT,
     MAX_WAIT_S,
+    MIN_ANSWER_BYTES,
+    Bytes,
     Seconds,
     Section,
     WireForm,
 )
 from agentsession_core.errors import clip
 from agentsession_core.substrate.protocol import ATE_API_SERVER_NAME, ATE_SCHEMES
+from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES
 
 
 def wire_of(protocol: str | None, substrate: str | None) -> WireForm:
@@ -81,6 +85,33 @@ class TargetParams(Section):
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
     local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
     request_timeout_seconds: Seconds = Field(120.0, gt=0, le=MAX_WAIT_S, description="per request")
+    metrics_url: str | None = Field(
+        None,
+        max_length=MAX_TEXT,
+        description="the substrate's Prometheus metrics to sample (default: the local "
+        "substrate's own /metrics; none for a remote one)",
+    )
+    prometheus_url: str | None = Field(
+        None,
+        max_length=MAX_TEXT,
+        description="a Prometheus server to run server.queries against after each window",
+    )
+    max_answer_bytes: Bytes = Field(
+        DEFAULT_MAX_ANSWER_BYTES,
+        ge=MIN_ANSWER_BYTES,
+        le=MAX_ANSWER_BYTES,
+        description="largest router answer body read, in bytes or as a size (64Mi); a larger "
+        "answer fails its request with ANSWER_TOO_LARGE and is not read",
+    )
+
+    @field_validator("metrics_url", "prometheus_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{clip(value)} is not an http(s) URL")
+        return value
 
     @field_validator("substrate")
     @classmethod

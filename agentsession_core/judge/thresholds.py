@@ -40,6 +40,18 @@ for other populations). Latencies are measured from the intended time.
 Minimum samples: a rule with fewer samples than its minimum is not judged (passed=None).
 The default minimum is 1 for latency and ratio stats and 0 for counts and rates, whose
 value *is* the number of samples (zero wakes against a target is a real miss).
+
+Server-side figures (docs/SPEC.md §5.9) are a second row source, judged on the window's
+server figures instead of its requests::
+
+    server_rule := "server." SERIES "_" FIGURE OP VALUE ["*" "target"] ["(" "min" N ")"]
+    FIGURE      := rate | increase | start | end | min | max | mean | samples
+    VALUE       := a number, or a byte quantity ("6Gi", "500Mi", "1e9")
+
+e.g. ``server.snapshot_bytes_written_rate < 200Mi``, ``server.parked_requests_max <= 8``,
+``server.wakes_rate >= 0.9 * target``. ``min N`` counts the series' samples in the window
+(default 1). A server rule cannot abort: it is judged once per window, when the window's
+figures are in.
 """
 
 from __future__ import annotations
@@ -51,7 +63,8 @@ from dataclasses import dataclass
 
 from agentsession_core.errors import UsageError
 from agentsession_core.measure.histogram import percentiles_through
-from agentsession_core.script.quantity import QuantityError, parse_duration
+from agentsession_core.measure.server_metrics import FIGURES, split_figure
+from agentsession_core.script.quantity import QuantityError, parse_duration, parse_quantity
 
 # A rule may name any percentile stats.jsonl reports (docs/SPEC.md §7), so what a gate judges
 # can always be found in the run's files.
@@ -61,6 +74,7 @@ RATIO_STATS = ("failure_ratio",)
 COUNT_STATS = ("failures", "count", "rps", "events", "events_per_s")
 RUN_STATS = ("achieved_rps",)
 STATS = LATENCY_STATS + RATIO_STATS + COUNT_STATS + RUN_STATS
+SERVER_STAT = "server"  # a rule on a server-side figure (Threshold.server names it)
 OPS = ("<=", ">=", "<", ">")
 # What `VALUE * NAME` may scale by (the caller supplies the numbers per window).
 REFERENCES = ("target", "awake")
@@ -72,6 +86,15 @@ _LINE = re.compile(
     r"""^\s*
     (?:(?P<rows>[A-Za-z0-9_*?\[\]!.\-]+)\s*:\s*)?
     (?P<stat>[A-Za-z_][A-Za-z0-9_]*(?:\(\s*[0-9.]+\s*\))?)\s*
+    (?P<op><=|>=|<|>|==|!=|=)\s*
+    (?P<value>[^\s*()]+)\s*
+    (?P<factor>\*\s*(?P<target>[A-Za-z_]+)\s*)?
+    (?:\((?P<options>[^)]*)\)\s*)?
+    $""",
+    re.VERBOSE,
+)
+_SERVER_LINE = re.compile(
+    r"""^\s*server\.(?P<figure>[A-Za-z0-9_]+)\s*
     (?P<op><=|>=|<|>|==|!=|=)\s*
     (?P<value>[^\s*()]+)\s*
     (?P<factor>\*\s*(?P<target>[A-Za-z_]+)\s*)?
@@ -94,6 +117,7 @@ class Threshold:
     min_samples: int = 1
     abort: bool = False
     reference: str = "target"  # what target_factor scales (REFERENCES)
+    server: str | None = None  # a server figure, e.g. "snapshot_bytes_written_rate"
 
     def bound(self, target: float | References | None) -> float | None:
         """The number to compare against; None when it needs a reference and has none.
@@ -176,6 +200,8 @@ def parse_threshold(text: str, *, where: str = "thresholds", abort: bool = False
     """Parse one rule; `abort=True` marks it as an abort rule whatever its options say."""
     if not isinstance(text, str) or not text.strip():
         raise UsageError(f"{where}: empty threshold")
+    if text.lstrip().startswith("server."):
+        return _server_threshold(text, where, abort)
     m = _LINE.match(text)
     if m is None:
         raise _fail(where, text, "expected '[ROWS:] STAT OP VALUE [* target] [(min N)]'")
@@ -218,6 +244,46 @@ def parse_threshold(text: str, *, where: str = "thresholds", abort: bool = False
     )
 
 
+def _server_threshold(text: str, where: str, abort: bool) -> Threshold:
+    m = _SERVER_LINE.match(text)
+    if m is None:
+        raise _fail(where, text, "expected 'server.SERIES_FIGURE OP VALUE [* target] [(min N)]'")
+    figure = m["figure"]
+    if split_figure(figure) is None:
+        raise _fail(where, text, f"{figure!r} does not end in a figure ({', '.join(FIGURES)})")
+    op = m["op"]
+    if op not in OPS:
+        raise _fail(where, text, f"operator {op!r} is not one of {' '.join(OPS)}")
+    min_samples, abort_option = _options(m["options"], where, text)
+    if abort or abort_option:
+        raise _fail(where, text, "a server figure is judged per window and cannot abort")
+    factor: float | None = None
+    if m["factor"]:
+        if m["target"] != "target":
+            raise _fail(where, text, f"only '* target' may scale a value, not {m['target']!r}")
+        factor = value = _number(m["value"], where, text)
+    else:
+        try:
+            value = _number(m["value"], where, text)
+        except UsageError:
+            try:  # a byte quantity: 6Gi, 500Mi
+                value = float(parse_quantity(m["value"]))
+            except QuantityError:
+                raise _fail(where, text, f"{m['value']!r} is not a number or a size") from None
+    if value < 0:
+        raise _fail(where, text, "a threshold value cannot be negative")
+    return Threshold(
+        text=text.strip(),
+        rows=None,
+        stat=SERVER_STAT,
+        op=op,
+        value=value,
+        target_factor=factor,
+        min_samples=1 if min_samples is None else min_samples,
+        server=figure,
+    )
+
+
 def parse_thresholds(
     texts: Sequence[str], *, where: str = "thresholds", abort: bool = False
 ) -> list[Threshold]:
@@ -232,6 +298,7 @@ __all__ = [
     "QUANTILE_STATS",
     "RATIO_STATS",
     "REFERENCES",
+    "SERVER_STAT",
     "STATS",
     "References",
     "Threshold",

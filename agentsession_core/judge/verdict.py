@@ -23,6 +23,10 @@ other window achieves steps: successful http Step_* per second, against ``intend
 the steps the closed think model put due or the turns the Poisson schedule made arrive in the
 window (closed/StepsDue, turns/Arrivals events per second).
 
+A rule on a server figure (``server.parked_requests_max <= 8``, docs/SPEC.md §5.9) is judged
+on the window's ServerWindow (measure/server_metrics.py) instead of its requests; a window
+without server figures, or without that figure, leaves the rule not judged and says why.
+
 The headline of a window: TimeToWake, WakeFirstTouch and the Step_* rows merged (latency
 percentiles in ms, from the intended time), plus the request totals and failure ratio.
 """
@@ -41,6 +45,7 @@ from agentsession_core.judge.thresholds import (
     Threshold,
 )
 from agentsession_core.measure.health import HEALTH_KIND, is_request_row
+from agentsession_core.measure.server_metrics import ServerWindow
 from agentsession_core.measure.stats import (
     INTENDED_ROWS,
     ROUTER_KIND,
@@ -65,6 +70,7 @@ class ThresholdResult:
     samples: int
     passed: bool | None  # None: not judged (too few samples, no target)
     detail: str
+    bound: float | None = None  # the number observed was held to (the report draws it)
 
 
 @dataclass
@@ -183,11 +189,27 @@ def _fmt(value: float, latency: bool) -> str:
 
 
 def evaluate(
-    threshold: Threshold, window: Window, target: float | References | None
+    threshold: Threshold,
+    window: Window,
+    target: float | References | None,
+    server: ServerWindow | None = None,
 ) -> ThresholdResult:
     """`target`: the window's references by name ({"target": …, "awake": …}), or the target
-    number alone."""
-    if threshold.stat == "achieved_rps":
+    number alone; `server`: the window's server figures, for `server.` rules (docs/SPEC.md
+    §5.9)."""
+    latency = threshold.stat in LATENCY_STATS
+    if threshold.server is not None:
+        found = server.figure(threshold.server) if server is not None else None
+        if found is None:
+            why = (
+                "no server figures for this window"
+                if server is None
+                else f"no figure {threshold.server}"
+            )
+            return ThresholdResult(threshold.text, None, 0, None, f"not judged: {why}")
+        observed, samples = found
+        subject, latency = f"server {threshold.server}", False
+    elif threshold.stat == "achieved_rps":
         observed, samples = achieved(window)
         subject = "achieved_rps"
     else:
@@ -195,7 +217,6 @@ def evaluate(
         samples = stats.events if threshold.stat.startswith("events") else stats.count
         subject = f"{threshold.rows or 'all requests'} {threshold.stat}"
         observed = row_stat(stats, threshold.stat, window.duration_s)
-    latency = threshold.stat in LATENCY_STATS
     bound = threshold.bound(target)
     # A latency or a ratio of nothing is not a measurement, whatever the rule's minimum.
     needed = max(threshold.min_samples, 1 if latency or threshold.stat in RATIO_STATS else 0)
@@ -217,7 +238,7 @@ def evaluate(
         f"{verb}: {subject} = {_fmt(observed, latency)}, needs {threshold.op} "
         f"{_fmt(bound, latency)} ({samples} samples)"
     )
-    return ThresholdResult(threshold.text, observed, samples, passed, detail)
+    return ThresholdResult(threshold.text, observed, samples, passed, detail, bound)
 
 
 def _latencies(stats: RowStats) -> dict[str, float]:
@@ -259,8 +280,9 @@ def judge_window(
     target: float | References | None,
     void_reason: str | None = None,
     abort_reason: str | None = None,
+    server: ServerWindow | None = None,
 ) -> WindowVerdict:
-    results = [evaluate(t, window, target) for t in thresholds]
+    results = [evaluate(t, window, target, server) for t in thresholds]
     outcome: Outcome
     if abort_reason:
         outcome = "aborted"

@@ -32,6 +32,11 @@ HEALTH_KIND = "generator"
 LOOP_LAG_ROW = (HEALTH_KIND, "LoopLag")
 DISPATCH_LAG_ROW = (HEALTH_KIND, "DispatchLag")
 CPU_GAUGE = "cpu_percent"
+# The saturation limits (the module docstring); report.html draws them on its health charts.
+LOOP_LAG_P99_MS = 50.0
+DISPATCH_LAG_P99_MS = 20.0
+CPU_PERCENT_MAX = 90.0
+VOID_FRACTION = 0.01
 
 
 def is_request_row(key: RowKey) -> bool:
@@ -47,10 +52,10 @@ class GeneratorHealth:
         recorder: Recorder,
         interval: float = 0.01,
         *,
-        loop_lag_p99_ms: float = 50.0,
-        dispatch_lag_p99_ms: float = 20.0,
-        cpu_percent_max: float = 90.0,
-        void_fraction: float = 0.01,
+        loop_lag_p99_ms: float = LOOP_LAG_P99_MS,
+        dispatch_lag_p99_ms: float = DISPATCH_LAG_P99_MS,
+        cpu_percent_max: float = CPU_PERCENT_MAX,
+        void_fraction: float = VOID_FRACTION,
     ) -> None:
         self.recorder = recorder
         self.interval = interval
@@ -152,9 +157,13 @@ class GeneratorHealth:
 
 __all__ = [
     "CPU_GAUGE",
+    "CPU_PERCENT_MAX",
+    "DISPATCH_LAG_P99_MS",
     "DISPATCH_LAG_ROW",
     "HEALTH_KIND",
+    "LOOP_LAG_P99_MS",
     "LOOP_LAG_ROW",
+    "VOID_FRACTION",
     "GeneratorHealth",
     "is_request_row",
 ]

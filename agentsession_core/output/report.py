@@ -1,336 +1,162 @@
-"""report.html: one self-contained page (inline SVG and CSS, no scripts, no external assets)
-rendered from a run directory's files, so it can be rebuilt from an uploaded run.
+"""report.html: one self-contained page (inline SVG and CSS: no scripts, no request to
+anywhere) rebuilt from a run's files alone, so an uploaded run renders the same as a local
+one (docs/SPEC.md §7).
 
-Sections: the verdict banner (gate.json, else status.json), latency over time per headline row
-(stats_history.csv: rps_TimeToWake, http_WakeFirstTouch and the Aggregated row, p50/p90/p99 per
-second, with the judged windows shaded by outcome), the turnover gauge (gauges.jsonl, series
-``turnover_sessions`` by state), the per-window table (windows.jsonl), drift, ramp and baseline
-(gate.json) and the per-row totals (stats.jsonl). Every input is optional: a missing file
-leaves its section saying so rather than failing the report.
+The page, top to bottom: the verdict and the headline figures; the judged windows with the
+rule that decided each and every threshold against every window; the baseline comparison
+(when there is one); throughput against target; failures by code; latency from the intended
+time beside service time and start lag; per-step latency; generator health with its void
+limits; the turnover gauge with the resident set asked for; the substrate's own figures
+per window (server_summary.json) with its `server.` rules; ramp and drift; the whole-run
+rows; the run's parameters and thresholds; links to the other artifacts. Every chart shares
+one time axis, shades the windows by outcome, marks level changes and draws the thresholds
+that apply to it. Every input is optional: what is missing says "no data".
+
+The modules: run_source + report_data (reading), report_context (what charts share), chart +
+chart_scale (SVG), report_charts / report_tables / report_params / report_compare /
+report_server (sections; report_server_data reads server_summary.json's figures).
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
-import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW
-from agentsession_core.output.chart import esc, line_chart
+from agentsession_core.output import report_charts as charts
+from agentsession_core.output import report_params as run_info
+from agentsession_core.output import report_tables as tables
+from agentsession_core.output.chart import esc
+from agentsession_core.output.report_compare import Comparison, baseline_section
+from agentsession_core.output.report_context import ReportContext, ThresholdRule
+from agentsession_core.output.report_data import RunData, load_run_data
+from agentsession_core.output.report_server import server
 from agentsession_core.output.run_dir import atomic_write
-from agentsession_core.output.stats_files import locust_column
+from agentsession_core.output.run_source import RunSource, open_run
 
-TITLE_ROWS = (TIME_TO_WAKE_ROW, (ROUTER_KIND, "WakeFirstTouch"), ("", "Aggregated"))
-# (stats_history.csv column, percentile key, colour) of each latency line.
-LATENCY_COLUMNS = tuple(
-    (locust_column(key), key, colour)
-    for key, colour in (("p50", "#4c78a8"), ("p90", "#f58518"), ("p99", "#e45756"))
+REPORT = "report.html"
+INDEX = (
+    ("windows", "windows"),
+    ("baseline", "baseline"),
+    ("throughput", "throughput"),
+    ("failures", "failures"),
+    ("latency", "latency"),
+    ("steps", "steps"),
+    ("health", "generator health"),
+    ("gauge", "turnover gauge"),
+    ("server", "server-side figures"),
+    ("drift", "ramp & drift"),
+    ("rows", "rows"),
+    ("params", "parameters"),
+    ("files", "artifacts"),
 )
-GAUGE = "turnover_sessions"
-GAUGE_COLOURS = {"awake": "#54a24b", "parked": "#4c78a8", "waking": "#f58518", "parking": "#b279a2"}
-OUTCOME_COLOURS = {
-    "pass": "#d8f0d2",
-    "break": "#f8d0cc",
-    "void": "#e4e4e4",
-    "aborted": "#f3b0a8",
-    "fail": "#f8d0cc",
-}
-BANNER_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "void": "#616161"}
-
-
-def _population_kind(params: dict[str, Any]) -> str:
-    """RunParams.population is a section ({"kind": ...}); older runs stored the kind."""
-    population = params.get("population", "?")
-    return population.get("kind", "?") if isinstance(population, dict) else str(population)
-
-
-# --------------------------------------------------------------------------- reading
-def _text(run_dir: Path, name: str) -> str | None:
-    try:
-        return (run_dir / name).read_text(encoding="utf-8")
-    except (FileNotFoundError, UnicodeDecodeError):
-        return None
-
-
-def _json(run_dir: Path, name: str) -> dict | None:
-    text = _text(run_dir, name)
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _jsonl(run_dir: Path, name: str) -> list[dict]:
-    out = []
-    for line in (_text(run_dir, name) or "").splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue  # a torn last line from a killed run must not sink the report
-        if isinstance(value, dict):
-            out.append(value)
-    return out
-
-
-def _number(cell: str | None) -> float | None:
-    try:
-        value = float(cell) if cell not in (None, "", "N/A") else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) else None
-
-
-def latency_series(history_csv: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """{row name: {"p50"|"p90"|"p99": [(unix second, ms)]}} for the headline rows."""
-    wanted = {name for _, name in TITLE_ROWS}
-    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
-    for line in csv.DictReader(io.StringIO(history_csv)):
-        name = line.get("Name")
-        if name not in wanted:
-            continue
-        t = _number(line.get("Timestamp"))
-        if t is None:
-            continue
-        for column, key, _ in LATENCY_COLUMNS:
-            value = _number(line.get(column))
-            if value is not None:
-                out.setdefault(name, {}).setdefault(key, []).append((t, value))
-    return out
-
-
-def gauge_series(gauges: list[dict]) -> dict[str, list[tuple[float, float]]]:
-    out: dict[str, list[tuple[float, float]]] = {}
-    for g in gauges:
-        if g.get("name") != GAUGE:
-            continue
-        state = str((g.get("labels") or {}).get("state", "?"))
-        t, v = _number(str(g.get("t"))), _number(str(g.get("value")))
-        if t is not None and v is not None:
-            out.setdefault(state, []).append((t, v))
-    return out
-
-
-# --------------------------------------------------------------------------- sections
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return esc(value)
-
-
-def _banner(gate: dict | None, status: dict | None) -> str:
-    if gate is not None:
-        verdict = str(gate.get("verdict", "void"))
-        reason = gate.get("reason", "")
-    else:
-        verdict = "void"
-        reason = "no gate.json: this run was not judged"
-        if status:
-            reason += f" (run {status.get('status')})"
-    colour = BANNER_COLOURS.get(verdict, BANNER_COLOURS["void"])
-    extra = ""
-    abort = (gate or {}).get("abort_reason") or (status or {}).get("abort_reason")
-    if abort:
-        extra = f'<div class="sub">abort: {esc(abort)}</div>'
-    return (
-        f'<div class="banner" style="background:{colour}"><span class="verdict">'
-        f"{esc(verdict.upper())}</span> {esc(reason)}{extra}</div>"
-    )
-
-
-def _bands(windows: list[dict]) -> list[tuple[float, float, str]]:
-    out = []
-    for w in windows:
-        start, end = _number(str(w.get("start_unix"))), _number(str(w.get("end_unix")))
-        if start is not None and end is not None:
-            out.append((start, end, OUTCOME_COLOURS.get(str(w.get("outcome")), "#eeeeee")))
-    return out
-
-
-def _window_table(windows: list[dict]) -> str:
-    if not windows:
-        return '<p class="empty">no windows.jsonl: no judged windows</p>'
-    head = (
-        "<tr><th>#</th><th>level</th><th>outcome</th><th>seconds</th>"
-        "<th>TimeToWake p50 / p99 ms</th><th>WakeFirstTouch p99 ms</th>"
-        "<th>Step_* p99 ms</th><th>failure ratio</th><th>achieved rps</th>"
-        "<th>thresholds missed / not judged</th></tr>"
-    )
-    rows = []
-    for w in windows:
-        h = w.get("headline") or {}
-        wake, touch = h.get("TimeToWake", {}), h.get("WakeFirstTouch", {})
-        steps, req = h.get("Step_*", {}), h.get("requests", {})
-        results = w.get("thresholds") or []
-        missed = [r["threshold"] for r in results if r.get("passed") is False]
-        unjudged = [r["threshold"] for r in results if r.get("passed") is None]
-        notes = "; ".join(esc(t) for t in missed) or "none"
-        if unjudged:
-            notes += f' <span class="dim">/ {"; ".join(esc(t) for t in unjudged)}</span>'
-        reason = w.get("abort_reason") or w.get("void_reason")
-        if reason:
-            notes += f'<br><span class="dim">{esc(reason)}</span>'
-        outcome = str(w.get("outcome"))
-        dur = (_number(str(w.get("end_unix"))) or 0) - (_number(str(w.get("start_unix"))) or 0)
-        rows.append(
-            f"<tr><td>{_fmt(w.get('index'))}</td><td>{_fmt(w.get('level'), 2)}</td>"
-            f'<td style="background:{OUTCOME_COLOURS.get(outcome, "#fff")}">{esc(outcome)}</td>'
-            f"<td>{dur:.0f}</td><td>{_fmt(wake.get('p50'))} / {_fmt(wake.get('p99'))}</td>"
-            f"<td>{_fmt(touch.get('p99'))}</td><td>{_fmt(steps.get('p99'))}</td>"
-            f"<td>{_fmt(req.get('failure_ratio'), 4)}</td>"
-            f"<td>{_fmt(req.get('achieved_rps'), 2)}</td>"
-            f"<td>{notes}</td></tr>"
-        )
-    return f"<table>{head}{''.join(rows)}</table>"
-
-
-def _gate_details(gate: dict | None) -> str:
-    if gate is None:
-        return ""
-    parts = []
-    ramp = gate.get("ramp") or {}
-    parts.append(
-        f"<p>Ramp: last level that held <b>{_fmt(ramp.get('last_held_level'), 2)}</b>, "
-        f"first that broke <b>{_fmt(ramp.get('first_broken_level'), 2)}</b>.</p>"
-    )
-    drift = gate.get("drift") or {}
-    if drift:
-        cells = "".join(f"<tr><td>{esc(k)}</td><td>{v:+.2f}</td></tr>" for k, v in drift.items())
-        parts.append(
-            "<h3>Drift (ms per window, first level)</h3>"
-            f"<table><tr><th>metric</th><th>slope</th></tr>{cells}</table>"
-        )
-    baseline = gate.get("baseline")
-    if baseline:
-        cells = "".join(
-            f'<tr class="{"bad" if m["regression"] else ""}"><td>{esc(m["metric"])}</td>'
-            f"<td>{_fmt(m['baseline'], 3)}</td><td>{_fmt(m['current'], 3)}</td>"
-            f"<td>{m['change']:+.1%}</td><td>{'regression' if m['regression'] else 'ok'}</td></tr>"
-            for m in baseline.get("metrics", [])
-        )
-        parts.append(
-            f"<h3>Against the baseline {esc(baseline.get('location') or '')} "
-            f"(max regression {baseline.get('max_regression', 0):.0%})</h3>"
-            "<table><tr><th>metric</th><th>baseline</th><th>this run</th>"
-            f"<th>change</th><th></th></tr>{cells}</table>"
-        )
-    return "".join(parts)
-
-
-def _rows_table(stats_rows: list[dict]) -> str:
-    rows = []
-    for r in stats_rows:
-        metric = str(r.get("metric", ""))
-        m = r.get("measurements") or {}
-        if "request_count" not in m or metric.startswith("generator_"):
-            continue
-        rows.append(
-            f"<tr><td>{esc(metric)}</td><td>{_fmt(m.get('request_count'))}</td>"
-            f"<td>{_fmt(m.get('failure_count'))}</td><td>{_fmt(m.get('p50'))}</td>"
-            f"<td>{_fmt(m.get('p99'))}</td><td>{_fmt(m.get('max_response_time'))}</td>"
-            f"<td>{_fmt(m.get('requests_per_s'), 2)}</td></tr>"
-        )
-    if not rows:
-        return '<p class="empty">no stats.jsonl rows</p>'
-    return (
-        "<table><tr><th>row</th><th>requests</th><th>failures</th><th>p50 ms</th>"
-        f"<th>p99 ms</th><th>max ms</th><th>req/s</th></tr>{''.join(rows)}</table>"
-    )
-
 
 _CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1000px}
-h1{font-size:20px;margin:0 0 8px}h2{font-size:16px;margin:24px 0 8px}h3{font-size:14px}
-.banner{color:#fff;padding:12px 16px;border-radius:6px;font-size:15px}
-.verdict{font-weight:700;font-size:20px;margin-right:8px}.sub{font-size:13px;margin-top:4px}
-table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;
-text-align:left;font-size:13px}th{background:#f4f4f4}tr.bad td{background:#f8d0cc}
-.dim{color:#777}.empty{color:#777;font-style:italic}.meta{color:#555;font-size:13px}
-svg{display:block;margin:8px 0}.ct{font-size:13px;font-weight:600}.ax{font-size:11px;fill:#555}
-.grid{stroke:#e6e6e6}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;padding:16px 28px 40px;
+color:#1f2328;background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:30px 0 8px;padding-top:10px;
+border-top:2px solid #e3e6ea}h3{font-size:15px;margin:16px 0 6px}
+nav{margin:8px 0 12px;font-size:13px}nav a{margin-right:12px;color:#0b5cad;text-decoration:none}
+.banner{color:#fff;padding:12px 18px;border-radius:6px;font-size:16px;margin:8px 0}
+.verdict{font-weight:700;font-size:24px;margin-right:10px}.sub{font-size:14px;margin-top:4px}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0 2px}
+.card{border:1px solid #d0d7de;border-radius:6px;padding:8px 14px;min-width:180px}
+.card .k{font-size:12px;color:#57606a}.card .v{font-size:19px;font-weight:600}
+table{border-collapse:collapse;margin:6px 0 10px}td,th{border:1px solid #d0d7de;padding:4px 9px;
+text-align:left;font-size:13px;vertical-align:top}th{background:#f3f5f7}
+table.wide{width:100%}td.oc{font-weight:600;text-align:center}td.why{max-width:560px}
+tr.bad td{background:#ffcdd2}table.params td:first-child{font-family:ui-monospace,monospace}
+.dim{color:#6e7781}.meta{color:#57606a;font-size:13px;margin:4px 0}
+.nodata{color:#6e7781;font-style:italic;border:1px dashed #c4cad0;border-radius:6px;
+display:flex;align-items:center;justify-content:center;margin:4px 0}p.nodata{padding:18px}
+.grid3{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:8px 18px}
+.grid2{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:8px 18px}
+@media (max-width:1100px){.grid3,.grid2{grid-template-columns:minmax(0,1fr)}}
+figure.chart{margin:4px 0 10px}figure.chart svg{width:100%;height:auto;display:block}
+.cap{font-size:12px;color:#57606a;margin:0 0 0 58px}
+svg .ct{font-size:14px;font-weight:600;fill:#1f2328}svg .ax{font-size:11px;fill:#57606a;
+font-weight:400}svg .lg{font-size:12px;fill:#1f2328}svg .grid{stroke:#e6e8eb}
+svg .tick{stroke:#8c959f}svg .bl{font-size:11px;fill:#57606a}svg .mk{font-size:12px;
+font-weight:600;fill:#37474f}svg .rl{font-size:11.5px;font-weight:600;paint-order:stroke;
+stroke:#fff;stroke-width:3px}div.ct{font-size:14px;font-weight:600;margin:4px 0}
+ul.files{columns:3;font-size:13px}figure.chart .nodata{margin-top:26px}
+figure>div.ct{padding-left:4%}
+code{font-size:12.5px}td.nw{white-space:nowrap}
+.pgrid{display:flex;flex-wrap:wrap;gap:0 18px;align-items:flex-start}
 """
 
 
-def render_report(run_dir: Path) -> str:
-    run_dir = Path(run_dir)
-    gate = _json(run_dir, "gate.json")
-    status = _json(run_dir, "status.json")
-    campaign = _json(run_dir, "campaign.json") or {}
-    windows = _jsonl(run_dir, "windows.jsonl")
-    stats_rows = _jsonl(run_dir, "stats.jsonl")
-    latency = latency_series(_text(run_dir, "stats_history.csv") or "")
-    gauges = gauge_series(_jsonl(run_dir, "gauges.jsonl"))
-    bands = _bands(windows)
-
-    starts = [p[0] for rows in latency.values() for pts in rows.values() for p in pts]
-    starts += [p[0] for pts in gauges.values() for p in pts] + [b[0] for b in bands]
-    t0 = min(starts) if starts else 0.0
-
-    params = campaign.get("params") or {}
-    name = params.get("name") or run_dir.name
-    started = campaign.get("started_unix") or (status or {}).get("started_unix")
-    meta = [
-        f"script {esc(campaign.get('script', '?'))}",
-        f"population {esc(_population_kind(params))}",
-        f"tag {esc(params.get('tag', '?'))}",
+def render(
+    data: RunData,
+    *,
+    rules: Sequence[ThresholdRule] = (),
+    comparison: Comparison | None = None,
+    out_dir: Path | None = None,
+) -> str:
+    """The whole page. `rules` are the run's parsed thresholds (drawn on the charts);
+    `comparison` a baseline run and the gate's judgement against it; `out_dir` where the
+    page will live (artifact links are relative to it; None: the run directory)."""
+    ctx = ReportContext.of(data, rules)
+    if out_dir is None:
+        out_dir = data.local_dir
+    baseline = baseline_section(ctx, comparison)
+    index = " ".join(
+        f'<a href="#{anchor}">{label}</a>'
+        for anchor, label in INDEX
+        if anchor != "baseline" or baseline
+    )
+    sections = [
+        tables.windows(ctx),
+        baseline,
+        charts.throughput(ctx),
+        charts.failures(ctx),
+        charts.latency(ctx),
+        charts.steps(ctx),
+        charts.health(ctx),
+        charts.gauges(ctx),
+        server(ctx),
+        tables.drift_and_ramp(data),
+        tables.rows_table(data),
+        run_info.parameters(data),
+        run_info.artifacts(data, out_dir),
     ]
-    if started:
-        meta.append(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(started))))
-    if status:
-        meta.append(f"run {esc(status.get('status'))}, phase {esc(status.get('phase'))}")
-
-    charts = []
-    for kind, row in TITLE_ROWS:
-        series = {
-            key: (colour, latency.get(row, {}).get(key, [])) for _, key, colour in LATENCY_COLUMNS
-        }
-        label = f"{kind}_{row}" if kind else "all requests (Aggregated)"  # the stats.jsonl metric
-        charts.append(
-            line_chart(
-                f"{label}: latency from the intended time, per second",
-                series,
-                unit="ms",
-                t0=t0,
-                bands=bands,
-            )
-        )
-    gauge_chart = line_chart(
-        "turnover gauge: sessions by state",
-        {state: (GAUGE_COLOURS.get(state, "#888"), pts) for state, pts in sorted(gauges.items())},
-        unit="sessions",
-        t0=t0,
-        bands=bands,
-    )
-    legend = " ".join(
-        f'<span style="background:{c};padding:0 6px">{o}</span>'
-        for o, c in OUTCOME_COLOURS.items()
-        if o != "fail"
-    )
+    title = f"agentsession report: {data.name}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>agentsession report: {esc(name)}</title><style>{_CSS}</style></head><body>"
-        f'<h1>agentsession report: {esc(name)}</h1><p class="meta">{" · ".join(meta)}</p>'
-        f"{_banner(gate, status)}"
-        f'<h2>Latency over time</h2><p class="meta">windows shaded by outcome: {legend}</p>'
-        f"{''.join(charts)}<h2>Turnover gauge</h2>{gauge_chart}"
-        f"<h2>Windows</h2>{_window_table(windows)}{_gate_details(gate)}"
-        f"<h2>Rows (whole run)</h2>{_rows_table(stats_rows)}"
-        "</body></html>\n"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
+        f'<h1>{esc(title)}</h1><p class="meta">{tables.meta_line(data)}</p>'
+        f"<nav>{index}</nav>{tables.banner(data)}{tables.cards(data)}"
+        f"{''.join(sections)}</body></html>\n"
     )
 
 
-def write_report(run_dir: Path) -> Path:
-    """Render and write report.html atomically (file work: call it from a thread)."""
+def read_run(location: str | Path | RunSource, *, endpoint_url: str | None = None) -> RunData:
+    """A run's report data from a directory, an s3:// prefix or a RunSource (file and
+    network work: call it from a thread)."""
+    source = (
+        location
+        if isinstance(location, RunSource)
+        else open_run(str(location), endpoint_url=endpoint_url)
+    )
+    return load_run_data(source)
+
+
+def render_report(
+    run_dir: str | Path,
+    *,
+    rules: Sequence[ThresholdRule] = (),
+    comparison: Comparison | None = None,
+    out_dir: Path | None = None,
+) -> str:
+    return render(read_run(run_dir), rules=rules, comparison=comparison, out_dir=out_dir)
+
+
+def write_report(run_dir: str | Path, *, rules: Sequence[ThresholdRule] = ()) -> Path:
+    """Render a local run's report.html from its files and write it atomically (file work:
+    call it from a thread)."""
     run_dir = Path(run_dir)
-    return atomic_write(run_dir / "report.html", render_report(run_dir))
+    return atomic_write(run_dir / REPORT, render_report(run_dir, rules=rules))
 
 
-__all__ = ["gauge_series", "latency_series", "render_report", "write_report"]
+__all__ = ["REPORT", "Comparison", "read_run", "render", "render_report", "write_report"]

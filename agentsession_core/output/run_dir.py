@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
@@ -47,7 +47,8 @@ _SECRET_NAME = re.compile(
 
 
 def redact(params: Any) -> Any:
-    """A copy with credential-like values replaced by "***", recursively; URLs lose passwords."""
+    """A copy with credential-like values replaced by "***", recursively; URLs lose their
+    credentials (a password, a token-as-username, secret-named query parameters)."""
     if isinstance(params, dict):
         out = {}
         for key, value in params.items():
@@ -58,7 +59,7 @@ def redact(params: Any) -> Any:
         return out
     if isinstance(params, list | tuple):
         return [redact(v) for v in params]
-    if isinstance(params, str) and "://" in params and "@" in params:
+    if isinstance(params, str) and "://" in params:
         return _redact_url(params)
     return params
 
@@ -68,13 +69,20 @@ def _redact_url(text: str) -> str:
         parts = urlsplit(text)
     except ValueError:
         return text
-    if parts.password is None:
+    netloc, query = parts.netloc, parts.query
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        # user:password keeps the user; a lone userinfo is a token (https://TOKEN@host).
+        netloc = f"{user}:{REDACTED}@{host}" if colon else f"{REDACTED}@{host}"
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(_SECRET_NAME.search(k) and v for k, v in pairs):
+            safe = [(k, REDACTED if _SECRET_NAME.search(k) and v else v) for k, v in pairs]
+            query = urlencode(safe, safe="*")
+    if (netloc, query) == (parts.netloc, parts.query):
         return text
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    netloc = f"{parts.username}:{REDACTED}@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def _local_root(dest: str) -> Path:

@@ -6,8 +6,15 @@ row with an empty Type. Latencies are milliseconds measured from the **intended*
 headline); they are written with three decimals rather than Locust's integers so sub-ms values
 survive. Percentile cells are "N/A" for a row without requests, as in Locust. Rows of kind
 ``generator`` (loop lag, dispatch lateness) stay out of the CSVs and the Aggregated row; they
-appear in stats.jsonl. Count-only rows (actor/CrashCount, backlog) show their event count as
-Request Count but add nothing to Aggregated, which counts requests only.
+appear in stats.jsonl and stats_history.jsonl. Count-only rows (actor/CrashCount, backlog)
+show their event count as Request Count but add nothing to Aggregated, which counts requests
+only.
+
+stats_history.jsonl is stats_history.csv's per-second companion for what Locust's columns cannot
+hold (docs/SPEC.md §5.2, §5.6): one line per second per row that saw anything, generator rows
+included, plus the Aggregated line, with the failures by code and the service time and start
+lag percentiles of that second (and, for generator rows, their own lag: the health signals
+that decide a void window). report.html draws its charts from the two files.
 
 This module only renders (pure and cheap: call it on the event loop with a Window); the run
 directory writes the text (``RunDir.write_text`` / ``RunDir.append_text``, from a thread).
@@ -23,8 +30,8 @@ from typing import Any
 
 import orjson
 
-from agentsession_core.measure.health import is_request_row
-from agentsession_core.measure.histogram import PERCENTILES, LogHistogram
+from agentsession_core.measure.health import HEALTH_KIND, is_request_row
+from agentsession_core.measure.histogram import PERCENTILES, LogHistogram, percentiles
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.stats import RowKey, RowStats, Window
 
@@ -70,6 +77,10 @@ HISTORY_CSV_COLUMNS = [
 ]
 FAILURES_CSV_COLUMNS = ["Method", "Name", "Error", "Occurrences"]
 AGGREGATED = "Aggregated"
+HISTORY_CSV = "stats_history.csv"
+HISTORY_JSONL = "stats_history.jsonl"
+# The percentiles of each latency view a stats_history.jsonl line carries.
+SECOND_PERCENTILES = percentiles(("p50", "p90", "p99"))
 
 
 def _ms(value: float) -> float:
@@ -191,13 +202,41 @@ def render_stats_jsonl(
     return render_jsonl([*stats_jsonl_rows(window, tag=tag, test_name=test_name), *extra_rows])
 
 
+def _view(hist: LogHistogram) -> dict[str, float]:
+    return {key: _ms(hist.quantile(q)) for key, q in SECOND_PERCENTILES.items()}
+
+
+def second_record(second: int, key: RowKey, stats: RowStats) -> dict[str, Any] | None:
+    """One stats_history.jsonl line: a row's second beyond Locust's columns (None: idle)."""
+    if not (stats.count or stats.events or stats.cancelled):
+        return None
+    out: dict[str, Any] = {"t": second, "type": key[0], "name": key[1], "count": stats.count}
+    if stats.failures:
+        out["failures"] = stats.failures
+        out["errors"] = dict(stats.errors)
+    if stats.events:
+        out["events"] = stats.events
+    if stats.cancelled:
+        out["cancelled"] = stats.cancelled
+    if stats.count:
+        if key[0] == HEALTH_KIND:
+            # The lag is the signal (intended -> woke; sent is the wake, so it equals the
+            # start lag measure/health.py judges dispatch lateness by).
+            out["response"] = _view(stats.response)
+        else:
+            out["service"] = _view(stats.service)
+            out["start_lag"] = _view(stats.start_lag)
+    return out
+
+
 class HistoryWriter:
-    """stats_history.csv as the run goes: one line per second per active row + Aggregated.
+    """stats_history.csv (and stats_history.jsonl) as the run goes: one line per second per
+    active row + Aggregated.
 
     Unlike Locust's default (cumulative percentiles), each line's percentiles and rates are
     those of that one second; the Total columns are cumulative since the writer started. The
-    first text rendered starts with the header unless `header` is False (the file already has
-    one).
+    first CSV text rendered starts with the header unless `header` is False (the file already
+    has one).
     """
 
     def __init__(self, *, header: bool = True) -> None:
@@ -207,33 +246,48 @@ class HistoryWriter:
         self._pending_header = header
 
     def render_closed(self, recorder: Recorder, user_count: int | Callable[[int], int] = 0) -> str:
-        """Lines for every second the recorder closed since the last call (loop thread)."""
+        """stats_history.csv lines for every second closed since the last call (loop thread)."""
+        return self.render_closed_files(recorder, user_count)[HISTORY_CSV]
+
+    def render_closed_files(
+        self, recorder: Recorder, user_count: int | Callable[[int], int] = 0
+    ) -> dict[str, str]:
+        """{file name: text to append} for stats_history.csv and stats_history.jsonl, for
+        every second the recorder closed since the last call (loop thread)."""
         if self.next_second is None:
             self.next_second = recorder.first_second
         lines: list[list[Any]] = []
+        records: list[dict[str, Any]] = []
         for second in range(self.next_second, recorder.closed_until):
             users = user_count(second) if callable(user_count) else user_count
-            lines.extend(self._second_lines(recorder, second, users))
+            lines.extend(self._second_lines(recorder, second, users, records))
         self.next_second = max(self.next_second, recorder.closed_until)
         header = HISTORY_CSV_COLUMNS if self._pending_header else None
-        if not lines and header is None:
-            return ""
-        self._pending_header = False
-        return _csv_text(header, lines)
+        csv_text = ""
+        if lines or header is not None:
+            self._pending_header = False
+            csv_text = _csv_text(header, lines)
+        return {HISTORY_CSV: csv_text, HISTORY_JSONL: render_jsonl(records)}
 
-    def _second_lines(self, recorder: Recorder, second: int, users: int) -> list[list[Any]]:
+    def _second_lines(
+        self, recorder: Recorder, second: int, users: int, records: list[dict[str, Any]]
+    ) -> list[list[Any]]:
         intervals = recorder.intervals.get(second, {})
         out = []
         this_second = RowStats()
         for key in sorted(intervals):
+            stats = intervals[key].stats()
+            if (record := second_record(second, key, stats)) is not None:
+                records.append(record)
             if not is_request_row(key):
                 continue
-            stats = intervals[key].stats()
             this_second.merge(stats)
             total = self._totals.setdefault(key, RowStats())
             total.merge(stats)
             out.append(self._line(second, users, key, stats, total))
         self._aggregate.merge(this_second)
+        if (record := second_record(second, ("", AGGREGATED), this_second)) is not None:
+            records.append(record)
         out.append(self._line(second, users, ("", AGGREGATED), this_second, self._aggregate))
         return out
 
@@ -253,7 +307,9 @@ class HistoryWriter:
 
 __all__ = [
     "FAILURES_CSV_COLUMNS",
+    "HISTORY_CSV",
     "HISTORY_CSV_COLUMNS",
+    "HISTORY_JSONL",
     "STATS_CSV_COLUMNS",
     "HistoryWriter",
     "jsonl_row",
@@ -262,5 +318,6 @@ __all__ = [
     "render_jsonl",
     "render_stats_csv",
     "render_stats_jsonl",
+    "second_record",
     "stats_jsonl_rows",
 ]

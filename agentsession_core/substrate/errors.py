@@ -36,6 +36,9 @@ class FailureClass(Enum):
 TRANSPORT = "TRANSPORT"  # connection refused/reset, DNS, protocol error
 TIMEOUT = "TIMEOUT"  # the client gave up waiting
 BAD_BODY = "BAD_BODY"  # an answer we could not decode
+# A router answer whose body is over the client's cap (target.max_answer_bytes): not read, so
+# a broken or hostile server cannot make the generator buffer without bound (docs/SPEC.md §2.2).
+ANSWER_TOO_LARGE = "ANSWER_TOO_LARGE"
 # The ate router's 421 + `x-ate-assignment-stale: true`: the actor left the worker the router
 # picked before the request reached it, so the actor never saw the request.
 ASSIGNMENT_STALE = "ASSIGNMENT_STALE"
@@ -69,7 +72,8 @@ def classify(code: str, status: int, *, from_router: bool, message: str = "") ->
 
 class SubstrateError(AgentsessionError):
     """A failed substrate call: a control-API error, a router verdict, a glutton error
-    (from_router=False) or a transport failure (code TRANSPORT / TIMEOUT / BAD_BODY)."""
+    (from_router=False) or a failure of the client's own (code TRANSPORT / TIMEOUT / BAD_BODY /
+    ANSWER_TOO_LARGE)."""
 
     def __init__(
         self,

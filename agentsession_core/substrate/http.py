@@ -7,7 +7,8 @@ Every failure becomes a SubstrateError: an error body's code and message when th
 answered, `from_router` true for control answers and router verdicts (`x-ate-router: 1`),
 false for the glutton's own answers; TRANSPORT for connection failures, TIMEOUT when the
 client gave up, BAD_BODY for an answer that could not be decoded (a control answer that is
-not JSON, a router 2xx that is not its route's answer: router_wire.py). What a session does
+not JSON, a router 2xx that is not its route's answer: router_wire.py), ANSWER_TOO_LARGE for a
+router answer over the size cap (docs/SPEC.md §2.2; both router clients). What a session does
 with each is decided in errors.py, not here. Each answer's server time is noted for booking
 (interface.note_server_time).
 """
@@ -22,6 +23,7 @@ import httpx
 import orjson
 
 from agentsession_core.substrate.errors import (
+    ANSWER_TOO_LARGE,
     BAD_BODY,
     TIMEOUT,
     TRANSPORT,
@@ -45,7 +47,7 @@ from agentsession_core.substrate.protocol import (
     atespace_path,
     template_path,
 )
-from agentsession_core.substrate.router_client import FastRouterClient
+from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES, FastRouterClient
 from agentsession_core.substrate.router_wire import router_answer, server_elapsed_us
 
 
@@ -59,10 +61,12 @@ class RouterClient:
         token: str | None = None,
         timeout: float = 120.0,
         max_connections: int = 0,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.max_connections = max_connections
+        self.max_answer_bytes = max_answer_bytes
         self._auth = {"Authorization": f"Bearer {token}"} if token else {}
         self._session: aiohttp.ClientSession | None = None
 
@@ -100,11 +104,30 @@ class RouterClient:
             async with self._client().request(
                 method, url, data=data, params=params, headers=headers, timeout=limit
             ) as answer:
-                return router_answer(answer.status, await answer.read(), answer.headers, route)
+                body = await self._read_capped(answer, route)
+                return router_answer(answer.status, body, answer.headers, route)
         except TimeoutError:
             raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
         except aiohttp.ClientError as exc:
             raise SubstrateError(TRANSPORT, f"router {route}: {exc!r}") from None
+
+    async def _read_capped(self, answer: aiohttp.ClientResponse, route: str) -> bytes:
+        """The body, refused past max_answer_bytes as FastRouterClient refuses it (a declared
+        length at once, an undeclared one where it crosses the cap); leaving the `async with`
+        unread closes the connection, so what remains of the body is never read."""
+        cap = self.max_answer_bytes
+        too_large = SubstrateError(
+            ANSWER_TOO_LARGE,
+            f"router {route}: answer body past the cap of {cap} bytes (target.max_answer_bytes)",
+        )
+        if answer.content_length is not None and answer.content_length > cap:
+            raise too_large
+        body = bytearray()
+        async for part in answer.content.iter_any():
+            body += part
+            if len(body) > cap:
+                raise too_large
+        return bytes(body)
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -112,13 +135,19 @@ class RouterClient:
 
 
 def router_client(
-    base_url: str, *, token: str | None = None, timeout: float = 120.0
+    base_url: str,
+    *,
+    token: str | None = None,
+    timeout: float = 120.0,
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> RouterClient | FastRouterClient:
     """The default router client: FastRouterClient for http:// (≈3× aiohttp's requests per
     core, bench/RESULTS.md), aiohttp's RouterClient for anything else (https)."""
     if base_url.startswith("http://"):
-        return FastRouterClient(base_url, token=token, timeout=timeout)
-    return RouterClient(base_url, token=token, timeout=timeout)
+        return FastRouterClient(
+            base_url, token=token, timeout=timeout, max_answer_bytes=max_answer_bytes
+        )
+    return RouterClient(base_url, token=token, timeout=timeout, max_answer_bytes=max_answer_bytes)
 
 
 class HttpSubstrate:
@@ -133,13 +162,19 @@ class HttpSubstrate:
         token: str | None = None,
         control_timeout: float = 120.0,
         router_timeout: float = 120.0,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.control_url = control_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._control = httpx.AsyncClient(
             base_url=self.control_url, headers=headers, timeout=control_timeout
         )
-        self.router = router_client(router_url or control_url, token=token, timeout=router_timeout)
+        self.router = router_client(
+            router_url or control_url,
+            token=token,
+            timeout=router_timeout,
+            max_answer_bytes=max_answer_bytes,
+        )
 
     async def _call(
         self, method: str, path: str, *, json: Any = None, params: dict[str, str] | None = None

@@ -87,6 +87,7 @@ DEFAULT_TEMPLATE = ("benchmark-workloads", "glutton")
 
 CONTROL_PREFIX = "/v1"
 OPENAPI_PATH = "/openapi.json"
+METRICS_PATH = "/metrics"  # the local substrate's Prometheus metrics (docs/SPEC.md §5.9)
 HEALTHZ_PATH = f"{CONTROL_PREFIX}/healthz"
 DEBUG_WORKERS_PATH = f"{CONTROL_PREFIX}/debug/workers"
 # The local substrate's fault rules (§2.4): GET reads them, PUT a JSON list replaces them.

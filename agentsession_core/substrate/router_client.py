@@ -9,14 +9,30 @@ answers, answers read to the end before the connection goes back to the pool.
 
 Connections: idle ones wait in a LIFO pool (the warmest socket first); `max_connections`
 bounds how many exist at once (0: unbounded), further requests queue for a free one. A
-connection the server closed while it sat idle shows up as EOF before any byte of the
-answer: that request is retried once on a fresh connection (nothing was answered, so the
-server did not act on it as far as this client can know — the same rule browsers use).
-A timeout, a protocol error or `Connection: close` discards the connection.
+timeout, a protocol error, an answer over the size cap or `Connection: close` discards the
+connection.
+
+Resends (docs/SPEC.md §2.2): a connection dies under a request either before the server
+could have read it or after, and only the first is safe to repeat for a request that acts
+(a glutton op fills memory, writes a file, burns CPU). So a request goes out a second time,
+once and on another connection, only when
+- nothing of it was sent: a pooled connection the server closed while it sat idle is seen
+  closed before the request is written and is set aside unused (no resend is needed at
+  all), and a write the kernel refused at once on a reused connection sent not one byte; or
+- its method is idempotent (IDEMPOTENT_METHODS) and it was sent on a reused connection that
+  then ended before a byte of the answer arrived.
+A POST whose connection ended after it was written, with no answer, fails with TRANSPORT:
+the server may have acted on it, and the session's failure handling decides what next.
+
+Answers are read up to `max_answer_bytes` of body (docs/SPEC.md §2.2): a larger
+Content-Length is refused before any of it is read, a chunked or read-to-EOF body is cut off
+at the cap, and either way the request fails with ANSWER_TOO_LARGE and the connection, with
+the rest of the body still on it, is closed.
 
 Failures are SubstrateErrors exactly as RouterClient raises them (http.py): an error answer
 keeps its body's code and `from_router` from `x-ate-router: 1`; TRANSPORT for connection
-failures and malformed answers; TIMEOUT when the per-request deadline passes.
+failures and malformed answers; TIMEOUT when the per-request deadline passes;
+ANSWER_TOO_LARGE for an answer over the cap.
 """
 
 from __future__ import annotations
@@ -28,13 +44,26 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
+from agentsession_core.substrate.errors import (
+    ANSWER_TOO_LARGE,
+    TIMEOUT,
+    TRANSPORT,
+    SubstrateError,
+)
 from agentsession_core.substrate.interface import RouterResponse
 from agentsession_core.substrate.protocol import TARGET_HEADER
 from agentsession_core.substrate.router_wire import router_answer
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers of one answer
 _DRAIN_ABOVE = 64 * 1024  # wait for the socket buffer only when a body is this large
+_EOF_READ = 64 * 1024  # a read-to-EOF body is read in pieces this large, counted to the cap
+# The largest answer body read by default: well above the largest answer a built-in script
+# asks for (read_disk_data of a 24Mi file), far below what would strain a generator's memory
+# with a few hundred answers in flight. TargetParams.max_answer_bytes sets it per run.
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
+# RFC 9110 §9.2.2: methods whose effect on the server is the same sent once or twice, so a
+# request whose fate is unknown may be repeated (docs/SPEC.md §2.2).
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
 
 class ProtocolError(Exception):
@@ -42,7 +71,16 @@ class ProtocolError(Exception):
 
 
 class ClosedBeforeAnswer(ConnectionError):
-    """The connection ended before a single byte of the answer arrived."""
+    """The connection ended before a single byte of the answer arrived: the request may or
+    may not have reached the server."""
+
+
+class NotSent(ConnectionError):
+    """The connection refused the request's first write: not one byte of it left."""
+
+
+class AnswerTooLarge(Exception):
+    """The answer's body is larger than the client reads."""
 
 
 class _Connection:
@@ -52,6 +90,12 @@ class _Connection:
         self.reader = reader
         self.writer = writer
         self.reused = False
+
+    def closed_by_peer(self) -> bool:
+        """The server closed (FIN) or reset this connection while it sat idle. The loop
+        notes either as soon as it arrives, so a pooled connection past the server's
+        keep-alive timeout is found here, before a request is risked on it."""
+        return self.writer.is_closing() or self.reader.at_eof()
 
     def close(self) -> None:
         self.writer.close()
@@ -70,9 +114,14 @@ class Answer:
         self.keep_alive = keep_alive
 
 
-async def read_answer(reader: asyncio.StreamReader, *, head_only: bool = False) -> Answer:
+async def read_answer(
+    reader: asyncio.StreamReader,
+    *,
+    head_only: bool = False,
+    max_body: int = DEFAULT_MAX_ANSWER_BYTES,
+) -> Answer:
     """Read one HTTP/1.x answer from `reader` (status line, headers, then a Content-Length,
-    chunked or read-to-EOF body)."""
+    chunked or read-to-EOF body of at most `max_body` bytes: AnswerTooLarge beyond)."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
@@ -103,34 +152,58 @@ async def read_answer(reader: asyncio.StreamReader, *, head_only: bool = False) 
     if head_only or status in (204, 304) or 100 <= status < 200:
         return Answer(status, headers, b"", keep_alive)
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = await _read_chunked(reader)
+        body = await _read_chunked(reader, max_body)
     elif (length := headers.get("content-length")) is not None:
         if not length.isdigit():
             raise ProtocolError(f"bad Content-Length {length!r}")
+        if int(length) > max_body:  # refused before a byte of it is buffered
+            raise AnswerTooLarge(f"answer of {length} bytes, over the cap of {max_body}")
         body = await reader.readexactly(int(length))
     else:  # HTTP/1.0 style: the body ends when the server closes
-        body = await reader.read()
+        body = await _read_to_eof(reader, max_body)
         keep_alive = False
     return Answer(status, headers, body, keep_alive)
 
 
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+async def _read_to_eof(reader: asyncio.StreamReader, max_body: int) -> bytes:
     parts: list[bytes] = []
+    total = 0
+    while part := await reader.read(_EOF_READ):
+        total += len(part)
+        if total > max_body:
+            raise AnswerTooLarge(f"answer body past the cap of {max_body} bytes")
+        parts.append(part)
+    return b"".join(parts)
+
+
+async def _read_chunked(reader: asyncio.StreamReader, max_body: int) -> bytes:
+    parts: list[bytes] = []
+    total = 0
     while True:
-        size_line = await reader.readuntil(b"\r\n")
-        size_text = size_line.split(b";", 1)[0].strip()
+        size_text = (await _read_line(reader)).split(b";", 1)[0].strip()
         try:
             size = int(size_text, 16)
         except ValueError:
             raise ProtocolError(f"bad chunk size {size_text[:40]!r}") from None
         if size == 0:
             # Trailers (usually none) end with an empty line.
-            while await reader.readuntil(b"\r\n") != b"\r\n":
+            while await _read_line(reader) != b"\r\n":
                 pass
             return b"".join(parts)
+        total += size
+        if total > max_body:  # checked before the chunk is read: an endless body stops here
+            raise AnswerTooLarge(f"chunked answer past the cap of {max_body} bytes")
         parts.append(await reader.readexactly(size))
         if await reader.readexactly(2) != b"\r\n":
             raise ProtocolError("chunk not followed by CRLF")
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes:
+    """A chunk-size or trailer line; one longer than the reader's limit is malformed."""
+    try:
+        return await reader.readuntil(b"\r\n")
+    except asyncio.LimitOverrunError:
+        raise ProtocolError(f"chunk line longer than {MAX_HEAD_BYTES} bytes") from None
 
 
 class FastRouterClient:
@@ -143,6 +216,7 @@ class FastRouterClient:
         token: str | None = None,
         timeout: float = 120.0,
         max_connections: int = 0,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         url = urlsplit(base_url)
         if url.scheme != "http" or not url.hostname:
@@ -153,6 +227,7 @@ class FastRouterClient:
         self.prefix = url.path.rstrip("/")
         self.timeout = timeout
         self.max_connections = max_connections
+        self.max_answer_bytes = max_answer_bytes
         host_header = url.netloc
         auth = f"Authorization: Bearer {token}\r\n" if token else ""
         # Everything after the request line that never changes, joined once.
@@ -165,8 +240,14 @@ class FastRouterClient:
     # ------------------------------------------------------------ the pool
     async def _acquire(self) -> _Connection:
         while True:
-            if self._idle:
+            while self._idle:
                 conn = self._idle.pop()
+                if conn.closed_by_peer():
+                    # Nothing was written on it, so nothing is lost: set it aside and try
+                    # the next one (or open a fresh one in its place).
+                    conn.close()
+                    self._open -= 1
+                    continue
                 conn.reused = True
                 return conn
             if not self.max_connections or self._open < self.max_connections:
@@ -229,23 +310,41 @@ class FastRouterClient:
         return head + body if body else head
 
     async def exchange(self, method: str, data: bytes) -> Answer:
-        """Send one encoded request and read its answer, on a pooled connection."""
+        """Send one encoded request and read its answer, on a pooled connection; sent a
+        second time only where that cannot make the server act twice (the module's
+        docstring, docs/SPEC.md §2.2)."""
+        idempotent = method in IDEMPOTENT_METHODS
         for attempt in (1, 2):
             conn = await self._acquire()
             reusable = False
             try:
-                try:
-                    conn.writer.write(data)
-                    if len(data) > _DRAIN_ABOVE:
+                conn.writer.write(data)
+                if conn.writer.is_closing():
+                    # write() hands the bytes to the socket at once when nothing is queued,
+                    # which between two requests nothing is; a send the kernel refused
+                    # closes the transport inside write(). Not one byte of this request
+                    # left, so the server cannot have seen it.
+                    raise NotSent("the connection refused the request")
+                if len(data) > _DRAIN_ABOVE:
+                    try:
                         await conn.writer.drain()
-                except (ConnectionResetError, BrokenPipeError):
-                    raise ClosedBeforeAnswer("closed before the request was sent") from None
-                answer = await read_answer(conn.reader, head_only=method == "HEAD")
+                    except (ConnectionResetError, BrokenPipeError):
+                        # Part of it may have been read by then.
+                        raise ClosedBeforeAnswer("closed while the request was sent") from None
+                answer = await read_answer(
+                    conn.reader, head_only=method == "HEAD", max_body=self.max_answer_bytes
+                )
                 reusable = answer.keep_alive
                 return answer
-            except ClosedBeforeAnswer:
-                # A pooled connection the server closed while idle: retry once, fresh.
+            except NotSent:
                 if attempt == 1 and conn.reused:
+                    continue
+                raise
+            except ClosedBeforeAnswer:
+                # The request went out and may have been acted on: only an idempotent one
+                # may go again. Once, and only after a reused connection failed (the stale
+                # keep-alive race); a fresh connection closing on us is the server's answer.
+                if attempt == 1 and conn.reused and idempotent:
                     continue
                 raise
             except asyncio.IncompleteReadError as exc:
@@ -288,6 +387,10 @@ class FastRouterClient:
                 return await self.exchange(method, wire)
         except TimeoutError:
             raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
+        except AnswerTooLarge as exc:
+            raise SubstrateError(
+                ANSWER_TOO_LARGE, f"router {route}: {exc} (target.max_answer_bytes)"
+            ) from None
         except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
             raise SubstrateError(TRANSPORT, f"router {route}: {exc!r}") from None
 

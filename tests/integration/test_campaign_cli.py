@@ -4,6 +4,9 @@ no run directory, no actor), naming the parameter; --print-params shows the reso
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -46,3 +49,19 @@ def test_bad_params_file_names_the_line(tmp_path, capsys):
     params.write_text("name: mine\nlevels: [1, 2\n")
     assert main(["campaign", "--params", str(params)]) == 2
     assert f"{params} line" in capsys.readouterr().err
+
+
+def test_print_params_shows_no_token_from_the_environment_or_a_file(tmp_path):
+    """In a process of its own, as someone would run it: neither AGENTSESSION_TOKEN nor a
+    token in the --params file is printed (issue #11)."""
+    params = tmp_path / "campaign.yaml"
+    params.write_text("name: mine\ntarget:\n  token: file-token-4c1d\n")
+    env = {**os.environ, "AGENTSESSION_TOKEN": "env-token-9f2e"}
+    cli = [sys.executable, "-m", "agentsession_core", "campaign"]
+    for source, token in ((["--preset", "demo"], None), (["--params", str(params)], "***")):
+        done = subprocess.run(
+            [*cli, *source, "--print-params"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["target"]["token"] == token
+        assert "token-" not in done.stdout + done.stderr

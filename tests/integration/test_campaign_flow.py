@@ -23,6 +23,9 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import parse
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.output.upload import list_objects, read_object, s3_client
+from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from flows.credentials import TOKEN_ENV, TOKEN_PARAMETER_REFUSED
+from tests.integration.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(240)
 BUCKET = "campaign-runs"
@@ -218,8 +221,109 @@ async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tm
     assert not any(name.startswith(("register", "fill", "hold")) for name in runs), runs
 
 
+async def flow_run_named(name: str):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    async with get_client() as client:
+        runs = await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name]))
+        )
+    return runs[0].id if runs else None
+
+
+async def stored_runs(flow_run_id) -> str:
+    """Everything Prefect's database holds about one flow run and its task runs, as JSON."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async with get_client() as client:
+        flow_run = await client.read_flow_run(flow_run_id)
+        task_runs = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+    stored = flow_run.model_dump_json() + "".join(t.model_dump_json() for t in task_runs)
+    # The dump is the real record: it holds the parameters the flow was given.
+    assert '"local_workers":4' in stored.replace(" ", ""), stored[:2000]
+    return stored
+
+
+async def test_a_token_from_the_environment_reaches_the_substrate_not_prefect(
+    prefect_api, substrate: LocalSubstrateProcess, tmp_path, monkeypatch
+):
+    """The substrate requires TOKEN: the campaign completes only if the flow took it from
+    AGENTSESSION_TOKEN, and Prefect's records of the run never hold it."""
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    values = small_campaign(tmp_path, hold_minutes=0.05, target={"substrate": substrate.url})
+    state = await run_flow(values)
+    assert state.is_completed(), state
+    result = await state.result()
+    assert result["run_status"] == "completed", result
+    assert TOKEN not in await stored_runs(state.state_details.flow_run_id)
+    campaign_json = (Path(result["run_dir"]) / "campaign.json").read_bytes()
+    assert TOKEN.encode() not in campaign_json
+    assert orjson.loads(campaign_json)["params"]["target"]["token"] == "***"  # it was used
+
+
+async def test_a_secret_block_names_the_token(
+    prefect_api, substrate: LocalSubstrateProcess, tmp_path, monkeypatch
+):
+    """target.token_secret: the token comes from a Secret block on the flow's Prefect API;
+    a block with a wrong token makes the substrate refuse the campaign (void, one reason)."""
+    from prefect.blocks.system import Secret
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    await Secret(value=TOKEN).asave("substrate-token", overwrite=True)
+    await Secret(value="not-the-token").asave("stale-token", overwrite=True)
+
+    values = small_campaign(
+        tmp_path,
+        hold_minutes=0.05,
+        target={"substrate": substrate.url, "token_secret": "substrate-token"},
+    )
+    state = await run_flow(values)
+    assert state.is_completed(), state
+    result = await state.result()
+    assert result["run_status"] == "completed", result
+    assert TOKEN not in await stored_runs(state.state_details.flow_run_id)
+
+    values["target"]["token_secret"] = "stale-token"
+    state = await run_flow(values)
+    assert state.is_completed(), state  # a refusal is a verdict
+    result = await state.result()
+    assert result["verdict"] == "void" and result["run_status"] == "refused", result
+    assert "credentials refused" in result["reason"], result["reason"]
+    assert "target.token_secret" in result["reason"] and "not-the-token" not in result["reason"]
+    assert "not-the-token" not in await stored_runs(state.state_details.flow_run_id)
+
+
+async def test_a_token_parameter_or_a_missing_block_is_refused_before_anything(
+    prefect_api, tmp_path, monkeypatch
+):
+    """Someone typed the token into the flow's form: the flow refuses it in one line naming
+    what to use instead, and starts nothing."""
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    for target, message in (
+        ({"token": "typed-into-the-form"}, TOKEN_PARAMETER_REFUSED),
+        ({"token_secret": "no-such-block"}, "no Prefect Secret block named 'no-such-block'"),
+    ):
+        state = await run_flow(small_campaign(tmp_path, target=target))
+        assert state.is_failed(), state
+        assert state.message.startswith("campaign not started: "), state.message
+        assert message in state.message and "typed-into-the-form" not in state.message
+        assert not (tmp_path / "art").exists()
+
+
 def test_cli_runs_the_flow_and_prints_the_run_directory_last(prefect_api, tmp_path):
-    env = {**os.environ, "PREFECT_API_URL": prefect_api}
+    """Also: a token in AGENTSESSION_TOKEN (the demo preset's embedded substrate then
+    requires it) is on no command line of the campaign or any process it started, and
+    not in the flow run Prefect recorded."""
+    import asyncio
+
+    import psutil
+
+    token = "cli-token-" + os.urandom(8).hex()
+    env = {**os.environ, "PREFECT_API_URL": prefect_api, TOKEN_ENV: token}
     sets = [
         "name=cli",
         "tag=t1",
@@ -237,11 +341,35 @@ def test_cli_runs_the_flow_and_prints_the_run_directory_last(prefect_api, tmp_pa
     args = [sys.executable, "-m", "agentsession_core", "campaign", "--preset", "demo"]
     for s in sets:
         args += ["--set", s]
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    proc = subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        early = []
+        for line in proc.stderr:  # every process is up once the fill is done
+            early.append(line)
+            if "turnover fill done" in line:
+                break
+        else:
+            pytest.fail("the campaign never reached its hold: " + "".join(early)[-3000:])
+        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        cmdlines = [" ".join(p.cmdline()) for p in family if p.is_running()]
+        out, err = proc.communicate(timeout=200)
+    finally:
+        proc.kill()
+    assert any("substrate serve" in c for c in cmdlines), cmdlines  # the embedded substrate
+    assert not [c for c in cmdlines if token in c]
+    assert proc.returncode == 0, err[-3000:]
+    assert token not in out + "".join(early) + err
+    run_dir = Path(out.strip().splitlines()[-1])
     assert run_dir.is_dir() and run_dir.name == "run_tag=t1"
     assert (run_dir / "gate.json").is_file() and verify_manifest(run_dir) == []
+    status = orjson.loads((run_dir / "status.json").read_bytes())
+    assert status["status"] == "completed", status  # the substrate took the token
+    flow_run_id = asyncio.run(flow_run_named("cli-t1"))
+    assert flow_run_id is not None
+    assert token not in asyncio.run(stored_runs(flow_run_id))
 
 
 def test_sigterm_mid_hold_cleans_up_writes_artifacts_and_exits_143(prefect_api, tmp_path):

@@ -1,21 +1,95 @@
-"""report.html opens in a real browser: headless Chromium parses it and takes a screenshot."""
+"""report.html of real campaigns, opened in a real browser, and `agentsession report` on local
+and S3 runs.
+
+Two short campaigns run once for the module against the embedded local substrate (a small
+turnover population, two levels): the demo, and one with a break (an unmeetable threshold)
+and a void window (the generator's saturation is forced for the second window, so the test
+does not depend on how busy the box is). Headless Chromium screenshots the demo's report,
+the break/void report and a baseline comparison; each page is checked for its sections and
+for being self-contained, the demo's for the substrate's own figures (server_summary.json).
+The command runs on a local run and on S3 runs (moto's server).
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agentsession_core.output.report import write_report
-from tests.unit.test_report import build_run
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.run import CampaignResult, run_campaign_blocking
+from agentsession_core.measure.health import GeneratorHealth
+from agentsession_core.output.chart import esc
+from agentsession_core.output.report_server_data import fmt_figure
+from agentsession_core.output.upload import s3_client, upload_run
+from tests.unit.test_report import SECTIONS, assert_self_contained
+from tests.unit.test_report_server import figure_rows, server_section
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-pytestmark = [
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed"),
-    pytest.mark.timeout(120),
-]
+pytestmark = pytest.mark.timeout(300)
+FORCED_VOID = "forced by the test: the load generator was saturated"
+BUCKET = "report-runs"
+
+
+def campaign(out: Path, name: str, **overrides: Any) -> CampaignResult:
+    values: dict[str, Any] = {
+        "name": name,
+        "tag": "test",
+        "seed": 7,
+        "script": "smoke",
+        "think_scale": 0.05,
+        "hold_minutes": 20 / 60,
+        "window_seconds": 10,
+        "levels": [1.0, 2.0],
+        "ramp_minutes": 10 / 60,
+        "thresholds": ["TimeToWake: p99 < 2s", "Step_*: failure_ratio < 0.01"],
+        "abort": {"rules": [], "sliding_seconds": 10, "delay_seconds": 10},
+        "population": {
+            "kind": "turnover",
+            "sessions": 10,
+            "awake": 3,
+            "target_rps": 2,
+            "registration_quiet_seconds": 1,
+        },
+        "target": {"local_workers": 5},
+        "out": str(out),
+    }
+    values.update(overrides)
+    return run_campaign_blocking(CampaignParams(**values))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> CampaignResult:
+    return campaign(tmp_path_factory.mktemp("demo"), "demo")
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CampaignResult]:
+    judged = []
+
+    def void_the_second(self: GeneratorHealth, window: Any) -> str | None:
+        judged.append(window)
+        return FORCED_VOID if len(judged) == 2 else None
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(GeneratorHealth, "void_reason", void_the_second)
+        yield campaign(
+            tmp_path_factory.mktemp("broken"),
+            "broken",
+            hold_minutes=8 / 60,
+            window_seconds=8,
+            ramp_minutes=8 / 60,
+            levels=[1.0, 1.5],
+            thresholds=["TimeToWake: p99 < 0.001ms", "achieved_rps >= 0.5 * target"],
+        )
 
 
 def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
@@ -25,7 +99,11 @@ def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            "--disable-quic",
             "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
             f"--user-data-dir={profile}",
             *args,
         ],
@@ -34,22 +112,168 @@ def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    build_run(run_dir)
-    page = write_report(run_dir)
-
-    dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "p1")
+def screenshot(page: Path, tmp_path: Path, name: str, expect: tuple[str, ...] = ()) -> bytes:
+    """Chromium renders the page to a PNG (kept in $AGENTSESSION_SCREENSHOTS when set); the
+    DOM it parsed holds the section headings and `expect`."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("chromium is not installed")
+    dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / f"{name}-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    text = dom.stdout.decode()
-    assert text.count("<svg") == 4 and "polyline" in text and "FAIL" in text
-
-    shot = tmp_path / "report.png"
+    parsed = dom.stdout.decode()
+    assert "Throughput over time" in parsed  # parsed, not shown as text
+    for text in expect:
+        assert text in parsed, text
+    shot = tmp_path / f"{name}.png"
     done = chromium(
-        f"--screenshot={shot}", "--window-size=1000,1800", page.as_uri(), profile=tmp_path / "p2"
+        f"--screenshot={shot}",
+        "--window-size=1600,5200",
+        page.as_uri(),
+        profile=tmp_path / f"{name}-shot",
     )
     assert done.returncode == 0, done.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(data) > 20_000  # charts and tables, not a blank page
+    assert len(data) > 150_000  # charts and tables at full width, not a blank page
+    keep = os.environ.get("AGENTSESSION_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / shot.name)
+    return data
+
+
+def report_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentsession_core", "report", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+# --------------------------------------------------------------------------- pages
+def test_the_demo_report_shows_every_section_in_chromium(demo, tmp_path):
+    run_dir = demo.run_dir
+    page = (run_dir / "report.html").read_text()
+    for anchor in SECTIONS:
+        assert f'<section id="{anchor}">' in page, anchor
+    assert_self_contained(page)
+    # the run's own thresholds and levels on its charts, the void limits, awake
+    assert "TimeToWake: p99 &lt; 2s" in page and "hold 1×" in page and "2×" in page
+    assert "target 2/s" in page and "target 4/s" in page
+    assert "void limit: p99 &gt; 50 ms" in page and "awake = 3" in page
+    assert "http_Step_01_start" in page and "service time (from send)" in page
+    assert "no data: this run has no stats_history.jsonl" not in page
+    assert page.count("<path d=") > 20
+    check_server_section(run_dir, page)
+    expect = ("Server-side figures", "Key figures per window", "worker RSS, all workers (max)")
+    screenshot(run_dir / "report.html", tmp_path, "demo", expect)
+
+
+def check_server_section(run_dir: Path, page: str) -> None:
+    """The embedded substrate's figures: the table says what server_summary.json says, and
+    the charts are drawn."""
+    summary = json.loads((run_dir / "server_summary.json").read_text())
+    html = server_section(page)
+    assert "source <b>scrape</b>" in html and "<code>agentsession_substrate_*</code>" in html
+    assert re.search(r"sampling: <b>[1-9]\d*</b> ok", html)
+    head = re.findall(r"<th>(.*?)</th>", html)
+    assert [h.split()[0] for h in head[1:-1]] == [f"w{w['index']}" for w in summary["windows"]]
+    assert "@1.00×" in head[1] and "@2.00×" in head[-2] and head[-1] == "steady (the hold)"
+    rows = figure_rows(html)
+    spans = [*summary["windows"], summary["steady"]]
+    for name, series, figure in (
+        ("workers_rss_bytes_max", "workers_rss_bytes", "max"),
+        ("snapshot_bytes_written_rate", "snapshot_bytes_written", "rate"),
+        ("wakes_rate", "wakes", "rate"),
+        ("parked_requests_max", "parked_requests", "max"),
+    ):
+        shown = [fmt_figure(series, figure, s["figures"][series][figure]) for s in spans]
+        assert rows[name] == shown, name
+    assert rows["workers_rss_bytes_max"][-1].endswith("MiB")  # worker processes hold bytes
+    assert summary["steady"]["figures"]["wakes"]["rate"] > 0  # the load woke actors
+    for title in ("actors by state", "snapshot traffic", "memory"):
+        assert f'aria-label="{title}"' in html
+    assert '<a href="server_summary.json">server_summary.json</a>' in page
+
+
+def test_a_break_and_a_void_window_say_what_decided_them(broken, tmp_path):
+    assert [w["outcome"] for w in broken.gate["windows"]] == ["break", "void"]
+    page = (broken.run_dir / "report.html").read_text()
+    assert "<b>TimeToWake: p99 &lt; 0.001ms</b>" in page  # the missed rule decided w0
+    assert f"void: {FORCED_VOID}" in page
+    assert ">break</td>" in page and ">void</td>" in page
+    assert "FAIL" in page
+    assert_self_contained(page)
+    screenshot(broken.run_dir / "report.html", tmp_path, "break-void")
+
+
+def test_a_baseline_comparison_renders_side_by_side(demo, broken, tmp_path):
+    out = tmp_path / "compare" / "report.html"
+    written = report_cli(
+        str(demo.run_dir), "--baseline", str(broken.run_dir), "-o", str(out), cwd=tmp_path
+    )
+    assert Path(written) == out
+    page = out.read_text()
+    assert '<section id="baseline">' in page and "The two runs" in page
+    assert "Per window, side by side" in page and "What the gate judged" in page
+    assert esc(broken.run_dir) in page
+    assert_self_contained(page)
+    screenshot(out, tmp_path, "baseline")
+
+
+# --------------------------------------------------------------------------- the command
+def test_report_rebuilds_a_local_run_in_place(demo, tmp_path):
+    page = demo.run_dir / "report.html"
+    before = page.read_text()
+    page.unlink()
+    assert Path(report_cli(str(demo.run_dir), cwd=tmp_path)) == page
+    assert page.read_text() == before  # from the files alone, the same page
+
+
+@pytest.fixture(scope="module")
+def s3_runs(s3_server: str, demo, broken) -> dict[str, str]:
+    s3_client(s3_server).create_bucket(Bucket=BUCKET)
+    out = {}
+    for name, result in (("demo", demo), ("broken", broken)):
+        uploaded = upload_run(
+            result.run_dir,
+            f"s3://{BUCKET}/nightly",
+            local_root=result.run_dir.parents[4],
+            endpoint_url=s3_server,
+        )
+        out[name] = uploaded.location
+    return out
+
+
+def test_report_reads_an_s3_run_into_the_current_directory(s3_server, s3_runs, tmp_path):
+    env = {"AWS_ENDPOINT_URL": s3_server}
+    written = report_cli(s3_runs["demo"], cwd=tmp_path, env=env)
+    assert Path(written) == tmp_path / "report.html"
+    page = Path(written).read_text()
+    for anchor in SECTIONS:
+        assert f'<section id="{anchor}">' in page, anchor
+    assert esc(s3_runs["demo"]) in page and "<code>stats_history.csv</code>" in page
+    assert "TimeToWake: p99 &lt; 2s" in page and 'id="baseline"' not in page
+    assert_self_contained(page)
+
+
+def test_report_compares_two_s3_runs(s3_server, s3_runs, tmp_path):
+    out = tmp_path / "s3-compare.html"
+    report_cli(
+        s3_runs["demo"],
+        "--baseline",
+        s3_runs["broken"],
+        "--endpoint-url",
+        s3_server,
+        "-o",
+        str(out),
+        cwd=tmp_path,
+    )
+    page = out.read_text()
+    assert '<section id="baseline">' in page and esc(s3_runs["broken"]) in page
+    assert "What the gate judged" in page
+    assert_self_contained(page)

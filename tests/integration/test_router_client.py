@@ -1,18 +1,28 @@
 """FastRouterClient against a real socket server that answers in every way HTTP/1.1 allows:
 Content-Length and chunked bodies, large bodies both ways, error answers with and without
-x-ate-router, Connection: close, read-to-EOF, servers that close idle connections, that
-never answer, or answer garbage."""
+x-ate-router, Connection: close, read-to-EOF, servers that close idle connections, that read
+a request and drop it, that never answer, answer garbage or answer without end. Every resend
+is counted on the server side: a POST the server may have read is never sent twice
+(docs/SPEC.md §2.2)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import socket
 from collections.abc import AsyncIterator
 
 import orjson
 import pytest
 
-from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
+from agentsession_core.substrate.errors import (
+    ANSWER_TOO_LARGE,
+    TIMEOUT,
+    TRANSPORT,
+    FailureClass,
+    SubstrateError,
+)
+from agentsession_core.substrate.http import RouterClient
 from agentsession_core.substrate.router_client import FastRouterClient
 
 BIG = 4 * 1024 * 1024 + 17
@@ -27,6 +37,9 @@ class Server:
         self.server: asyncio.Server | None = None
         self.in_flight = 0
         self.max_in_flight = 0
+        # Set when an answer without end (or with a length it never sends) finds its
+        # connection closed by the client.
+        self.abandoned = asyncio.Event()
 
     async def start(self) -> str:
         self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
@@ -53,7 +66,7 @@ class Server:
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 try:
-                    keep = await self.answer(target, body, writer)
+                    keep = await self.answer(target, body, writer, reader)
                 finally:
                     self.in_flight -= 1
                 await writer.drain()
@@ -62,7 +75,13 @@ class Server:
         finally:
             writer.close()
 
-    async def answer(self, target: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+    async def answer(
+        self,
+        target: str,
+        body: bytes,
+        writer: asyncio.StreamWriter,
+        reader: asyncio.StreamReader,
+    ) -> bool:
         route = target.split("?")[0].lstrip("/")
 
         def send(status: int, payload: bytes, extra: str = "") -> None:
@@ -107,6 +126,31 @@ class Server:
             send(200, b"{}")
         elif route == "empty":
             send(204, b"")
+        elif route == "idle-close":  # a keep-alive timeout of zero: answer, then close idle
+            send(200, b"{}")
+            return False
+        elif route in ("endless-chunked", "endless-eof"):
+            chunked = route == "endless-chunked"
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                if chunked
+                else b"HTTP/1.0 200 OK\r\n\r\n"
+            )
+            part = b"z" * 65536
+            framed = b"10000\r\n" + part + b"\r\n" if chunked else part
+            try:
+                while True:  # until the client hangs up
+                    writer.write(framed)
+                    await writer.drain()
+            except ConnectionError:
+                self.abandoned.set()
+            return False
+        elif route == "huge-length":  # promises 16 GiB, sends a little, waits
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 17179869184\r\n\r\nabc")
+            await writer.drain()
+            await reader.read()  # returns when the client closes the connection
+            self.abandoned.set()
+            return False
         return True
 
     async def close(self) -> None:
@@ -223,18 +267,74 @@ async def test_timeout_discards_the_connection_and_the_next_request_works(
     assert server.connections == 2
 
 
-async def test_server_closing_an_idle_connection_is_retried_once(
+def sent(server: Server, route: str) -> int:
+    return [t for t, _, _ in server.requests].count(route)
+
+
+async def seen_closed(client: FastRouterClient) -> None:
+    """Until the client's loop has seen the server close every pooled connection (the FIN
+    is on its way once the server closed; the loop notes it on its next turn)."""
+    for _ in range(1000):
+        if all(conn.closed_by_peer() for conn in client._idle):
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the client never saw the server close its idle connection")
+
+
+async def test_a_post_the_server_read_and_dropped_is_not_resent(
     server: Server, client: FastRouterClient
 ) -> None:
     await client.request("s/a", "ping", json={})
-    # The server drops the pooled connection after a request it does not answer; the
-    # client cannot tell that from an idle close, so the request is sent once more on a
-    # fresh connection — and that one is dropped too: a TRANSPORT error, not a hang.
+    # The 2nd request on the connection: the server reads all of it, then closes without
+    # an answer. It may have run the op, so a POST must fail, not go again.
     with pytest.raises(SubstrateError) as caught:
-        await client.request("s/a", "drop", json={})
+        await client.request("s/a", "drop", json={"key": "k", "size": 1 << 20})
     assert caught.value.code == TRANSPORT
-    assert [t for t, _, _ in server.requests].count("/drop") == 2
+    assert caught.value.failure_class is FailureClass.COUNT
+    assert sent(server, "/drop") == 1
+    assert server.requests[-1][2] == b'{"key":"k","size":1048576}'  # it had all of it
+    assert server.connections == 1
     assert (await client.request("s/a", "ping", json={})).status == 200
+
+
+async def test_an_idempotent_request_dropped_on_a_reused_connection_goes_once_more(
+    server: Server, client: FastRouterClient
+) -> None:
+    await client.request("s/a", "ping", json={})
+    # A GET may go again on a fresh connection; that one is dropped too: a TRANSPORT error
+    # after exactly one resend, not a loop.
+    with pytest.raises(SubstrateError) as caught:
+        await client.request("s/a", "drop", method="GET")
+    assert caught.value.code == TRANSPORT
+    assert sent(server, "/drop") == 2
+    assert server.connections == 2
+
+
+async def test_a_connection_closed_while_idle_is_set_aside_and_the_post_goes_once(
+    server: Server, client: FastRouterClient
+) -> None:
+    await client.request("s/a", "idle-close", json={})
+    await seen_closed(client)
+    payload = b"op" * 1000
+    answer = await client.request("s/a", "digest", body=payload)
+    assert orjson.loads(answer.body)["n"] == len(payload)
+    assert sent(server, "/digest") == 1
+    assert server.connections == 2
+
+
+async def test_a_write_refused_on_a_reused_connection_is_resent_on_a_fresh_one(
+    server: Server, client: FastRouterClient
+) -> None:
+    await client.request("s/a", "ping", json={})
+    # The pooled socket can no longer send (as after a reset the loop has not yet seen):
+    # the request's first write fails, so not one byte of it left and a POST may go again.
+    # No await between the two lines, so the loop cannot notice the socket first.
+    [conn] = client._idle
+    conn.writer.get_extra_info("socket").shutdown(socket.SHUT_WR)
+    answer = await client.request("s/a", "digest", body=b"once")
+    assert orjson.loads(answer.body)["n"] == 4
+    assert sent(server, "/digest") == 1
+    assert server.connections == 2
 
 
 async def test_first_request_on_a_fresh_connection_is_not_retried(server: Server) -> None:
@@ -296,6 +396,79 @@ async def test_cancelled_waiter_does_not_leak_a_slot(server: Server) -> None:
         assert (await first).status == 200
         assert (await c.request("s/a", "ping", json={})).status == 200
         assert server.connections == 1
+    finally:
+        await c.aclose()
+
+
+@pytest.mark.parametrize("route", ["endless-chunked", "endless-eof"])
+async def test_an_endless_answer_stops_at_the_cap_and_its_connection_is_dropped(
+    server: Server, route: str
+) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    c = FastRouterClient(f"http://127.0.0.1:{port}", timeout=30, max_answer_bytes=1 << 20)
+    try:
+        await c.request("s/a", "ping", json={})
+        with pytest.raises(SubstrateError) as caught:
+            await c.request("s/a", route, json={})
+        assert caught.value.code == ANSWER_TOO_LARGE
+        assert caught.value.failure_class is FailureClass.COUNT
+        assert "target.max_answer_bytes" in str(caught.value)
+        await asyncio.wait_for(server.abandoned.wait(), 10)  # the client hung up
+        assert (await c.request("s/a", "ping", json={})).status == 200
+        assert server.connections == 2  # the capped answer's connection was not reused
+    finally:
+        await c.aclose()
+
+
+async def test_a_content_length_over_the_cap_is_refused_before_reading(server: Server) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    c = FastRouterClient(f"http://127.0.0.1:{port}", timeout=30)  # the 64 MiB default
+    try:
+        with pytest.raises(SubstrateError) as caught:
+            await c.request("s/a", "huge-length", json={})
+        # Not TIMEOUT: the client did not wait for the 16 GiB the server promised.
+        assert caught.value.code == ANSWER_TOO_LARGE
+        assert "17179869184 bytes" in str(caught.value)
+        await asyncio.wait_for(server.abandoned.wait(), 10)
+        assert (await c.request("s/a", "ping", json={})).status == 200
+        assert server.connections == 2
+    finally:
+        await c.aclose()
+
+
+async def test_an_answer_of_exactly_the_cap_is_read(server: Server) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    for cap, chunked_cap in ((BIG, 70014), (BIG - 1, 70013)):
+        c = FastRouterClient(f"http://127.0.0.1:{port}", max_answer_bytes=cap)
+        chunked = FastRouterClient(f"http://127.0.0.1:{port}", max_answer_bytes=chunked_cap)
+        try:
+            if cap == BIG:
+                assert len((await c.request("s/a", "big", json={})).body) == BIG
+                assert len((await chunked.request("s/a", "chunked", json={})).body) == 70014
+            else:
+                for client, route in ((c, "big"), (chunked, "chunked")):
+                    with pytest.raises(SubstrateError) as caught:
+                        await client.request("s/a", route, json={})
+                    assert caught.value.code == ANSWER_TOO_LARGE
+        finally:
+            await c.aclose()
+            await chunked.aclose()
+
+
+@pytest.mark.parametrize("route", ["endless-chunked", "huge-length"])
+async def test_the_aiohttp_router_client_caps_answers_alike(server: Server, route: str) -> None:
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    c = RouterClient(f"http://127.0.0.1:{port}", timeout=30, max_answer_bytes=1 << 20)
+    try:
+        with pytest.raises(SubstrateError) as caught:
+            await c.request("s/a", route, json={})
+        assert caught.value.code == ANSWER_TOO_LARGE
+        await asyncio.wait_for(server.abandoned.wait(), 10)
+        assert (await c.request("s/a", "ping", json={})).status == 200
     finally:
         await c.aclose()
 

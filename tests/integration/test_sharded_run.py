@@ -101,6 +101,7 @@ async def test_three_shards_merge_into_exact_sums(substrate, scheduler, tmp_path
         scheduler,
         population={"kind": "closed", "sessions": 3, "awake": 0},
         generator={"shards": 3},
+        target={"metrics_url": f"{substrate.url}/metrics"},  # the substrate's own figures
     )
     run = open_run(params, handle_signals=False)
     assert isinstance(run, ShardedRun)
@@ -108,8 +109,9 @@ async def test_three_shards_merge_into_exact_sums(substrate, scheduler, tmp_path
         await run.preflight()
         await run.register()
         await run.fill()
-        *_, reason = await run.hold(4.0)
-        assert reason is None
+        start, end, reason = await run.hold(4.0)
+        assert reason is None and run.server is not None
+        await run.server.cut(start, end, index=0)
         run.finish()
     assert run.result is not None and run.result.status == "completed", run.result
     merged = run.recorder.totals().rows
@@ -130,6 +132,9 @@ async def test_three_shards_merge_into_exact_sums(substrate, scheduler, tmp_path
     for k in range(3):
         health = json.loads((run_dir / f"shards/{k}/health.json").read_text())
         assert health["shard"] == k and health["monitored"] and health["sessions"] == 1
+    server = json.loads((run_dir / "server_summary.json").read_text())  # docs/SPEC.md §5.9
+    assert server["sampling"]["failed"] == 0  # the token went along: same origin
+    assert server["windows"][0]["figures"]["wakes"]["increase"] > 0
     assert verify_manifest(run_dir) == []
     assert await leftover_actors(substrate.url, status["atespace"]) == []
 

@@ -164,3 +164,10 @@ def test_redact_credentials_recursively():
     assert out["empty_token"] is None
     assert out["sessions"] == 100
     assert params["token"] == "abc"  # the input is untouched
+
+
+def test_redact_url_tokens_in_userinfo_and_query() -> None:
+    assert redact("https://TOKEN@prom.test/api") == "https://***@prom.test/api"
+    assert redact("http://h.test/m?access_token=abc&x=1") == "http://h.test/m?access_token=***&x=1"
+    assert redact("http://h.test/m?x=1&y=2") == "http://h.test/m?x=1&y=2"  # untouched
+    assert redact({"urls": ["https://u:p@h.test"]}) == {"urls": ["https://u:***@h.test"]}

@@ -115,6 +115,8 @@ def test_campaign_defaults_differ_from_the_engine_only_in_the_population():
     r = run.population
     assert (r.kind, r.sessions, r.awake, r.target_rps) == ("closed", 10, 0, 1.0)
     shared = {k: v for k, v in campaign.model_dump().items() if k in RunParams.model_fields}
+    # The campaign's target has one field of its own (the flow's Secret block), unset.
+    assert shared["target"].pop("token_secret") is None
     assert {**shared, "population": None} == {**run.model_dump(), "population": None}
     # A partial population keeps the campaign's other defaults.
     assert parse_campaign({"population": {"awake": 4}}).population.kind == "turnover"

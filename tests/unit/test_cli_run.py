@@ -32,13 +32,21 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["target.token_file"] == "--token-file"
     assert flags["generator.shards"] == "--shards"
     assert flags["generator.cluster"] == "--cluster"
-    assert len(flags) == 39
+    assert flags["server.enabled"] == "--server-metrics"
+    assert flags["target.metrics_url"] == "--metrics-url"
+    assert flags["target.max_answer_bytes"] == "--max-answer-bytes"
+    assert len(flags) == 46
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = capsys.readouterr().out
     for flag in flags.values():
         assert flag in help_text
     assert "--registration-quiet" in help_text  # the historical spelling still works
+
+
+def test_sizes_reach_the_parameters() -> None:
+    assert _resolve("--max-answer-bytes", "1Mi").target.max_answer_bytes == 2**20
+    assert _resolve().target.max_answer_bytes == 64 * 2**20
 
 
 def test_durations_and_flags_reach_the_parameters() -> None:

@@ -102,6 +102,23 @@ def test_bad_durations_name_the_parameter(bad: str) -> None:
         parse_params({"population": {"registration_quiet_seconds": bad}})
 
 
+@pytest.mark.parametrize(
+    ("given", "size"), [("64Mi", 64 * 2**20), ("1G", 10**9), ("4096", 4096), (2**20, 2**20)]
+)
+def test_the_answer_cap_takes_sizes(given: str | int, size: int) -> None:
+    assert parse_params({"target": {"max_answer_bytes": given}}).target.max_answer_bytes == size
+
+
+def test_the_answer_cap_defaults_to_64_mib() -> None:
+    assert parse_params({}).target.max_answer_bytes == 64 * 2**20
+
+
+@pytest.mark.parametrize("bad", ["lots", "0", "-1Mi", "1.5", 100, "17Gi", 1.5])
+def test_a_bad_answer_cap_names_the_parameter(bad: str | int | float) -> None:
+    with pytest.raises(UsageError, match=r"^parameter target.max_answer_bytes:"):
+        parse_params({"target": {"max_answer_bytes": bad}})
+
+
 def _float_leaves(model: type[BaseModel], prefix: str = "") -> list[tuple[str, Any]]:
     found = []
     for name, field in model.model_fields.items():

@@ -1,127 +1,172 @@
-"""report.html from a run directory's files: self-contained, every section, missing files."""
+"""report.html from a run's files: every section, thresholds and limits drawn, the rule that
+decided each window, "no data" where a chart is empty, self-contained, rebuilt from files."""
+
+from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
-import numpy as np
-
-from agentsession_core.judge.artifacts import windows_jsonl
-from agentsession_core.judge.gate import gate_document
 from agentsession_core.judge.thresholds import parse_thresholds
-from agentsession_core.judge.verdict import judge_window
-from agentsession_core.measure.recorder import NS_PER_S, Recorder
-from agentsession_core.output.report import latency_series, render_report, write_report
-from agentsession_core.output.stats_files import HistoryWriter, render_jsonl
+from agentsession_core.output.report import render, render_report, write_report
+from agentsession_core.output.report_data import load_run_data
+from agentsession_core.output.run_source import RunSource
+from tests.unit.report_run import CODES, THRESHOLDS, build_run
 
-WALL0 = 1_700_000_000.0
-MONO0 = 5 * NS_PER_S
-MS = 1_000_000
-
-
-def build_run(run_dir, seconds=20):
-    clock = [MONO0]
-    rec = Recorder(clock_ns=lambda: clock[0], wall_clock=lambda: WALL0)
-    rng = np.random.default_rng(3)
-    wake, touch = rec.row("rps", "TimeToWake"), rec.row("http", "WakeFirstTouch")
-    gauges = []
-    for s in range(seconds):
-        for _ in range(4):
-            done = MONO0 + s * NS_PER_S + int(rng.integers(1, NS_PER_S - 1))
-            lat = int((100 + 20 * s) * MS * rng.uniform(0.8, 1.2))  # wakes slow down
-            wake.ok(done - lat, done - lat, done)
-            touch.ok(done - lat // 2, done - lat // 2, done)
-        for state, n in (("awake", 4), ("parked", 8 - s % 3), ("waking", s % 3)):
-            gauges.append(
-                {
-                    "t": WALL0 + s,
-                    "name": "turnover_sessions",
-                    "labels": {"state": state},
-                    "value": n,
-                }
-            )
-    clock[0] = MONO0 + (seconds + 1) * NS_PER_S
-    rec.flush()
-    (run_dir / "stats_history.csv").write_text(HistoryWriter().render_closed(rec, 8))
-    rules = parse_thresholds(["TimeToWake: p99 < 2s", "TimeToWake: p50 < 300ms"])
-    half = seconds // 2
-    verdicts = [
-        judge_window(
-            rec.window(MONO0 + a * NS_PER_S, MONO0 + b * NS_PER_S),
-            rules,
-            index=i,
-            level=1.0,
-            target=2.0,
-        )
-        for i, (a, b) in enumerate(((0, half), (half, seconds)))
-    ]
-    (run_dir / "windows.jsonl").write_text(windows_jsonl(verdicts))
-    (run_dir / "gauges.jsonl").write_text(render_jsonl(gauges))
-    doc = gate_document(verdicts, abort_reason=None, run_status="completed")
-    (run_dir / "gate.json").write_text(json.dumps(doc))
-    (run_dir / "status.json").write_text(json.dumps({"status": "completed", "phase": "hold"}))
-    (run_dir / "campaign.json").write_text(
-        json.dumps(
-            {
-                "params": {"name": "demo<x>", "tag": "t", "population": {"kind": "turnover"}},
-                "script": "smoke",
-                "started_unix": WALL0,
-            }
-        )
-    )
-    return verdicts, doc
+SECTIONS = (
+    "windows",
+    "throughput",
+    "failures",
+    "latency",
+    "steps",
+    "health",
+    "gauge",
+    "server",
+    "drift",
+    "rows",
+    "params",
+    "files",
+)
+EXTERNAL = re.compile(r"""https?://|(?:src|href)\s*=\s*["']?\s*//|url\(""", re.IGNORECASE)
 
 
-def test_report_has_every_section_and_no_external_assets(tmp_path):
-    verdicts, doc = build_run(tmp_path)
-    assert [v.outcome for v in verdicts] == ["pass", "break"]
-    page = render_report(tmp_path)
-    assert page.startswith("<!DOCTYPE html>")
-    assert "FAIL" in page and doc["reason"].split(";")[0] in page
-    # latency over time: three charts with p50/p90/p99 lines, windows shaded
-    assert page.count("<svg") == 4
-    assert page.count("<polyline") == 3 * 3 + 3  # 3 latency charts x 3 lines + 3 gauge states
-    assert "turnover gauge" in page and "parked" in page
-    # chart titles name the rows as stats.jsonl does
-    assert "rps_TimeToWake: latency from the intended time" in page
-    assert "http_WakeFirstTouch: latency from the intended time" in page
-    # per-window table
-    assert re.search(r"<td>0</td><td>1\.00</td><td[^>]*>pass</td>", page)
-    assert re.search(r"<td>1</td><td>1\.00</td><td[^>]*>break</td>", page)
-    assert "TimeToWake: p50 &lt; 300ms" in page
-    assert "drift" in page.lower() and "TimeToWake.p99" in page
-    # self-contained and escaped
+def assert_self_contained(page: str) -> None:
     assert "<script" not in page.lower()
-    assert not re.search(r"""(src|href)=["']?https?:""", page)
+    assert not EXTERNAL.search(page), EXTERNAL.search(page)
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?[a-z][a-z0-9+.-]*:""", page, re.I)
+
+
+def test_every_section_is_there_and_the_page_is_self_contained(tmp_path: Path) -> None:
+    verdicts, doc = build_run(tmp_path)
+    assert [v.outcome for v in verdicts] == ["pass", "break", "void"]
+    page = render_report(tmp_path, rules=parse_thresholds(THRESHOLDS))
+    assert page.startswith("<!DOCTYPE html>")
+    for anchor in SECTIONS:
+        assert f'<section id="{anchor}">' in page and f'href="#{anchor}"' in page
+    assert 'id="baseline"' not in page  # no baseline, none stored in gate.json
+    assert "FAIL" in page and doc["reason"].split(";")[0] in page
+    assert_self_contained(page)
     assert "demo&lt;x&gt;" in page and "demo<x>" not in page
-    assert "population turnover" in page
 
 
-def test_latency_series_skips_empty_seconds():
-    text = (
-        "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,"
-        "99%,99.9%,99.99%,100%\n"
-        "10,1,rps,TimeToWake,1,0,5,5,5,5,6,6,6,7,7,7,7\n"
-        "11,1,rps,TimeToWake,0,0,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A\n"
-        "11,1,http,Step_x,1,0,1,1,1,1,1,1,1,1,1,1,1\n"
-    )
-    series = latency_series(text)
-    assert series == {
-        "TimeToWake": {"p50": [(10.0, 5.0)], "p90": [(10.0, 6.0)], "p99": [(10.0, 7.0)]}
-    }
+def test_the_charts_carry_thresholds_limits_levels_and_distinct_percentiles(tmp_path):
+    build_run(tmp_path)
+    page = render_report(tmp_path, rules=parse_thresholds(THRESHOLDS))
+    # thresholds from campaign.json on the charts they judge, the target per level
+    assert "TimeToWake: p50 &lt; 300ms" in page and "&lt; 300 ms" in page
+    assert "achieved_rps &gt;= 0.5 * target" in page
+    assert "&gt;= 2" in page and "&gt;= 3" in page  # 0.5 x 4/s at 1x, 0.5 x 6/s at 1.5x
+    assert "target 4/s" in page and "target 6/s" in page
+    assert "hold 1×" in page and "1.5×" in page  # the level change is marked
+    # generator health with the void limits of measure/health.py, turnover gauge with awake
+    assert "void limit: p99 &gt; 50 ms" in page and "void limit: cpu &gt; 90 %" in page
+    assert "awake = 4" in page
+    # p50 / p90 / p99: three colours, p90 dashed, each in a legend
+    p90_path = 'stroke="#ef6c00" stroke-width="2" stroke-linejoin="round" stroke-dasharray'
+    assert page.count(p90_path) > 3
+    for key in ("p50", "p90", "p99"):
+        assert f'class="lg">{key}</text>' in page
+    # failures by code, per-step charts, service time and start lag beside latency
+    for code in CODES:
+        assert f'class="lg">{code}</text>' in page
+    assert "http_Step_01_read" in page and "http_Step_02_build" in page
+    assert "service time (from send)" in page and "start lag (intended → send)" in page
+    assert "no data: this run has no stats_history.jsonl" not in page
 
 
-def test_missing_and_torn_files_leave_a_readable_page(tmp_path):
+def test_a_closed_runs_achieved_rule_is_drawn_at_the_bound_each_window_was_judged_by(
+    tmp_path: Path,
+) -> None:
+    """Outside turnover `* target` is the steps the load model put due (docs/SPEC.md §6), not
+    a population field: the report draws the bound windows.jsonl says the judge used."""
+    build_run(tmp_path)
+    campaign = json.loads((tmp_path / "campaign.json").read_text())
+    campaign["params"]["population"] = {"kind": "closed", "sessions": 8}
+    (tmp_path / "campaign.json").write_text(json.dumps(campaign))
+    windows = [json.loads(line) for line in (tmp_path / "windows.jsonl").read_text().splitlines()]
+    for w, due in zip(windows, (7.25, 9.5, 11.75), strict=True):
+        for result in w["thresholds"]:
+            if result["threshold"].startswith("achieved_rps"):
+                result["bound"] = 0.5 * due
+    (tmp_path / "windows.jsonl").write_text("".join(json.dumps(w) + "\n" for w in windows))
+    page = render_report(tmp_path, rules=parse_thresholds(THRESHOLDS))
+    for bound in ("3.62", "4.75", "5.88"):  # three significant digits
+        assert f"&gt;= {bound}" in page
+    assert "target 4/s" not in page  # no target_rps line: this is no turnover
+
+
+def test_each_window_says_what_decided_it(tmp_path):
+    build_run(tmp_path)
     page = render_report(tmp_path)
-    assert "VOID" in page and "not judged" in page and "no data" in page
+    rows = re.findall(r"<tr><td>(\d)</td>.*?</tr>", page)
+    assert rows[:3] == ["0", "1", "2"]
+    assert "all 3 judged rule(s) held" in page
+    assert re.search(r"<b>TimeToWake: p50 &lt; 300ms</b> <span class=dim>missed:", page)
+    assert "void: the load generator was saturated in 10 of 10 s" in page
+    # the thresholds x windows matrix and the parameters table
+    assert "w2 @1.50×" in page and "✗" in page
+    assert "<code>Step_*: failure_ratio &lt; 0.5 (min 20)</code>" in page
+    assert "abort (sliding window)" in page
+    assert "<td>target_rps</td><td>4</td>" in page and "<td>token</td><td>***</td>" in page
+
+
+def test_an_empty_run_says_no_data_everywhere(tmp_path):
+    page = render_report(tmp_path)
+    assert "NOT JUDGED" in page
+    assert page.count("no data") >= 8
+    assert_self_contained(page)
     (tmp_path / "windows.jsonl").write_text('{"index": 0, "outcome": "pass"}\n{"torn')
     (tmp_path / "gate.json").write_text("{not json")
+    (tmp_path / "stats_history.csv").write_text("Timestamp,Type,Name\nnot,a,row\n")
     page = render_report(tmp_path)
-    assert "<table>" in page
+    assert "<table" in page and "all 0 judged rule(s) held" in page
 
 
-def test_write_report_writes_the_file(tmp_path):
+def test_a_run_without_the_per_second_jsonl_still_draws_latency(tmp_path):
+    build_run(tmp_path)
+    (tmp_path / "stats_history.jsonl").unlink()
+    page = render_report(tmp_path)
+    assert "no data: this run has no stats_history.jsonl" in page
+    assert "rps_TimeToWake" in page and "<path d=" in page
+
+
+def test_artifact_links_are_relative_to_where_the_page_lives(tmp_path):
+    run_dir = tmp_path / "runs" / "r"
+    build_run(run_dir)
+    assert 'href="stats_history.csv"' in render_report(run_dir)
+    elsewhere = render_report(run_dir, out_dir=tmp_path / "out")
+    assert 'href="../runs/r/stats_history.csv"' in elsewhere
+    # an s3 run's files are named, not linked (a link would leave the page)
+    data = load_run_data(RunSource(str(run_dir)))
+    data.local_dir, data.location = None, "s3://bucket/runs/r"
+    page = render(data)
+    assert "<code>stats_history.csv</code>" in page and 'href="stats' not in page
+    assert_self_contained(page)
+
+
+def test_long_runs_are_reduced_to_bounded_charts(tmp_path):
+    build_run(tmp_path, seconds=1500)
+    page = render_report(tmp_path)
+    assert "3 s buckets" in page  # 1500 s in at most 600 points per line
+    assert len(page) < 3_000_000
+
+
+def test_write_report_writes_the_file_atomically(tmp_path):
     build_run(tmp_path)
     path = write_report(tmp_path)
     assert path == tmp_path / "report.html"
     assert path.read_text() == render_report(tmp_path)
     assert not list(tmp_path.glob(".report*"))
+
+
+def test_urls_in_parameters_and_reasons_are_text_not_links(tmp_path):
+    build_run(tmp_path)
+    campaign = json.loads((tmp_path / "campaign.json").read_text())
+    campaign["params"]["target"]["substrate"] = "http://127.0.0.1:8080"
+    (tmp_path / "campaign.json").write_text(json.dumps(campaign))
+    status = {"status": "failed", "abort_reason": "substrate https://sub.example stopped"}
+    (tmp_path / "status.json").write_text(json.dumps(status))
+    page = render_report(tmp_path)
+    assert_self_contained(page)
+    assert "http:&#47;&#47;127.0.0.1:8080" in page  # shown as http://127.0.0.1:8080
+    assert "https:&#47;&#47;sub.example stopped" in page

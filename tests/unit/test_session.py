@@ -8,6 +8,7 @@ test scripts into it, so every assertion is on what the session did, never on th
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
 from typing import Any
@@ -18,6 +19,7 @@ from agentsession_core.engine.context import RunContext
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.session import REPLACE_AFTER, Session, StepFailed, Stopped
+from agentsession_core.log_limit import BURST
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.errors import SubstrateError
@@ -386,6 +388,23 @@ async def test_failed_hibernate_is_redriven_before_the_next_turn() -> None:
     assert not session.needs_hibernate
     assert totals(ctx, "grpc", "SuspendActor").failures == 1
     assert sub.actors["agent-0"] == "SUSPENDED"
+
+
+async def test_a_storm_of_replacements_logs_a_few_lines_and_a_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="agentsession")
+    sub = MemorySubstrate()
+    ctx = make_ctx(sub)
+    sessions = [await started(ctx, sid) for sid in range(40)]
+    for session in sessions:
+        await session.replace()
+    assert sorted(ctx.ledger.live) == sorted(f"agent-{sid}-r1" for sid in range(40))
+    replaced = [r.getMessage() for r in caplog.records if " replaced by " in r.getMessage()]
+    assert replaced == [f"agent-{sid} replaced by agent-{sid}-r1" for sid in range(BURST)]
+    ctx.summarise_logs(force=True)  # as at the end of the run
+    summary = caplog.records[-1].getMessage()
+    assert summary.startswith(f"… and {40 - BURST} more replacements in the last ")
 
 
 async def test_replace_survives_a_missing_old_actor() -> None:

@@ -25,6 +25,22 @@ async def test_json_targets_get_the_http_client() -> None:
     await sub.aclose()
 
 
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"substrate": "http://127.0.0.1:9"},
+        {"substrate": "https://127.0.0.1:9"},
+        {"substrate": "grpc://127.0.0.1:9", "router": "http://127.0.0.1:8"},
+    ],
+)
+async def test_the_answer_cap_reaches_the_router_client(where: dict[str, str]) -> None:
+    t = target(**where, max_answer_bytes="3Mi")
+    sub = client_for(t, t.substrate or "", t.router)
+    assert isinstance(sub, HttpSubstrate | AteSubstrate)
+    assert sub.router.max_answer_bytes == 3 * 2**20
+    await sub.aclose()
+
+
 async def test_ate_targets_get_the_ate_client_with_their_settings() -> None:
     t = target(substrate="grpc://127.0.0.1:9", router="http://127.0.0.1:8", token="tok")
     sub = client_for(t, t.substrate, t.router)

@@ -9,7 +9,9 @@ import pytest
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 from agentsession_core.output.stats_files import (
     FAILURES_CSV_COLUMNS,
+    HISTORY_CSV,
     HISTORY_CSV_COLUMNS,
+    HISTORY_JSONL,
     STATS_CSV_COLUMNS,
     HistoryWriter,
     jsonl_row,
@@ -159,3 +161,24 @@ def test_stats_jsonl_rows_and_extra_rows(recorded):
         "metric": "turnover_window",
         "measurements": {"request_count": 5, "requests_per_s": 1.25},
     }
+
+
+def test_history_jsonl_holds_what_the_csv_cannot(recorded):
+    rec, _ = recorded
+    files = HistoryWriter().render_closed_files(rec, 7)
+    assert files[HISTORY_CSV].startswith("Timestamp,")
+    lines = [orjson.loads(line) for line in files[HISTORY_JSONL].splitlines()]
+    first = [r for r in lines if r["t"] == int(WALL0)]
+    by_row = {(r["type"], r["name"]): r for r in first}
+    step = by_row[("http", "Step_01_read_task")]
+    assert step["count"] == 12 and step["failures"] == 2
+    assert step["errors"] == {"op 1 fill_ram: UNAVAILABLE": 2}
+    assert set(step["service"]) == set(step["start_lag"]) == {"p50", "p90", "p99"}
+    assert step["start_lag"]["p50"] == pytest.approx(1.0, rel=0.02)  # intended -> sent
+    assert step["service"]["p99"] == pytest.approx(30.0, rel=0.02)  # sent -> done (failures)
+    # the generator rows the CSV leaves out, with their own lag; the Aggregated line
+    assert by_row[("generator", "LoopLag")]["response"]["p99"] == pytest.approx(1.0, rel=0.02)
+    assert "service" not in by_row[("generator", "LoopLag")]
+    assert by_row[("", "Aggregated")]["count"] == 12 + 2  # requests of that second
+    crash = next(r for r in lines if r["name"] == "CrashCount")
+    assert crash["events"] == 1 and crash["count"] == 0

@@ -31,6 +31,7 @@ from agentsession_core.engine.engine import PreflightError
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turnover import FILL_DONE_MARKER
 from agentsession_core.engine.run import Run
+from agentsession_core.engine.server_source import open_server_metrics
 from agentsession_core.engine.shards import files
 from agentsession_core.engine.shards.cluster import ShardCluster
 from agentsession_core.engine.shards.split import (
@@ -119,12 +120,17 @@ class ShardedRun(Run):
         await self._write_start_files()
         target, generator = self.params.target, self.params.generator
         url, router = target.substrate, target.router
+        embedded = None
         if url is None:  # started once, here; every shard gets its URLs
             log_path = self.run_dir.file("substrate.log")
             local = await self._stack.enter_async_context(local_substrate(target, log_path))
             url, router = local_endpoints(local, target)
+            embedded = local.url
         client = self.client = client_for(target, url, router)
         self._stack.push_async_callback(client.aclose)
+        self.server = await self._stack.enter_async_context(  # docs/SPEC.md §5.9
+            open_server_metrics(self.params, self.recorder, embedded)
+        )
         sessions = self.params.population.sessions
         here = None if generator.cluster else shard_count(generator, sessions)
         cluster = ShardCluster(generator.cluster, workers=here)
@@ -353,13 +359,14 @@ class ShardedRun(Run):
         )
 
     async def _report(self) -> None:
-        """stats_history.csv and status.json once per merged second; a progress line."""
+        """stats_history.csv (+ .jsonl) and status.json once per merged second; a progress
+        line."""
         second = self.recorder.closed_until
         if second == self._last_report_second:
             return
         self._last_report_second = second
-        text = self.history.render_closed(self.recorder, files.sessions(self))
-        await self._save_progress(text, lambda: files.status_document(self, final=False))
+        texts = self.history.render_closed_files(self.recorder, files.sessions(self))
+        await self._save_progress(texts, lambda: files.status_document(self, final=False))
         if time.monotonic() - self._last_progress >= 10.0:
             self._last_progress = time.monotonic()
             log.info("progress: %s", files.progress_line(self))

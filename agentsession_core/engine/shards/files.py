@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.populations.turnover import RESIDENT_TOLERANCE, shortfall_line
 from agentsession_core.engine.populations.turnover_window import level_rows
-from agentsession_core.engine.run_files import Attempt, seal
+from agentsession_core.engine.run_files import Attempt, append_history, seal
 from agentsession_core.engine.run_files import status_document as run_status_document
 from agentsession_core.measure.stats import RESIDENT_SHORTFALL_ROW
 from agentsession_core.output.stats_files import (
@@ -129,8 +129,8 @@ def _write_stats(run: ShardedRun, attempt: Attempt) -> None:
     if run.stream is None:
         return
     rec.flush(now_ns() + NS)  # nothing is left out: every shard has stopped
-    history = run.history.render_closed(rec, sessions(run))
-    attempt("stats_history.csv", lambda: run_dir.append_text("stats_history.csv", history))
+    history = run.history.render_closed_files(rec, sessions(run))
+    attempt("stats_history", lambda: append_history(run, history))
     whole = rec.window_seconds(rec.first_second, rec.closed_until)
     gauges = render_jsonl(
         {"t": t, "name": name, "labels": labels, "value": value}

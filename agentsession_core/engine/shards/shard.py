@@ -228,7 +228,7 @@ class ShardEngine:
         rec = engine.recorder
         if flush_ns is None:
             engine.sample()
-            engine.ctx.failure_log.summarise()
+            engine.ctx.summarise_logs()
         rec.flush(flush_ns)
         intervals, rec.intervals = rec.intervals, {}
         gauges, rec.gauges = rec.gauges, {}

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsession_core.engine.pacing import derive_seed
-from agentsession_core.engine.params import GeneratorParams, RunParams
+from agentsession_core.engine.params import GeneratorParams, RunParams, TargetParams
+
+_TARGET_FIELDS = set(TargetParams.model_fields)
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,9 @@ def plan_shards(params: RunParams, count: int, *, target: dict[str, Any]) -> lis
             **{name: value for name, value in base.items() if not hasattr(value, "model_dump")},
             "seed": shard_seed(params.seed, count, k),
             "metrics_port": None,  # the coordinator serves /metrics for the merged stream
-            "target": {**params.target.model_dump(), **target},
+            # A shard's target is the engine's TargetParams: a campaign's own target fields
+            # (token_secret, resolved by the flow before the run starts) are not the engine's.
+            "target": {**params.target.model_dump(include=_TARGET_FIELDS), **target},
             "population": {
                 **pop.model_dump(),
                 "sessions": sessions[k],

@@ -57,8 +57,8 @@ from agentsession_core.substrate.protocol import (
     TARGET_HEADER,
     actor_target,
 )
+from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES, FastRouterClient
 from agentsession_core.substrate.router_client import Answer as RouterAnswer
-from agentsession_core.substrate.router_client import FastRouterClient
 from agentsession_core.substrate.router_wire import server_elapsed_us
 
 STALE_RESENDS = 2  # resends of a 421-stale request (3 sends in all), all at once
@@ -82,6 +82,7 @@ class AteSubstrate:
         server_name: str | None = DEFAULT_SERVER_NAME,
         control_timeout: float = DEFAULT_TIMEOUT,
         router_timeout: float = 120.0,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.control_url = control_url
         self.control = ControlClient(
@@ -94,7 +95,9 @@ class AteSubstrate:
             server_name=server_name,
             timeout=control_timeout,
         )
-        self.router = FastRouterClient(router_url, token=token, timeout=router_timeout)
+        self.router = FastRouterClient(
+            router_url, token=token, timeout=router_timeout, max_answer_bytes=max_answer_bytes
+        )
         # What to check when the router refuses who we are: it gets the plain token only.
         if token:
             self._router_check = "target.token (--token or AGENTSESSION_TOKEN; the router got it)"

@@ -46,6 +46,7 @@ import aiohttp
 
 from agentsession_core.substrate.local import persist, store
 from agentsession_core.substrate.local.faults import Faults
+from agentsession_core.substrate.local.metrics import SubstrateCounters
 from agentsession_core.substrate.local.pool import Pool, WorkerProc
 from agentsession_core.substrate.local.protocol import WireError
 from agentsession_core.substrate.protocol import (
@@ -109,6 +110,7 @@ class ActorLifecycle:
         self._pool: Pool | None = None
         self._session: aiohttp.ClientSession | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self.metrics = SubstrateCounters()  # /metrics (metrics.py); hooks below bump it
 
     def bind(self, pool: Pool, session: aiohttp.ClientSession) -> None:
         """The server's worker pool and HTTP session, once it has started them (the pool
@@ -172,7 +174,8 @@ class ActorLifecycle:
 
     async def resume(self, actor: Actor) -> bool:
         """False when the actor was already RUNNING (ResumeActorResponse.resumed)."""
-        _, resumed = await self.wake(actor, router=False)
+        with self.metrics.waking(router=False):
+            _, resumed = await self.wake(actor, router=False)
         return resumed
 
     async def suspend(self, actor: Actor) -> None:
@@ -241,7 +244,8 @@ class ActorLifecycle:
         if actor.status == "RUNNING" and not actor.lock.locked() and actor.worker is not None:
             worker = actor.worker
         else:
-            worker, _ = await self.wake(actor, router=True)
+            with self.metrics.waking(router=True):  # parked until the actor runs
+                worker, _ = await self.wake(actor, router=True)
         actor.inflight += 1
         return worker
 
@@ -265,6 +269,7 @@ class ActorLifecycle:
                 payload = await resp.json(content_type=None)
                 if resp.status != 200:
                     raise WorkerFailed(f"worker {worker.name} {op}: {payload}")
+                self.metrics.worker_answered(op, body, payload)
                 return payload
         except (aiohttp.ClientError, ValueError) as exc:
             raise WorkerFailed(f"worker {worker.name} {op}: {exc!r}") from exc
@@ -284,6 +289,7 @@ class ActorLifecycle:
             resumed = actor.status != "RUNNING"
             if resumed:
                 await self._resume_locked(actor, router=router)
+                self.metrics.woke(router=router)
             assert actor.worker is not None
             return actor.worker, resumed
         finally:
@@ -363,6 +369,7 @@ class ActorLifecycle:
                 actor.status = "PAUSED"
                 raise WireError("UNAVAILABLE", f"suspend of {actor.key}: {exc}") from None
             actor.status = "SUSPENDED"
+            self.metrics.suspended()
             return
         if actor.status != "RUNNING":
             return
@@ -385,6 +392,7 @@ class ActorLifecycle:
         actor.worker = None
         actor.version += 1
         actor.status = "SUSPENDED"
+        self.metrics.suspended()
         self.pool.release(worker)
 
     async def _pause_locked(self, actor: Actor) -> None:

@@ -96,6 +96,7 @@ def rpc(method: Rpc[R]) -> Rpc[R]:
             log.exception("ate control %s", method.__name__)
             failure = (grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
         elapsed = ((ELAPSED_HEADER, str((time.perf_counter_ns() - start) // 1000)),)
+        self.lifecycle.metrics.request("ate", "control", failure is None)  # /metrics
         if failure is not None:
             await context.abort(*failure, trailing_metadata=elapsed)
         context.set_trailing_metadata(elapsed)

@@ -19,6 +19,7 @@ from agentsession_core.substrate.protocol import (
     INGEST_KEY_PARAM,
     KEY_PATTERN,
     MESSAGE_FIELD,
+    METRICS_PATH,
     OPENAPI_PATH,
     PAGE_SIZE_PARAM,
     PAGE_TOKEN_PARAM,
@@ -173,6 +174,19 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "server liveness",
                     "responses": _ok(_obj(ok={"type": "boolean"})),
+                }
+            },
+            METRICS_PATH: {
+                "get": {
+                    "summary": "Prometheus metrics (text format): actors by state, worker RSS, "
+                    "snapshot bytes, parked requests, wakes, suspends, requests by wire",
+                    "responses": {
+                        "200": {
+                            "description": "ok",
+                            "content": {"text/plain": {"schema": _STR}},
+                        },
+                        **_errors(401),
+                    },
                 }
             },
             DEBUG_WORKERS_PATH: {

@@ -140,6 +140,10 @@ class Pool:
     def free_count(self) -> int:
         return len(self._free)
 
+    def waiting(self) -> int:
+        """Acquires waiting for a free worker (the wake queue of /metrics)."""
+        return sum(1 for future, _ in self._waiters if not future.done())
+
     async def acquire(self, prefer: WorkerProc | None, timeout: float) -> WorkerProc:
         if prefer is not None and prefer in self._free:
             self._free.remove(prefer)

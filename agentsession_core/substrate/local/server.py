@@ -33,6 +33,7 @@ from agentsession_core.substrate.local.buffers import ByteBudget
 from agentsession_core.substrate.local.control import ControlAPI
 from agentsession_core.substrate.local.fault_rules import parse_rules
 from agentsession_core.substrate.local.faults import Faults
+from agentsession_core.substrate.local.metrics import MetricsEndpoint, count_requests
 from agentsession_core.substrate.local.pool import Pool
 from agentsession_core.substrate.local.protocol import (
     Handler,
@@ -45,6 +46,7 @@ from agentsession_core.substrate.local.router import Router
 from agentsession_core.substrate.protocol import (
     DEFAULT_TEMPLATE,
     HEALTHZ_PATH,
+    METRICS_PATH,
     OPENAPI_PATH,
     is_control_path,
 )
@@ -104,6 +106,7 @@ class LocalSubstrateServer:
             config.max_buffered_bytes, config.max_request_bytes, config.park_timeout
         )
         self.router = Router(self.lifecycle, self.buffers)
+        self.metrics = MetricsEndpoint(self.lifecycle)
         self.ate = ate_control.AteControl(
             config.templates, self.control.atespaces, self.lifecycle, config.token
         )
@@ -219,11 +222,12 @@ class LocalSubstrateServer:
 
     def app(self) -> web.Application:
         app = web.Application(
-            middlewares=[elapsed_and_errors, self._auth, self.faults.middleware],
+            middlewares=[count_requests, elapsed_and_errors, self._auth, self.faults.middleware],
             client_max_size=self.config.max_request_bytes,
         )
         self.control.add_routes(app.router)
         self.faults.add_routes(app.router)
+        self.metrics.install(app, self.lifecycle.metrics)
         # Last: the router takes every path the control API did not claim.
         app.router.add_route("*", "/{route:.*}", self.router.route)
         return app
@@ -239,7 +243,7 @@ class LocalSubstrateServer:
                 raise WireError(
                     "UNAUTHENTICATED",
                     "missing or wrong bearer token",
-                    router=not is_control_path(request.path),
+                    router=not is_control_path(request.path) and request.path != METRICS_PATH,
                 )
         return await handler(request)
 

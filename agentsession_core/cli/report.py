@@ -1,0 +1,129 @@
+"""`agentsession report RUN [--baseline RUN] [-o FILE]`: rebuild a run's report.html from its
+files, optionally beside a baseline run.
+
+RUN and the baseline are run directories or s3:// prefixes. The page goes to RUN/report.html
+for a local run (whose manifest is then re-sealed, so the run still verifies) and to
+./report.html for an s3 run unless -o says otherwise. With a baseline,
+the gate's comparison (judge.gate.with_baseline: each headline metric's change, regressions
+beyond --max-regression) is computed here and handed to the report as data; output renders,
+it never judges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from agentsession_core.cli.gate import add_baseline_args
+from agentsession_core.errors import UsageError
+from agentsession_core.judge.gate import gate_document, with_baseline
+from agentsession_core.judge.thresholds import Threshold, parse_thresholds
+from agentsession_core.judge.verdict import WindowVerdict
+from agentsession_core.output.report import REPORT, Comparison, read_run, render
+from agentsession_core.output.report_data import RunData, number
+from agentsession_core.output.run_dir import MANIFEST, RunDir, atomic_write
+from agentsession_core.output.run_source import RunSource, open_run
+
+log = logging.getLogger("agentsession")
+DEFAULT_MAX_REGRESSION = 0.2
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="rebuild a run's report.html from its files (optionally beside a baseline run)",
+        description="Rebuild report.html from a run's files (a directory or an s3:// prefix). "
+        "With --baseline, the page also shows the two runs side by side and the deltas the "
+        "gate judges. Default output: RUN/report.html for a local run, ./report.html for an "
+        "s3 run.",
+    )
+    p.add_argument("run", metavar="RUN", help="run directory or s3://bucket/prefix")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write the page")
+    add_baseline_args(p, "default: the run's max_regression parameter, else 0.2")
+    p.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        default=None,
+        help="S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
+    )
+    p.set_defaults(handler=report)
+
+
+def report(args: argparse.Namespace) -> int:
+    source = open_run(args.run, endpoint_url=args.endpoint_url)
+    data = read_run(source)
+    comparison = None
+    if args.baseline:
+        baseline = read_run(open_run(args.baseline, endpoint_url=args.endpoint_url))
+        comparison = compare_runs(data, baseline, args.max_regression)
+    out = output_path(source, args.output)
+    page = render(data, rules=threshold_rules(data), comparison=comparison, out_dir=out.parent)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(out, page)
+        local = source.local_dir
+        if local is not None and out == (local / REPORT).absolute() and (local / MANIFEST).exists():
+            RunDir(local).write_manifest()  # the sealed run still verifies (upload checks it)
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    print(out)
+    return 0
+
+
+def output_path(source: RunSource, output: str | None) -> Path:
+    if output:
+        return Path(output).absolute()
+    if source.local_dir is not None:
+        return (source.local_dir / REPORT).absolute()
+    return Path(REPORT).absolute()
+
+
+def threshold_rules(data: RunData) -> list[Threshold]:
+    """The run's thresholds, parsed from campaign.json (none for an unjudged run)."""
+    texts = data.params.get("thresholds") or []
+    try:
+        return parse_thresholds([str(t) for t in texts])
+    except UsageError as exc:  # an older run's rule this version no longer reads
+        log.warning("thresholds not drawn: %s", exc)
+        return []
+
+
+def gate_of(data: RunData) -> dict[str, Any] | None:
+    """The run's gate document: gate.json, else rebuilt from windows.jsonl."""
+    if data.gate is not None and "windows" in data.gate:
+        return data.gate
+    if not data.windows:
+        return None
+    try:
+        verdicts = [WindowVerdict.from_dict(w) for w in data.windows]
+    except (ValueError, KeyError, TypeError):
+        return None
+    status = data.status or {}
+    return gate_document(
+        verdicts,
+        abort_reason=status.get("abort_reason"),
+        run_status=status.get("status", "completed"),
+    )
+
+
+def compare_runs(data: RunData, baseline: RunData, max_regression: float | None) -> Comparison:
+    """What the gate judges of `data` against `baseline`, as data for the report."""
+    if max_regression is None:
+        max_regression = number(data.params.get("max_regression"))
+        if max_regression is None:
+            max_regression = DEFAULT_MAX_REGRESSION
+    doc, base_doc = gate_of(data), gate_of(baseline)
+    if doc is None or base_doc is None:
+        which = "this run" if doc is None else "the baseline"
+        return Comparison(
+            baseline,
+            {"max_regression": max_regression, "metrics": []},
+            reason=f"not judged: {which} has no judged windows",
+        )
+    judged = with_baseline(doc, {"gate": base_doc, "location": baseline.location}, max_regression)
+    return Comparison(baseline, judged.get("baseline") or {}, judged["verdict"], judged["reason"])
+
+
+__all__ = ["compare_runs", "gate_of", "output_path", "register", "report", "threshold_rules"]

@@ -1,0 +1,140 @@
+"""The watchdog's failure line: the real time since the substrate last answered (not the probe
+count times the interval) and a reason that is never empty, whatever the last probe raised."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agentsession_core.engine import watchdog
+from agentsession_core.engine.params import RunParams
+from agentsession_core.substrate.errors import TRANSPORT, SubstrateError
+from agentsession_core.substrate.interface import Template
+
+LINE = re.compile(
+    r"^substrate unreachable for (?P<s>\d+)s "
+    r"\((?P<n>\d+) probes in a row unanswered; last: (?P<why>.+)\)$"
+)
+
+
+# What one unanswered probe really costs at the shipped settings: the pause before it (the
+# test sleeps 0 instead, and lets the fake clock carry these) and its own deadline.
+PROBE_COST_S = 2.0 + 5.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ProbedSubstrate:
+    """Answers or fails each probe as `outcomes` says, in order; each probe moves the clock
+    on by what a real one costs when nobody answers: the pause before it and its own
+    deadline waited out."""
+
+    def __init__(self, clock: Clock, outcomes: list[Callable[[], Exception] | None]) -> None:
+        self.clock = clock
+        self.outcomes = outcomes
+        self.probes = 0
+
+    async def get_template(self, namespace: str, name: str) -> Template:
+        self.probes += 1
+        self.clock.now += PROBE_COST_S
+        outcome = self.outcomes.pop(0) if self.outcomes else None
+        if outcome is not None:
+            raise outcome()
+        return Template(namespace, name, 1 << 30)
+
+
+def params() -> RunParams:
+    return RunParams(script="smoke")
+
+
+async def fail_with(
+    outcomes: list[Callable[[], Exception] | None], monkeypatch: pytest.MonkeyPatch
+) -> tuple[re.Match[str], ProbedSubstrate]:
+    monkeypatch.setattr(watchdog, "EVERY_S", 0.0)  # the fake clock carries the time
+    clock = Clock()
+    sub = ProbedSubstrate(clock, outcomes)
+    dog = watchdog.Watchdog(sub, params(), clock=clock)  # type: ignore[arg-type]
+    await asyncio.wait_for(dog.run(), 10)
+    assert dog.failure is not None
+    match = LINE.match(dog.failure)
+    assert match is not None, dog.failure
+    return match, sub
+
+
+def bare_timeout() -> Exception:
+    return TimeoutError()
+
+
+def empty_transport() -> Exception:
+    return SubstrateError(TRANSPORT, "")
+
+
+def refused() -> Exception:
+    return SubstrateError(TRANSPORT, "ConnectionRefusedError(111, 'Connect call failed')")
+
+
+def answered_busy() -> Exception:
+    return SubstrateError("UNAVAILABLE", "pool full", status=503)  # an answer: alive
+
+
+@pytest.mark.parametrize(
+    ("fail", "why"),
+    [
+        (bare_timeout, "no answer within the probe's 5s"),
+        (empty_transport, "TRANSPORT"),
+        (refused, "TRANSPORT: ConnectionRefusedError(111, 'Connect call failed')"),
+    ],
+)
+async def test_the_line_gives_the_real_silence_and_a_reason(
+    fail: Callable[[], Exception], why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    match, sub = await fail_with([fail] * watchdog.MISSES, monkeypatch)
+    # Five probes of 2 s pause + 5 s deadline each: 35 s of silence, where the old line
+    # said 10 s (5 × 2 s).
+    assert int(match["s"]) == watchdog.MISSES * PROBE_COST_S == 35
+    assert int(match["n"]) == watchdog.MISSES == sub.probes
+    assert match["why"] == why
+
+
+async def test_silence_counts_from_the_last_answer_even_an_error_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Three misses, an answer, an error answer (alive all the same), then five misses.
+    outcomes: list[Callable[[], Exception] | None] = [bare_timeout] * 3 + [None, answered_busy]
+    outcomes += [refused] + [bare_timeout] * (watchdog.MISSES - 1)
+    match, sub = await fail_with(outcomes, monkeypatch)
+    assert sub.probes == 5 + watchdog.MISSES
+    # From the error answer: five probes of 7 s (from the watchdog's start it would be 70 s,
+    # from the last success 42 s).
+    assert int(match["s"]) == watchdog.MISSES * PROBE_COST_S
+    assert int(match["n"]) == watchdog.MISSES
+    assert match["why"] == "no answer within the probe's 5s"
+
+
+async def test_a_probe_that_hangs_is_named_with_real_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(watchdog, "EVERY_S", 0.0)
+    monkeypatch.setattr(watchdog, "PROBE_TIMEOUT_S", 0.01)
+
+    class Hung:
+        async def get_template(self, namespace: str, name: str) -> Any:
+            await asyncio.Event().wait()  # never answers
+
+    dog = watchdog.Watchdog(Hung(), params())  # type: ignore[arg-type]
+    await asyncio.wait_for(dog.run(), 10)
+    assert dog.failure is not None
+    match = LINE.match(dog.failure)
+    assert match is not None, dog.failure
+    assert match["why"] == "no answer within the probe's 0.01s"
+    assert int(match["n"]) == watchdog.MISSES
