@@ -80,6 +80,9 @@ class RunContext:
     # replacement starts the same way.
     primes: bool = False
     failure_log: FailureLog = field(default_factory=FailureLog)
+    # EnsureAtespace calls after the first, each for a CreateActor answered NOT_FOUND: the
+    # substrate lost its state (Session.start).
+    atespace_remade: int = 0
     # "<old> replaced by <new>": one a replacement, thousands a minute when a substrate
     # fails under load, so a few are shown and the rest summed up.
     replacements: LogLimiter = field(default_factory=lambda: LogLimiter("replacements"))

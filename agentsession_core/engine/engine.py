@@ -27,6 +27,8 @@ from agentsession_core.substrate.interface import Substrate, Template
 
 log = logging.getLogger("agentsession")
 
+TASKS_GAUGE = "engine_tasks"
+
 POPULATIONS: dict[str, type[Population]] = {
     "closed": ClosedPopulation,
     "turnover": TurnoverPopulation,
@@ -159,13 +161,22 @@ class Engine:
         return start, now_ns(), reason
 
     def sample(self) -> None:
-        """Once a second: the gauges (sessions by state, and the population's own)."""
+        """Once a second: the gauges (sessions by state, the engine's tasks, and the
+        population's own)."""
         rec = self.recorder
+        # The engine's own tasks in flight (session loops, swaps, wakes, parks): what a leak
+        # would grow, for soaks. Its set's size costs nothing; asyncio.all_tasks() walks every
+        # task (20 ms at 100k), too much once a second on the loop it measures.
+        rec.gauge(TASKS_GAUGE, {}, self.population.tasks_in_flight)
         for state, n in self.population.states().items():
             rec.gauge("sessions", {"state": state}, n)
         for gauge, counts in self.population.gauges().items():
             for state, n in counts.items():
                 rec.gauge(gauge, {"state": state}, n)
+
+    def substrate_back(self) -> None:
+        """The watchdog saw the substrate answer again after an outage."""
+        self.population.substrate_back()
 
     async def stop(self) -> None:
         if self.phase in ("stopping", "stopped"):

@@ -182,7 +182,7 @@ class Run:
         self.health = health
         progress = Progress(engine, self.recorder, live=self.live)
         self._stack.callback(progress.close)
-        self._watchdog = Watchdog(substrate, self.params)
+        self._watchdog = Watchdog(substrate, self.params, on_back=engine.substrate_back)
         self._background(self._watchdog.run(), "watchdog")
         self._background(self._report_every_second(progress), "reporter")
         # Registered last, so it runs first on the way out: stop load, delete actors.

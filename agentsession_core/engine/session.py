@@ -136,8 +136,33 @@ class Session(Recovery):
         ctx = self.ctx
         if ctx.stopping.is_set():
             raise Stopped
-        namespace, template = ctx.params.target.template_ref
         self.state = "starting"
+        try:
+            await self._create(intended_ns)
+        except SubstrateError as exc:
+            if exc.code != "NOT_FOUND":
+                raise StepFailed(exc, f"{self.actor}: CreateActor") from None
+            # The atespace is gone: a substrate that lost its state (restarted on an empty
+            # store) forgets it with the actors. Made again here, once, or every replacement
+            # would fail the same way for the rest of the run (docs/SPEC.md §3.2).
+            await self._ensure_atespace()
+            try:
+                await self._create(now_ns())
+            except SubstrateError as again:
+                raise StepFailed(again, f"{self.actor}: CreateActor") from None
+        ctx.ledger.created_actor(self.actor)
+        self.created = True
+        await self._first_touch()
+        self.awake = True
+        if prime:
+            await self.run_step(now_ns())
+        await self.hibernate(register=ctx.registers, may_replace=False)
+
+    async def _create(self, intended_ns: int) -> None:
+        """CreateActor, booked; the ledger knows the name before it is sent (a lost answer
+        may still have created it) and forgets it only on a definite refusal."""
+        ctx = self.ctx
+        namespace, template = ctx.params.target.template_ref
         retrying = ctx.ledger.creating(self.actor)
         try:
             await self._booked(
@@ -147,17 +172,21 @@ class Session(Recovery):
                 lambda: ctx.substrate.create_actor(ctx.atespace, self.actor, namespace, template),
             )
         except SubstrateError as exc:
-            if not (retrying and exc.code == "ALREADY_EXISTS"):  # else: our earlier attempt
-                if exc.status:  # a definite refusal: nothing to clean up
-                    ctx.ledger.not_created(self.actor)
-                raise StepFailed(exc, f"{self.actor}: CreateActor") from None
-        ctx.ledger.created_actor(self.actor)
-        self.created = True
-        await self._first_touch()
-        self.awake = True
-        if prime:
-            await self.run_step(now_ns())
-        await self.hibernate(register=ctx.registers, may_replace=False)
+            if retrying and exc.code == "ALREADY_EXISTS":
+                return  # our earlier attempt, whose answer was lost, created it
+            if exc.status:  # a definite refusal: nothing to clean up
+                ctx.ledger.not_created(self.actor)
+            raise
+
+    async def _ensure_atespace(self) -> None:
+        ctx = self.ctx
+        try:
+            await ctx.substrate.ensure_atespace(ctx.atespace)
+        except SubstrateError as exc:
+            raise StepFailed(exc, f"{self.actor}: EnsureAtespace {ctx.atespace}") from None
+        ctx.atespace_remade += 1
+        if ctx.atespace_remade == 1:  # every session that meets it makes it again: said once
+            log.warning("atespace %s was gone (CreateActor NOT_FOUND): made again", ctx.atespace)
 
     async def _first_touch(self) -> None:
         deadline = time.monotonic() + FIRST_TOUCH_DEADLINE

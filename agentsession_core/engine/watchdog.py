@@ -1,5 +1,10 @@
 """The substrate watchdog: notices a substrate that stopped answering (killed, network
-gone) so the run fails with that reason instead of hammering a corpse until the hold ends.
+gone) so the run fails with that reason instead of hammering a corpse until the hold ends;
+and one that answers again after missed probes (restarted), so the population can check
+what it believes of its actors against the substrate (`on_back`: Engine.substrate_back).
+Once a probe went unanswered it probes every RETRY_S, so that return is seen promptly; an
+outage shorter than the probe period can fall between two probes and go unseen, and what it
+cost is then found as each actor is next touched.
 
 The failure line says how long the substrate has really been silent: the time since its last
 answer on the monotonic clock, not the probe count times the probe interval, since each
@@ -23,7 +28,12 @@ log = logging.getLogger("agentsession")
 
 EVERY_S = 2.0
 PROBE_TIMEOUT_S = 5.0  # one probe's own deadline
-MISSES = 5  # consecutive unanswered probes before the substrate counts as gone
+# Gone: MISSES probes in a row unanswered, and silent for as long as MISSES probes EVERY_S
+# apart take (probes come faster once one was missed).
+MISSES = 5
+# After a miss it is probed this often (at most EVERY_S), so its return is seen within half a
+# second: until then the population cannot check what the outage cost it.
+RETRY_S = 0.5
 
 
 class Watchdog:
@@ -32,12 +42,15 @@ class Watchdog:
         substrate: Substrate,
         params: RunParams,
         *,
+        on_back: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.substrate = substrate
         self.params = params
+        self.on_back = on_back
         self.clock = clock
         self.failure: str | None = None
+        self.outages = 0  # times it stopped answering, then answered again
 
     async def run(self) -> None:
         misses = 0
@@ -45,26 +58,30 @@ class Watchdog:
         last_answer = self.clock()
         namespace, name = self.params.target.template_ref
         while self.failure is None:
-            await asyncio.sleep(EVERY_S)
+            await asyncio.sleep(min(RETRY_S, EVERY_S) if misses else EVERY_S)
             try:
                 await asyncio.wait_for(
                     self.substrate.get_template(namespace, name), PROBE_TIMEOUT_S
                 )
             except (SubstrateError, TimeoutError) as exc:
-                if not _unanswered(exc):
-                    # It answered, even if with an error: it is alive.
-                    misses, last_answer = 0, self.clock()
-                    continue
-                misses += 1
-                if misses >= MISSES:
+                if _unanswered(exc):
+                    misses += 1
                     silent = self.clock() - last_answer
-                    self.failure = (
-                        f"substrate unreachable for {silent:.0f}s "
-                        f"({misses} probes in a row unanswered; last: {_reason(exc)})"
-                    )
-                    log.error("%s", self.failure)
-            else:
-                misses, last_answer = 0, self.clock()
+                    if misses >= MISSES and silent >= MISSES * EVERY_S:
+                        self.failure = (
+                            f"substrate unreachable for {silent:.0f}s "
+                            f"({misses} probes in a row unanswered; last: {_reason(exc)})"
+                        )
+                        log.error("%s", self.failure)
+                    continue
+                # It answered, even if with an error: it is alive.
+            if misses:
+                self.outages += 1
+                silent = self.clock() - last_answer
+                log.warning("substrate answers again after %.1f s without an answer", silent)
+                if self.on_back is not None:
+                    self.on_back()
+            misses, last_answer = 0, self.clock()
 
 
 def _unanswered(exc: Exception) -> bool:

@@ -14,8 +14,9 @@ min and max are kept beside the buckets, and quantiles are clamped to them.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -130,16 +131,18 @@ class LogHistogram:
         self.max = max(self.max, float(v.max()))
 
     def add_sparse(self, part: SparseHistogram) -> None:
-        n = part.count
+        zero, total, lo, hi = part.head()
+        counts = part.counts
+        n = zero + int(counts.sum())
         if n == 0:
             return
         # Sparse slots are unique, so plain fancy-index addition is exact (no np.add.at needed).
-        self._counts[part.slots] += part.counts
-        self.zero += part.zero
+        self._counts[part.slots] += counts
+        self.zero += zero
         self.count += n
-        self.total += part.total
-        self.min = min(self.min, part.min)
-        self.max = max(self.max, part.max)
+        self.total += total
+        self.min = min(self.min, lo)
+        self.max = max(self.max, hi)
 
     def merge(self, other: LogHistogram) -> None:
         if other.count == 0:
@@ -253,20 +256,85 @@ class LogHistogram:
         return out
 
 
-class SparseHistogram(NamedTuple):
-    """The compact form kept per second per row: only the non-empty buckets."""
+# SparseHistogram's one buffer: zero (int64), total, min, max (float64), then the counts
+# (int64, so they sit 8-aligned at 32) and the slots (int16).
+_SPARSE_HEAD = struct.Struct("<qddd")
+_HEAD = _SPARSE_HEAD.size
 
-    slots: np.ndarray  # sorted unique dense slots
-    counts: np.ndarray  # int64, same length
-    zero: int
-    total: float
-    min: float
-    max: float
 
-    # Shadows tuple.count on purpose: every histogram here answers .count with its samples.
+class SparseHistogram(bytes):
+    """The compact form kept per second per row: only the non-empty buckets.
+
+    The recorder keeps one per second per row and latency view for the whole run (docs/SPEC.md
+    §5.4), so its size is what a long hold grows by. It is one bytes object (about 100 bytes
+    for a second with a few buckets, where two numpy arrays and four Python numbers in a
+    tuple took about 420; bench/RESULTS.md, fault soak): the head (zero, total, min, max),
+    then the counts and the slots, which `counts` and `slots` view without copying."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        slots: np.ndarray,
+        counts: np.ndarray,
+        zero: int,
+        total: float,
+        min: float,
+        max: float,
+    ) -> SparseHistogram:
+        return super().__new__(
+            cls,
+            _SPARSE_HEAD.pack(int(zero), float(total), float(min), float(max))
+            + np.asarray(counts, dtype=np.int64).tobytes()
+            + np.asarray(slots, dtype=np.int16).tobytes(),
+        )
+
+    @property
+    def size(self) -> int:
+        """How many non-empty buckets."""
+        return (len(self) - _HEAD) // 10
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.frombuffer(self, dtype=np.int64, count=self.size, offset=_HEAD)
+
+    @property
+    def slots(self) -> np.ndarray:
+        n = self.size
+        return np.frombuffer(self, dtype=np.int16, count=n, offset=_HEAD + 8 * n)
+
+    def head(self) -> tuple[int, float, float, float]:
+        """(zero, total, min, max) in one read."""
+        zero, total, lo, hi = _SPARSE_HEAD.unpack_from(self)
+        return zero, total, lo, hi
+
+    @property
+    def zero(self) -> int:
+        return self.head()[0]
+
+    @property
+    def total(self) -> float:
+        return self.head()[1]
+
+    @property
+    def min(self) -> float:
+        return self.head()[2]
+
+    @property
+    def max(self) -> float:
+        return self.head()[3]
+
+    # Shadows bytes.count on purpose: every histogram here answers .count with its samples.
     @property
     def count(self) -> int:  # type: ignore[override]
         return self.zero + int(self.counts.sum())
+
+    def __repr__(self) -> str:
+        zero, _, lo, hi = self.head()
+        return f"SparseHistogram(count={self.count}, zero={zero}, min={lo}, max={hi})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled as its buffer (shards, Dask)
+        return (_sparse_of_bytes, (bytes(self),))
 
     @classmethod
     def of_values(cls, values_ms: np.ndarray) -> SparseHistogram:
@@ -278,8 +346,8 @@ class SparseHistogram(NamedTuple):
         dense = np.bincount(slots[positive], minlength=NUM_BUCKETS)
         nz = np.flatnonzero(dense)
         return cls(
-            nz.astype(np.int16),
-            dense[nz].astype(np.int64),
+            nz,
+            dense[nz],
             int(v.size - np.count_nonzero(positive)),
             float(v.sum()),
             float(v.min()),
@@ -304,8 +372,8 @@ class SparseHistogram(NamedTuple):
             nz = np.flatnonzero(dense[i])
             out.append(
                 cls(
-                    nz.astype(np.int16),
-                    dense[i, nz].astype(np.int64),
+                    nz,
+                    dense[i, nz],
                     int(zeros[i]),
                     float(totals[i]),
                     float(mins[i]),
@@ -319,20 +387,21 @@ class SparseHistogram(NamedTuple):
             return self
         if self.count == 0:
             return other
+        zero, total, lo, hi = self.head()
+        zero2, total2, lo2, hi2 = other.head()
         both = np.concatenate((self.slots, other.slots))
         uniq, inverse = np.unique(both, return_inverse=True)
         counts = np.bincount(inverse, weights=np.concatenate((self.counts, other.counts)))
         return SparseHistogram(
-            uniq.astype(np.int16),
-            counts.astype(np.int64),
-            self.zero + other.zero,
-            self.total + other.total,
-            min(self.min, other.min),
-            max(self.max, other.max),
+            uniq, counts.astype(np.int64), zero + zero2, total + total2, min(lo, lo2), max(hi, hi2)
         )
 
     def to_histogram(self) -> LogHistogram:
         return merge_sparse((self,))
+
+
+def _sparse_of_bytes(data: bytes) -> SparseHistogram:
+    return bytes.__new__(SparseHistogram, data)
 
 
 EMPTY_SPARSE = SparseHistogram(
@@ -346,14 +415,15 @@ def merge_sparse(parts: Iterable[SparseHistogram]) -> LogHistogram:
     slot_chunks: list[np.ndarray] = []
     count_chunks: list[np.ndarray] = []
     for part in parts:
-        if part.zero == 0 and part.counts.size == 0:
+        zero, total, lo, hi = part.head()
+        if zero == 0 and part.size == 0:
             continue
         slot_chunks.append(part.slots)
         count_chunks.append(part.counts)
-        out.zero += part.zero
-        out.total += part.total
-        out.min = min(out.min, part.min)
-        out.max = max(out.max, part.max)
+        out.zero += zero
+        out.total += total
+        out.min = min(out.min, lo)
+        out.max = max(out.max, hi)
     if not slot_chunks:
         return out
     slots = np.concatenate(slot_chunks).astype(np.int64)

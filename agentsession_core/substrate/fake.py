@@ -18,8 +18,9 @@ Not modelled: a worker pool (a wake never waits for room), per-op size caps, the
 budget, real bytes (see fake_glutton.py). Faults: `fail_wakes` and `crash_wakes` are the
 shares of wakes (explicit or implicit) that fail with RESOURCE_EXHAUSTED (the actor stays
 parked) or crash the actor, drawn once per wake from a stream seeded by `seed`; crash()
-kills one actor's worker on demand; `max_actors` is a quota: a CreateActor that would hold more
-actors at once is refused with RESOURCE_EXHAUSTED.
+kills one actor's worker on demand, restart() every worker (or, without the store, forgets
+everything); `max_actors` is a quota: a CreateActor that would hold more actors at once is
+refused with RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
@@ -123,6 +124,20 @@ class FakeSubstrate(Substrate):
             return False
         actor.status = "CRASHED"
         return True
+
+    def restart(self, *, keep_store: bool) -> None:
+        """The substrate went away and came back (docs/SPEC.md §2.4): on its store, what a
+        worker held is CRASHED and the rest is kept; without it (a platform that lost its
+        state), every atespace and actor is gone."""
+        if keep_store:
+            for actor in self._actors.values():
+                if actor.status in _HELD:
+                    actor.status = "CRASHED"
+            return
+        for actor in self._actors.values():
+            actor.deleted = True
+        self._actors.clear()
+        self.atespaces.clear()
 
     # ---- control API --------------------------------------------------------------------
 

@@ -304,6 +304,35 @@ async def test_reset_closes_the_connection_without_an_answer(
         await ate_post(sub, f"{space}/x", "ping", gc.ping())
 
 
+async def test_unavailable_is_the_routers_own_503_before_any_wake(
+    sub: LocalSubstrateProcess, json_api: HttpSubstrate, space: str
+) -> None:
+    await json_api.create_actor(space, "u", *GLUTTON)  # SUSPENDED: a request would wake it
+    sub.set_faults(["router:unavailable:1"])
+    with pytest.raises(SubstrateError) as routed:
+        await json_api.request(space, "u", "ping", json={})
+    # A router verdict (x-ate-router), so the session retries later and counts nothing (§3.4).
+    assert (routed.value.code, routed.value.status, routed.value.from_router) == (
+        "UNAVAILABLE",
+        503,
+        True,
+    )
+    assert routed.value.failure_class is FailureClass.RETRY_LATER
+    ate = await ate_post(sub, f"{space}/u", "ping", gc.ping())
+    assert ate.status_code == 503 and ate.headers["content-type"].startswith("text/plain")
+    assert ROUTER_HEADER not in ate.headers and "crashed" not in ate.text
+    assert (await json_api.get_actor(space, "u")).status == "SUSPENDED"  # nothing was woken
+    await json_api.resume_actor(space, "u")  # the control API is untouched
+    sub.set_faults(["op:/writeram:unavailable:1"])
+    await json_api.request(space, "u", "ping", json={})
+    with pytest.raises(SubstrateError) as one_route:
+        await json_api.request(
+            space, "u", "writeram", json={"key": "k", "size": 4096, "mode": "overwrite"}
+        )
+    assert one_route.value.code == "UNAVAILABLE"
+    assert counts(sub) == {"op:/writeram:unavailable:1": (1, 1)}
+
+
 async def test_rules_change_while_running_and_a_bad_rule_changes_nothing(
     sub: LocalSubstrateProcess, json_api: HttpSubstrate, space: str
 ) -> None:

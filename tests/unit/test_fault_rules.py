@@ -27,6 +27,8 @@ from agentsession_core.substrate.local.protocol import WireError
         ("op:/writeram:fail:0.01", ("op", "fail", "/writeram", 0.01)),
         ("router:hang:0.01", ("router", "hang", None, 0.01)),
         (" router:reset:1 ", ("router", "reset", None, 1.0)),
+        ("router:unavailable:1", ("router", "unavailable", None, 1.0)),
+        ("op:/ping:unavailable:50%", ("op", "unavailable", "/ping", 0.5)),
         ("control:fail:0", ("control", "fail", None, 0.0)),
         ("create:refuse:100%", ("create", "refuse", None, 1.0)),
     ],
@@ -60,6 +62,7 @@ def test_latency_quota_and_route_rules() -> None:
         ("wake:refuse:lots", "share 'lots'"),
         ("router:fail:nan", "share 'nan'"),
         ("wake:fail:0.1", "wake takes no action 'fail'"),
+        ("control:unavailable:1", "control takes no action 'unavailable'"),
         ("create:quota:-1", "quota '-1'"),
         ("create:quota:1.5", "quota '1.5'"),
         ("op:writeram:fail:0.1", "op needs a route"),
@@ -84,7 +87,7 @@ def test_bad_rules_are_refused_in_one_line_naming_rule_and_part(text: str, names
 def test_the_help_text_names_every_scope_and_action() -> None:
     for word in ("wake", "create", "control", "router", "op:/ROUTE", "refuse", "crash"):
         assert word in LANGUAGE
-    for word in ("quota", "fail", "latency", "hang", "reset", "uniform", "exp"):
+    for word in ("quota", "fail", "latency", "hang", "reset", "unavailable", "uniform", "exp"):
         assert word in LANGUAGE
 
 
@@ -118,6 +121,10 @@ def test_latencies_add_up_and_the_first_share_rule_that_fires_decides() -> None:
     assert verdict.action == "reset" and verdict.delay == pytest.approx(0.015)
     assert faults.router_arrival("/writeram").delay == pytest.approx(0.010)
     assert faults.op_failure("/ping").action is None  # reset acts on arrival, not after
+    shed = Faults(parse_rules(["op:/ping:unavailable:1"]), 0)
+    assert shed.router_arrival("/ping").action == "unavailable"
+    assert shed.router_arrival("/writeram").action is None
+    assert shed.op_failure("/ping").action is None  # on arrival too: before any wake
     faults.replace(parse_rules(["router:fail:1", "router:hang:1"]))
     assert faults.op_failure("/ping").action == "fail"
     assert faults.router_arrival("/ping").action == "hang"

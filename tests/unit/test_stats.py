@@ -1,6 +1,8 @@
 """LogHistogram against exact sorted-sample percentiles."""
 
 import math
+import pickle
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -112,6 +114,22 @@ def test_of_rows_matches_of_values():
     block = rng.exponential(10.0, (3, 2_000))
     for row, sparse in zip(block, SparseHistogram.of_rows(block), strict=True):
         assert sparse.to_histogram() == SparseHistogram.of_values(row).to_histogram()
+
+
+def test_a_sparse_second_is_small_and_survives_pickling():
+    """The recorder keeps one per second, row and view for the whole run (docs/SPEC.md §5.4):
+    its size is what a long hold grows by (bench/RESULTS.md, fault soak)."""
+    values = np.array([0.0, 3.2, 3.2, 12.0, 250.0])
+    sparse = SparseHistogram.of_values(values)
+    assert (sparse.count, sparse.zero, sparse.size) == (5, 1, 3)
+    assert (sparse.min, sparse.max, sparse.total) == (0.0, 250.0, pytest.approx(268.4))
+    # One bytes object (a subclass's GC header beside it): 32 bytes of head, 10 a bucket.
+    assert len(sparse) == 32 + 10 * 3
+    assert sys.getsizeof(sparse) <= sys.getsizeof(bytes(sparse)) + 16
+    again = pickle.loads(pickle.dumps(sparse))
+    assert type(again) is SparseHistogram and again == sparse
+    assert again.to_histogram() == sparse.to_histogram()
+    assert list(again.slots) == list(sparse.slots) and not again.counts.flags.writeable
 
 
 def test_zero_bucket_and_empty():

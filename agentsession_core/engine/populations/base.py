@@ -78,6 +78,10 @@ class Population:
         if not task.cancelled() and task.exception() is not None:
             log.error("task %s failed: %r", task.get_name(), task.exception())
 
+    @property
+    def tasks_in_flight(self) -> int:
+        return len(self._tasks)
+
     def new_session(self) -> Session:
         session = Session(self.ctx, len(self.sessions))
         self.sessions.append(session)
@@ -181,6 +185,11 @@ class Population:
     def gauges(self) -> dict[str, dict[str, int]]:
         """Gauges beyond sessions-by-state, sampled once a second: name -> {state: n}."""
         return {}
+
+    def substrate_back(self) -> None:
+        """The substrate answers again after the watchdog saw it stop (engine/watchdog.py):
+        what the population believes of its actors may be stale (turnover checks its
+        resident set)."""
 
     def problem(self) -> str | None:
         """One line when the load was not what was asked (a turnover whose resident set

@@ -25,6 +25,15 @@ tick:
 A woken session whose step fails stays resident (only the conductor parks); one that has to
 be replaced comes back parked and its slot is owed like a failed wake's.
 
+After an outage (the watchdog saw the substrate stop answering, then answer again), the
+residents are checked against what the substrate runs (ListActors): a substrate that
+restarted lost what was in its workers, and a resident whose actor is crashed, gone or parked
+is no resident. Its slot is owed at once (booked as ResidentShortfall), a crashed or gone
+actor (a resident's or a parked session's) is replaced, fill_concurrency at a time, and the
+ticks wake the owed slots at the catch-up rate. Without the check the engine would count a
+dead actor as awake until it next happened to park it, and wake the parked sessions of a
+substrate that lost its state one failed wake at a time.
+
 Fill: `awake` sessions are woken, fill_concurrency at a time; a failed fill wake is retried
 (with the next parked session, after a short backoff) until the set is full or the fill
 deadline passes. A fill that ends short says so in one line, which the run carries
@@ -45,6 +54,7 @@ from agentsession_core.engine.populations.base import Population, failure_line
 from agentsession_core.engine.populations.turnover_window import level_rows
 from agentsession_core.engine.session import Session, StepFailed, Stopped
 from agentsession_core.measure.stats import BACKLOG_ROW, RESIDENT_SHORTFALL_ROW
+from agentsession_core.substrate.errors import FailureClass, SubstrateError
 
 if TYPE_CHECKING:
     from agentsession_core.measure.recorder import Recorder
@@ -55,6 +65,9 @@ FILL_DONE_MARKER = "agentsession: turnover fill done"
 TICK_NS = 1_000_000_000
 NS_PER_S = 1_000_000_000
 FILL_RETRY_BACKOFF_S = 0.2  # a fill slot whose wake failed waits this long before the next
+# What the substrate may say of an actor that still holds a worker: a resident's.
+SERVING = ("RUNNING", "RESUMING")
+DEAD = (None, "CRASHED")  # not listed, or crashed: replaced (docs/SPEC.md §3.4)
 # A turnover whose resident set averaged a larger gap than this share of `awake` did not hold
 # the load it was asked for (the default ResidentShortfall threshold uses the same bound).
 RESIDENT_TOLERANCE = 0.02
@@ -87,6 +100,7 @@ class TurnoverPopulation(Population):
         self.shortfall_total = 0  # Σ ResidentShortfall over the ticks so far
         self.ticks = 0
         self._filling = False
+        self._checking = False  # a check of the residents after an outage is under way
         self._shortfall = ctx.recorder.row(*RESIDENT_SHORTFALL_ROW)
         self._backlog = ctx.recorder.row(*BACKLOG_ROW)
         ctx.registers = True
@@ -245,6 +259,74 @@ class TurnoverPopulation(Population):
             pass
         finally:
             self.waking.discard(session)
+            (self.idle if session.awake else self.parked).append(session)
+
+    # ------------------------------------------------------------ after an outage
+    def substrate_back(self) -> None:
+        if self.turnover_start_ns is None or self._checking or self.ctx.stopping.is_set():
+            return  # the fill's own wakes find out; one check at a time
+        if self.ctx.params.population.lifecycle_mode == "none":
+            return  # nothing is ever woken again in a density run: no slot to make good
+        self._checking = True
+        self.spawn(self._check_actors(), "check-actors")
+
+    async def _check_actors(self) -> None:
+        """Residents and parked sessions against ListActors (module docstring). Only sessions
+        in the same place (and on the same actor) before and after the call are judged: one
+        that moved meanwhile was parked, woken or replaced on the way, and the list says
+        nothing about its new state."""
+        try:
+            before = {s: s.actor for s in (*self.idle, *self.parked)}
+            try:
+                listed = await self.ctx.substrate.list_actors(self.ctx.atespace)
+            except SubstrateError as exc:
+                if exc.failure_class is not FailureClass.REPLACE:  # not "the atespace is gone"
+                    log.warning("after the outage: ListActors failed (%s): not checked", exc)
+                    return
+                listed = []
+            status = {actor.name: actor.status for actor in listed}
+
+            def unchanged(session: Session) -> bool:
+                return before.get(session) == session.actor
+
+            lost = {s for s in self.idle if unchanged(s) and status.get(s.actor) not in SERVING}
+            # A parked session whose actor is gone or crashed would fail its next wake: it is
+            # replaced now, before a tick picks it.
+            gone = {s for s in self.parked if unchanged(s) and status.get(s.actor) in DEAD}
+            if not lost and not gone:
+                return
+            self.idle = deque(s for s in self.idle if s not in lost)
+            self.parked = deque(s for s in self.parked if s not in gone)
+            dead = [s for s in lost if status.get(s.actor) in DEAD]
+            log.warning(
+                "after the outage: %d of %d residents no longer ran on the substrate (%d "
+                "crashed or gone) and %d parked actors were gone or crashed: replacing them; "
+                "the residents' gap is booked as ResidentShortfall and woken again at the "
+                "catch-up rate",
+                len(lost),
+                len(lost) + len(self.idle),
+                len(dead),
+                len(gone),
+            )
+            for session in lost.difference(dead):  # parked by the substrate (a clean stop)
+                session.awake = False
+                session.needs_hibernate = False
+                session.state = "parked"
+                self.parked.append(session)
+            # Bounded like the fill: each replacement primes its actor on a worker.
+            gate = asyncio.Semaphore(self.ctx.params.population.fill_concurrency)
+            for session in sorted((*dead, *gone), key=lambda s: s.id):
+                self.spawn(self._replace_lost(session, gate), f"replace-{session.id}")
+        finally:
+            self._checking = False
+
+    async def _replace_lost(self, session: Session, gate: asyncio.Semaphore) -> None:
+        """An actor that died with the substrate: a fresh one, parked, to be woken like any
+        other parked session (a resident's slot is owed meanwhile)."""
+        try:
+            async with gate:
+                await session.replace()
+        finally:
             (self.idle if session.awake else self.parked).append(session)
 
     # ------------------------------------------------------------ levels, gauges, summary

@@ -145,7 +145,7 @@ class ShardEngine:
         logger.propagate = False  # this worker's stderr is not the run's log: the coordinator is
         self.health = GeneratorHealth(recorder)
         await self.health.start()
-        self.watchdog = Watchdog(substrate, params)
+        self.watchdog = Watchdog(substrate, params, on_back=engine.substrate_back)
         for coro, name in ((self.watchdog.run(), "watchdog"), (self._every_second(), "reporter")):
             self._tasks.append(asyncio.create_task(coro, name=name))
 

@@ -31,6 +31,8 @@ op:/ROUTE:ACTION      router requests to one glutton route, e.g. op:/writeram:fa
   latency:DIST        added before the call or request is handled
   hang:SHARE          no answer at all, until the client gives up
   reset:SHARE         the connection is closed without an answer (gRPC: UNAVAILABLE)
+  unavailable:SHARE   router/op only: the router's own 503 (UNAVAILABLE) on arrival, before
+                      any wake, as from a router that restarts or sheds load
 
 SHARE := 0.05 | 5%    a probability in [0, 1]
 DIST  := DURATION | fixed:DURATION | uniform:MIN:MAX | exp:MEAN    (Go durations: 50ms, 1.5s)
@@ -45,8 +47,10 @@ ACTIONS_OF = {
     "wake": ("refuse", "crash", "latency"),
     "create": ("quota", "refuse"),
     "control": ("fail", "latency", "hang", "reset"),
-    "router": ("fail", "latency", "hang", "reset"),
-    "op": ("fail", "latency", "hang", "reset"),
+    # unavailable: only a router has a verdict of its own to give (the control API's 503 is
+    # what reset shows on gRPC, and a wake's is wake:refuse).
+    "router": ("fail", "latency", "hang", "reset", "unavailable"),
+    "op": ("fail", "latency", "hang", "reset", "unavailable"),
 }
 DISTRIBUTIONS = ("fixed", "uniform", "exp")
 EXAMPLES = "e.g. wake:refuse:0.2, op:/writeram:fail:1%, router:latency:exp:50ms, create:quota:100"
@@ -78,7 +82,7 @@ class Rule:
     scope: str  # wake | create | control | router | op
     action: str
     route: str | None = None  # op's route, "/writeram"
-    share: float = 0.0  # refuse / crash / fail / hang / reset
+    share: float = 0.0  # refuse / crash / fail / hang / reset / unavailable
     delay: Delay | None = None  # latency
     quota: int = 0  # create:quota
 

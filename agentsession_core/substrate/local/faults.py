@@ -8,8 +8,9 @@
   marks the actor CRASHED and replaces the worker, as after any worker death);
 - creates (actors.py `add`): a quota of live actors, a refused share;
 - control calls: the JSON middleware here, the gRPC wrapper in ate_control.py (`enact_grpc`);
-- router requests: latency / hang / reset on arrival (the middleware here), a failed op
-  after the wake (router.py, answered as the glutton would: no router verdict).
+- router requests: latency / hang / reset / unavailable on arrival (the middleware here: the
+  router's own 503 verdict, in the wire's form), a failed op after the wake (router.py,
+  answered as the glutton would: no router verdict).
 
 Every random choice comes from the rule's own stream, seeded by (fault seed, position, rule
 text): the same seed and the same order of requests give the same faults, and a rule's
@@ -65,7 +66,7 @@ class Verdict:
     """What to do to one request: wait `delay` seconds, then `action` (None: serve it)."""
 
     delay: float = 0.0
-    action: str | None = None  # fail | hang | reset | refuse | crash
+    action: str | None = None  # fail | hang | reset | unavailable | refuse | crash
     rule: str = ""
 
     @property
@@ -139,7 +140,7 @@ class Faults:
         return self._decide("control", ("latency", "fail", "hang", "reset"))
 
     def router_arrival(self, route: str) -> Verdict:
-        return self._decide("router", ("latency", "hang", "reset"), route)
+        return self._decide("router", ("latency", "hang", "reset", "unavailable"), route)
 
     def op_failure(self, route: str) -> Verdict:
         return self._decide("router", ("fail",), route)
@@ -219,6 +220,11 @@ class Faults:
         if verdict.action == "reset":
             reset(request)
             return web.Response(status=502)  # likewise
+        if verdict.action == "unavailable":  # router scopes only (fault_rules.ACTIONS_OF)
+            message = f"router: unavailable ({verdict.injected})"
+            if is_protobuf(request):
+                return plain(503, message)  # a real router's text denial (router.py)
+            raise WireError("UNAVAILABLE", message, router=True)
         return None
 
     async def enact_grpc(self, verdict: Verdict) -> None:
