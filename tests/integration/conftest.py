@@ -86,6 +86,14 @@ AWS_TEST_ENV = {
 }
 
 
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test credentials for a test that needs boto3 to get as far as the network without
+    a moto server (an endpoint that is down): not left to another test's session fixture."""
+    for key, value in AWS_TEST_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[str]:
     """A real S3 endpoint over HTTP (moto's server mode) on 127.0.0.1, with test credentials

@@ -181,7 +181,9 @@ async def test_flow_uploads_to_s3_under_the_upstream_layout(
     assert result["location"] in link.data
 
 
-async def test_s3_down_keeps_the_local_copy_retries_and_says_so(prefect_api, tmp_path):
+async def test_s3_down_keeps_the_local_copy_retries_and_says_so(
+    prefect_api, tmp_path, aws_credentials
+):
     dead = f"http://127.0.0.1:{closed_port()}"
     values = small_campaign(
         tmp_path,
