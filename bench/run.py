@@ -42,11 +42,10 @@ sys.path.insert(0, str(HERE))
 
 import wire  # noqa: E402
 from nginx_target import nginx_target  # noqa: E402
+from results_file import RESULTS, write_section  # noqa: E402
 
 PY = sys.executable
 GEN_CORE, TARGET_CORE = "0", "1"
-RESULTS = HERE / "RESULTS.md"
-BEGIN, END = "<!-- generator:begin -->", "<!-- generator:end -->"
 
 
 def say(*parts: Any) -> None:
@@ -351,8 +350,7 @@ def render(r: dict[str, Any], command: str) -> str:
         ),
     ]
     table = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
-    return f"""{BEGIN}
-## Generator: agentsession vs Locust FastHttpUser, one core each
+    return f"""## Generator: agentsession vs Locust FastHttpUser, one core each
 
 Run {r["date"]} ({r["mode"]} mode, `{command}`, {r["seconds_taken"]:.0f} s) on {r["machine"]}.
 Each generator ran alone, pinned to core 0 (`taskset -c 0`); a private nginx 1.22 (Debian,
@@ -375,7 +373,7 @@ registration to all sessions parked, divided by the sessions. Failures in the ru
 {r["failures"]}.
 
 {shortfalls(r)}
-{END}"""
+"""
 
 
 def shortfalls(r: dict[str, Any]) -> str:
@@ -411,16 +409,6 @@ def shortfalls(r: dict[str, Any]) -> str:
     return "Goals not reached, or worth a look:\n\n" + "\n".join(out)
 
 
-def write_results(section: str) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    RESULTS.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="agentsession generator benchmark")
     parser.add_argument("--quick", action="store_true", help="short windows (~2 minutes)")
@@ -434,8 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     result = measure(args.quick)
     command = "python bench/run.py" + (" --quick" if args.quick else "")
     if args.write_results:
-        write_results(render(result, command))
-        wire.write_results(wire.render(result["wire"], command))
+        write_section("generator", render(result, command))
+        write_section("wire", wire.render(result["wire"], command))
         say(f"wrote {RESULTS}")
     if args.json:
         print(json.dumps(result))

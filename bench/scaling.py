@@ -33,12 +33,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from nginx_target import nginx_target  # noqa: E402
+from results_file import RESULTS, write_section  # noqa: E402
 
 from agentsession_core.engine.params import RunParams  # noqa: E402
 from agentsession_core.engine.shards.coordinator import ShardedRun  # noqa: E402
 
-RESULTS = HERE / "RESULTS.md"
-BEGIN, END = "<!-- scaling:begin -->", "<!-- scaling:end -->"
 PING_SCRIPT = str(HERE / "ping.yaml")
 CONCURRENCY = 64  # sessions per shard
 NGINX_CORE = (os.cpu_count() or 1) - 1
@@ -190,8 +189,7 @@ def render(r: dict[str, Any], command: str) -> str:
     two = r["k2"]
     shards_cpu = sum(two["shard_cpu"])
     busy = shards_cpu + two["nginx_cpu"] + two["coordinator_cpu"]
-    return f"""{BEGIN}
-## Scale-out: K generator processes on Dask against one nginx
+    return f"""## Scale-out: K generator processes on Dask against one nginx
 
 Run {r["date"]} ({r["mode"]} mode, `.venv/{command}`, {r["seconds_taken"]:.0f} s) on the same
 {r["cores"]}-core VM as above. Both rows run the sharded machinery (ShardedRun, a local
@@ -215,17 +213,7 @@ design; on generator machines of their own each shard has its cores. The coordin
 is what grows with K: its whole process (drains, merge, Dask client, status and history
 files) per shard-second in the "coordinator ms" column, the merge of one shard's second into
 the merged recorder alone in the "merge ms" column.
-{END}"""
-
-
-def write_results(section: str) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    RESULTS.write_text(text)
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     result = asyncio.run(measure_all(args.quick))
     command = "bin/python bench/scaling.py" + (" --quick" if args.quick else "")
     if args.write_results:
-        write_results(render(result, command))
+        write_section("scaling", render(result, command))
         say(f"wrote {RESULTS}")
     print(json.dumps(result) if args.json else render(result, command))
     return 0

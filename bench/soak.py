@@ -47,14 +47,13 @@ from typing import Any
 
 import httpx
 import psutil
+from results_file import RESULTS, write_section
 
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "RESULTS.md"
-BEGIN, END = "<!-- soak:begin -->", "<!-- soak:end -->"
 ATESPACE = "soak"
 TOLERANCE = 0.10  # memory, fds, tasks: late median within this share of the early one
 RESIDENT_TOLERANCE = 0.02  # the engine's own bound on the resident set's mean gap
@@ -514,18 +513,6 @@ def render(soak: Soak, verdicts: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-def write_results(section: str, path: Path) -> None:
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    block = f"{BEGIN}\n{section}\n{END}"
-    if BEGIN in text and END in text:
-        head, _, rest = text.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        text = head + block + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="a turnover run under changing faults")
     p.add_argument("--minutes", type=float, default=30.0, help="the hold (default 30)")
@@ -606,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     print(section)
     say(f"samples: {out}")
     if args.write_results:
-        write_results(section, RESULTS)
+        write_section("soak", section, RESULTS)
         say(f"wrote {RESULTS}")
     return 0 if all(v["ok"] for v in verdicts.values()) else 1
 

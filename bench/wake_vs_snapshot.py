@@ -25,12 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from results_file import write_section
+
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.local import store
 from agentsession_core.substrate.local.launcher import LocalSubstrate
 
-BEGIN = "<!-- wake_vs_snapshot:begin -->"
-END = "<!-- wake_vs_snapshot:end -->"
 MiB = 1 << 20
 
 
@@ -112,18 +112,6 @@ def table(rows: list[dict[str, float]], reps: int) -> str:
     return "\n".join(lines)
 
 
-def write_results(section: str, path: Path) -> None:
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    block = f"{BEGIN}\n{section}\n{END}"
-    if BEGIN in text and END in text:
-        head, _, rest = text.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        text = head + block + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
@@ -135,7 +123,7 @@ def main() -> None:
         rows = asyncio.run(measure(sizes, args.reps, Path(root)))
     section = table(rows, args.reps)
     print(section)
-    write_results(section, args.results)
+    write_section("wake_vs_snapshot", section, args.results)
 
 
 if __name__ == "__main__":

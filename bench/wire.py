@@ -38,14 +38,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from results_file import RESULTS, write_section
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 PY = sys.executable
 GEN_CORE, TARGET_CORE = "0", "1"
-RESULTS = HERE / "RESULTS.md"
 TEMPLATE = HERE / "nginx" / "wire.conf.template"
-BEGIN, END = "<!-- wire:begin -->", "<!-- wire:end -->"
 ANSWER = "agentsession-agentsession-agents"  # what the template answers on both wires
 GOAL = 0.8
 WIRES = ("json", "ate")
@@ -319,8 +319,7 @@ def render(r: dict[str, Any], command: str) -> str:
             f"req/s {ratio:.0%} | {runs} |"
         )
 
-    return f"""{BEGIN}
-## Router wire: protobuf (ate) against JSON, same target, one core each
+    return f"""## Router wire: protobuf (ate) against JSON, same target, one core each
 
 Run {r["date"]} ({r["mode"]} mode, `{command}`, {r["seconds_taken"]:.0f} s) on {r["machine"]}.
 One private nginx (`bench/nginx/wire.conf.template`, one worker, core 1) answered the ping on
@@ -352,17 +351,7 @@ schema check walking every field (~1 µs) and the resend deadline's bookkeeping 
 request. Now a wake probe's encoded ping is reused, the schema check reads only the unknown
 fields of a flat message (every glutton answer is one), and the deadline is computed only
 when a stale assignment is resent: 2.7 µs of its own.
-{END}"""
-
-
-def write_results(section: str) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    RESULTS.write_text(text)
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -379,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     result = measure(args.quick)
     command = "python bench/wire.py" + (" --quick" if args.quick else "")
     if args.write_results:
-        write_results(render(result, command))
+        write_section("wire", render(result, command))
         say(f"wrote {RESULTS}")
     print(json.dumps(result) if args.json else render(result, command))
     return 0 if result["goal_met"] else 1

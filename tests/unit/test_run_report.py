@@ -7,28 +7,14 @@ import asyncio
 import json
 from pathlib import Path
 
-from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run
 from agentsession_core.output.report import render_report
 from agentsession_core.output.run_dir import verify_manifest
-from tests.unit.test_run_seams import ClosingSubstrate, _drive
+from tests.unit.test_run_seams import ClosingSubstrate, _drive, small_turnover
 
 
 def test_a_plain_run_writes_its_report_before_the_manifest(tmp_path: Path) -> None:
-    params = RunParams(
-        script="smoke",
-        think_scale=0.2,
-        out=str(tmp_path),
-        population={
-            "kind": "turnover",
-            "sessions": 4,
-            "awake": 2,
-            "target_rps": 2,
-            "registration_quiet_seconds": 0,
-            "spawn_rate": 100,
-        },
-        cleanup={"stop_grace_seconds": 1},
-    )
+    params = small_turnover(tmp_path)
     run = Run(params, substrate=ClosingSubstrate(), handle_signals=False)
     asyncio.run(_drive(run, 2.5))
     assert run.result is not None and run.result.status == "completed"

@@ -34,12 +34,12 @@ async def _drive(run: Run, seconds: float) -> None:
         run.finish("completed" if reason is None else "failed", reason)
 
 
-def test_a_run_drives_the_substrate_it_is_given(tmp_path: Path) -> None:
-    substrate = ClosingSubstrate()
-    params = RunParams(
+def small_turnover(out: Path) -> RunParams:
+    """A turnover of four sessions, two awake: a whole run in a few seconds."""
+    return RunParams(
         script="smoke",
         think_scale=0.2,
-        out=str(tmp_path),
+        out=str(out),
         population={
             "kind": "turnover",
             "sessions": 4,
@@ -50,6 +50,11 @@ def test_a_run_drives_the_substrate_it_is_given(tmp_path: Path) -> None:
         },
         cleanup={"stop_grace_seconds": 1},
     )
+
+
+def test_a_run_drives_the_substrate_it_is_given(tmp_path: Path) -> None:
+    substrate = ClosingSubstrate()
+    params = small_turnover(tmp_path)
     run = Run(params, substrate=substrate, handle_signals=False)
     asyncio.run(_drive(run, 2.5))
     assert run.result is not None and run.result.status == "completed", run.result
