@@ -42,6 +42,23 @@ from agentsession_core.script import decode
 
 log = logging.getLogger("agentsession")
 
+
+class _QuietClosedComm(logging.Filter):
+    """Dask logs a connection closed under a batched send at INFO with its whole traceback
+    (distributed.batched). When a run stops that is the expected end of the cluster, and a
+    person saw it as a crash (issue #11: one line, no traceback): the line stays, the
+    traceback goes. A warning or an error keeps its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.levelno < logging.WARNING:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+# Here, not in cluster.py: every worker process imports this module to run its shard.
+logging.getLogger("distributed.batched").addFilter(_QuietClosedComm())
+
 T = TypeVar("T")
 FLUSH_AFTER_NS = 20_000_000  # flush this long after each second ends
 ORPHAN_S = 60.0  # undrained this long: the coordinator is gone, clean up alone
