@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.context import now_ns
+from agentsession_core.measure.stats import Window
 from agentsession_core.output.report import write_report
 from agentsession_core.output.run_dir import redact
 from agentsession_core.output.stats_files import (
@@ -89,15 +90,28 @@ def write_final_files(run: Run) -> None:
 
 
 def _write_stats(run: Run, attempt: Attempt) -> None:
-    run_dir, engine = run.run_dir, run.engine
+    engine = run.engine
     if engine is None:
         return
     rec = run.recorder
     rec.flush(now_ns() + 1_000_000_000)  # close the last open second
-    history = run.history.render_closed_files(rec, len(engine.population.sessions))
-    attempt("stats_history", lambda: append_history(run, history))
     whole = rec.window(rec.mono_ns_of_second(rec.first_second), now_ns() + 1_000_000_000)
+    history = run.history.render_closed_files(rec, len(engine.population.sessions))
+    write_stats_files(run, attempt, whole, history, engine.population.summary_rows(rec))
+
+
+def write_stats_files(
+    run: Run,
+    attempt: Attempt,
+    whole: Window,
+    history: dict[str, str],
+    population_rows: dict[str, dict[str, Any]],
+) -> None:
+    """The last history lines, gauges.jsonl, stats.csv, failures.csv and stats.jsonl (with
+    the population's rows) from the whole run's window: a Run's and a ShardedRun's alike."""
+    run_dir = run.run_dir
     tag, test = run.params.tag, run.params.name
+    attempt("stats_history", lambda: append_history(run, history))
     gauges = render_jsonl(
         {"t": t, "name": name, "labels": labels, "value": value}
         for t, labels, name, value in whole.gauges
@@ -105,13 +119,11 @@ def _write_stats(run: Run, attempt: Attempt) -> None:
     attempt("gauges.jsonl", lambda: run_dir.write_text("gauges.jsonl", gauges))
     attempt("stats.csv", lambda: run_dir.write_text("stats.csv", render_stats_csv(whole)))
     attempt("failures.csv", lambda: run_dir.write_text("failures.csv", render_failures_csv(whole)))
-    population_rows = [
+    extra = [
         jsonl_row(kind, measurements, tag=tag, test_name=test)
-        for kind, measurements in engine.population.summary_rows(rec).items()
+        for kind, measurements in population_rows.items()
     ]
-    stats = render_stats_jsonl(
-        whole, tag=tag, test_name=test, extra_rows=[*population_rows, *run.extra_rows]
-    )
+    stats = render_stats_jsonl(whole, tag=tag, test_name=test, extra_rows=[*extra, *run.extra_rows])
     attempt("stats.jsonl", lambda: run_dir.write_text("stats.jsonl", stats))
 
 

@@ -12,16 +12,9 @@ from typing import TYPE_CHECKING, Any
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.populations.turnover import RESIDENT_TOLERANCE, shortfall_line
 from agentsession_core.engine.populations.turnover_window import level_rows
-from agentsession_core.engine.run_files import Attempt, append_history, seal
+from agentsession_core.engine.run_files import Attempt, seal, write_stats_files
 from agentsession_core.engine.run_files import status_document as run_status_document
 from agentsession_core.measure.stats import RESIDENT_SHORTFALL_ROW
-from agentsession_core.output.stats_files import (
-    jsonl_row,
-    render_failures_csv,
-    render_jsonl,
-    render_stats_csv,
-    render_stats_jsonl,
-)
 
 if TYPE_CHECKING:
     from agentsession_core.engine.shards.coordinator import ShardedRun
@@ -123,28 +116,14 @@ def write_final_files(run: ShardedRun) -> None:
 
 
 def _write_stats(run: ShardedRun, attempt: Attempt) -> None:
-    run_dir = run.run_dir
-    rec = run.recorder
-    tag, test = run.params.tag, run.params.name
     if run.stream is None:
         return
+    rec = run.recorder
     rec.flush(now_ns() + NS)  # nothing is left out: every shard has stopped
-    history = run.history.render_closed_files(rec, sessions(run))
-    attempt("stats_history", lambda: append_history(run, history))
     whole = rec.window_seconds(rec.first_second, rec.closed_until)
-    gauges = render_jsonl(
-        {"t": t, "name": name, "labels": labels, "value": value}
-        for t, labels, name, value in whole.gauges
-    )
-    attempt("gauges.jsonl", lambda: run_dir.write_text("gauges.jsonl", gauges))
-    attempt("stats.csv", lambda: run_dir.write_text("stats.csv", render_stats_csv(whole)))
-    attempt("failures.csv", lambda: run_dir.write_text("failures.csv", render_failures_csv(whole)))
-    extra = [
-        jsonl_row(kind, measurements, tag=tag, test_name=test)
-        for kind, measurements in population_rows(run).items()
-    ]
-    stats = render_stats_jsonl(whole, tag=tag, test_name=test, extra_rows=[*extra, *run.extra_rows])
-    attempt("stats.jsonl", lambda: run_dir.write_text("stats.jsonl", stats))
+    history = run.history.render_closed_files(rec, sessions(run))
+    write_stats_files(run, attempt, whole, history, population_rows(run))
+    run_dir = run.run_dir
     for k in range(run.stream.count):
         name = f"shards/{k}/health.json"
         health = shard_health(run, k)
