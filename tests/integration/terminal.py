@@ -16,6 +16,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+# A small turnover `agentsession run` (6 sessions, 2 awake, 2 swaps/s on 4 local workers) for
+# the tests that drive the command as a person does; each adds its own --out, --hold, ...
+SMALL_TURNOVER = (
+    "--script",
+    "smoke",
+    "--population",
+    "turnover",
+    "--sessions",
+    "6",
+    "--awake",
+    "2",
+    "--target-rps",
+    "2",
+    "--registration-quiet-seconds",
+    "0.5s",
+    "--local-workers",
+    "4",
+    "--think-scale",
+    "0.05",
+)
+
 CTRL_C = b"\x03"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

@@ -16,31 +16,11 @@ import orjson
 import pytest
 
 from agentsession_core.output.run_dir import verify_manifest
+from tests.integration.terminal import SMALL_TURNOVER
 
 pytestmark = pytest.mark.timeout(300)
 CLI = [sys.executable, "-m", "agentsession_core"]
-RUN = [
-    *CLI,
-    "run",
-    "--script",
-    "smoke",
-    "--population",
-    "turnover",
-    "--sessions",
-    "6",
-    "--awake",
-    "2",
-    "--target-rps",
-    "2",
-    "--registration-quiet-seconds",
-    "0.5s",
-    "--local-workers",
-    "4",
-    "--think-scale",
-    "0.05",
-    "--progress",
-    "plain",
-]
+RUN = [*CLI, "run", *SMALL_TURNOVER, "--progress", "plain"]
 
 
 def laughs() -> str:

@@ -19,6 +19,7 @@ import pytest
 
 from agentsession_core.output.run_dir import verify_manifest
 from tests.integration.terminal import (
+    SMALL_TURNOVER,
     Session,
     ctrl_c,
     in_terminal,
@@ -141,22 +142,7 @@ def assert_run_stops(tmp_path: Path, then, code: int, name: str, extra: list[str
     argv = [
         AGENTSESSION,
         "run",
-        "--script",
-        "smoke",
-        "--population",
-        "turnover",
-        "--sessions",
-        "6",
-        "--awake",
-        "2",
-        "--target-rps",
-        "2",
-        "--registration-quiet-seconds",
-        "0.5s",
-        "--local-workers",
-        "4",
-        "--think-scale",
-        "0.05",
+        *SMALL_TURNOVER,
         "--hold",
         "120s",
         "--out",
