@@ -39,7 +39,7 @@ _PUBLIC = {
     "CampaignResult": "agentsession_core.campaign.run",
     "run_campaign": "agentsession_core.campaign.run",
     "run_campaign_blocking": "agentsession_core.campaign.run",
-    "load_run": "agentsession_core.judge.gate",
+    "load_run": "agentsession_core.judge.stored_run",
     # scripts
     "Script": "agentsession_core.script",
     "ScriptError": "agentsession_core.script",
@@ -107,7 +107,7 @@ if TYPE_CHECKING:
     from agentsession_core.engine.params import PopulationParams, RunParams, TargetParams
     from agentsession_core.engine.run import Run, RunResult, run, run_blocking
     from agentsession_core.errors import AgentsessionError, UsageError
-    from agentsession_core.judge.gate import load_run
+    from agentsession_core.judge.stored_run import load_run
     from agentsession_core.logs import log_to_stderr
     from agentsession_core.script import Script, ScriptError, load_script
     from agentsession_core.substrate.ate.substrate import AteSubstrate

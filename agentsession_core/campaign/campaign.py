@@ -26,10 +26,22 @@ from agentsession_core.engine.run import Run
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.abort import AbortMonitor
 from agentsession_core.judge.artifacts import step_window_row, windows_jsonl
-from agentsession_core.judge.gate import gate_document, load_run
+from agentsession_core.judge.baselines import AUTO, last_good_runs
+from agentsession_core.judge.conditions import conditions
+from agentsession_core.judge.gate import (
+    GateInputError,
+    gate_document,
+    refusal,
+    with_baseline,
+    without_baseline,
+)
+from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, HoldSeconds, second_records
+from agentsession_core.judge.hold_seconds import render as render_seconds
+from agentsession_core.judge.stored_run import load_run
+from agentsession_core.judge.uncertainty import figures
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
 from agentsession_core.measure.stats import Window
-from agentsession_core.output.upload import run_location
+from agentsession_core.output.upload import is_s3, run_location
 
 log = logging.getLogger("agentsession")
 
@@ -48,21 +60,36 @@ class Span:
     end_ns: int
 
 
-def load_baseline(params: CampaignParams) -> dict[str, Any] | None:
-    """The baseline run, read before any actor exists so a bad one is refused early."""
+def load_baseline(params: CampaignParams) -> list[dict[str, Any]] | None:
+    """The baseline run(s), read before any actor exists so a bad one is refused early: a
+    run that cannot be read, or that measured nothing to compare against (void, failed,
+    refused), ends the campaign before it starts, with the parameter named. `auto`: the last
+    good comparable runs of this campaign (none on its first nights: [])."""
     if not params.baseline:
         return None
     try:
-        return load_run(params.baseline)
+        if params.baseline == AUTO:
+            root = params.destination if is_s3(params.destination) else params.out
+            return last_good_runs(
+                root,
+                params.name,
+                conditions=conditions(params.model_dump(mode="json")),
+                history=params.gate.history,
+            )
+        run = load_run(params.baseline)
+        why = refusal(run)
+        if why is not None:
+            raise GateInputError(f"{run['location']}: not a baseline: {why}")
     except AgentsessionError as exc:
         raise CampaignError(f"parameter baseline: {exc}") from None
+    return [run]
 
 
 class Campaign:
     """Windows, verdicts and the campaign's files for one Run (enter the Run first)."""
 
     def __init__(
-        self, params: CampaignParams, run: Run, *, baseline: dict[str, Any] | None = None
+        self, params: CampaignParams, run: Run, *, baseline: list[dict[str, Any]] | None = None
     ) -> None:
         self.params = params
         self.run = run
@@ -163,16 +190,21 @@ class Campaign:
     def location(self) -> str:
         return run_location(self.params.destination, self.run.run_dir.path, self.params.out)
 
-    def hold_headline(self) -> dict[str, Any] | None:
-        """The whole first-level hold's headline (a baseline compares against this)."""
-        first = [
-            s
+    def headline_spans(self) -> list[tuple[int, int, int]]:
+        """(window index, start, end) of the first level's judged windows: what the headline,
+        its figures and a baseline comparison cover (void and aborted windows left out)."""
+        return [
+            (v.index, s.start_ns, s.end_ns)
             for s, v in zip(self.spans, self.verdicts, strict=True)
             if v.level == self.plan[0].level and v.outcome in ("pass", "break")
         ]
-        if not first:
+
+    def hold_headline(self) -> dict[str, Any] | None:
+        """The whole first-level hold's headline (a baseline compares against this)."""
+        spans = self.headline_spans()
+        if not spans:
             return None
-        return headline(self.run.recorder.window(first[0].start_ns, first[-1].end_ns))
+        return headline(self.run.recorder.window(spans[0][1], spans[-1][2]))
 
     def write_files(self, run: Run) -> None:
         """Run.finalizer: windows.jsonl and gate.json (in a thread); the Run then draws
@@ -189,14 +221,34 @@ class Campaign:
         hold = self.hold_headline()
         if hold is not None:
             described["headline"] = hold
-        self.gate = gate_document(
+        # The seconds behind the headline, kept so the figures' intervals (and any later
+        # comparison) can be recomputed from the run's files alone.
+        seconds = second_records(run.recorder, self.headline_spans())
+        run_dir.write_text(HOLD_SECONDS_FILE, render_seconds(seconds))
+        settings = self.params.gate
+        gate = gate_document(
             self.verdicts,
             abort_reason=self.stop_reason or run.reason,
             run_status=run.status,
-            baseline=self.baseline,
-            max_regression=self.params.max_regression,
             run=described,
+            figures=figures(
+                HoldSeconds.of_records(seconds),
+                confidence=settings.confidence,
+                seed=self.params.seed,
+            ),
+            confidence=settings.confidence,
+            conditions=conditions(self.params.model_dump(mode="json")),
         )
+        if self.baseline:
+            gate = with_baseline(
+                gate,
+                self.baseline,
+                self.params.max_regression,
+                night_spread=settings.night_spread,
+            )
+        elif self.baseline is not None:  # auto, and no earlier good run yet
+            gate = without_baseline(gate, "no earlier comparable run of this campaign passed")
+        self.gate = gate
         run_dir.write_json("gate.json", self.gate)
 
     @property

@@ -41,6 +41,12 @@ from agentsession_core.engine.params import (
     form_position,
 )
 from agentsession_core.errors import UsageError, clip
+from agentsession_core.judge.compare import (
+    DEFAULT_HISTORY,
+    DEFAULT_NIGHT_SPREAD,
+    MAX_HISTORY,
+)
+from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 
 # The default thresholds per population kind (docs/SPEC.md §6), used when a campaign names
 # none. achieved_rps and its target share a unit for every kind (judge/verdict.py): swaps per
@@ -163,6 +169,26 @@ class AbortParams(Section):
     )
 
 
+class GateParams(Section):
+    """How the gate compares this run with a baseline (docs/SPEC.md §6.3)."""
+
+    confidence: Number = Field(
+        DEFAULT_CONFIDENCE,
+        gt=0.5,
+        lt=1,
+        description="of every figure's interval and of a regression (0.99 = 99 %)",
+    )
+    history: int = Field(
+        DEFAULT_HISTORY, ge=1, le=MAX_HISTORY, description="earlier runs `baseline: auto` reads"
+    )
+    night_spread: Number = Field(
+        DEFAULT_NIGHT_SPREAD,
+        ge=0,
+        le=5,
+        description="run-to-run spread (sd of log figure) assumed for a single-run baseline",
+    )
+
+
 class UploadParams(Section):
     """How artifacts reach `dest` when it is s3:// (the AWS chain supplies credentials)."""
 
@@ -234,7 +260,8 @@ class CampaignParams(RunParams):
     baseline: str | None = Field(
         None,
         max_length=MAX_TEXT,
-        description="earlier run (directory or s3:// prefix) to compare against",
+        description="earlier run (directory or s3:// prefix) to compare against, or 'auto': "
+        "the last comparable runs of this name under dest/out",
         json_schema_extra=form_position(12),
     )
     max_regression: Number = Field(
@@ -254,6 +281,7 @@ class CampaignParams(RunParams):
     )
     abort: AbortParams = Field(default_factory=AbortParams, json_schema_extra=form_position(18))
     upload: UploadParams = Field(default_factory=UploadParams, json_schema_extra=form_position(19))
+    gate: GateParams = Field(default_factory=GateParams, json_schema_extra=form_position(22))
 
     @model_validator(mode="before")
     @classmethod

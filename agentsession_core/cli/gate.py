@@ -1,7 +1,11 @@
-"""`agentsession gate RUN [--baseline RUN] [--max-regression FRACTION]`: a release gate.
+"""`agentsession gate RUN [--baseline RUN|auto [--history N]] [--max-regression F] [--write]`:
+a release gate.
 
 Prints the run's gate document (JSON) on stdout and one summary line on stderr; exits 0 on
-pass, 1 on fail, 2 on void or on a run that cannot be read.
+pass, 1 on fail, 2 on void or on a run that cannot be read (a baseline that cannot be one
+included). An inconclusive comparison never fails. `--baseline auto` compares against the last
+N comparable, non-void runs of the same campaign before this one (judge/baselines.py);
+`--write` stores the comparison in the run's gate.json (its manifest re-sealed).
 """
 
 from __future__ import annotations
@@ -11,13 +15,20 @@ import json
 import math
 import sys
 
+import orjson
+
+from agentsession_core.judge.baselines import AUTO, auto_baselines
+from agentsession_core.judge.compare import DEFAULT_HISTORY, DEFAULT_NIGHT_SPREAD, MAX_HISTORY
 from agentsession_core.judge.gate import (
+    DEFAULT_MAX_REGRESSION,
     exit_code,
-    load_run,
     rejudge_regressions,
     summary,
     with_baseline,
+    without_baseline,
 )
+from agentsession_core.judge.stored_run import load_run
+from agentsession_core.output.upload import rewrite_run_file
 
 
 def fraction(text: str) -> float:
@@ -30,15 +41,60 @@ def fraction(text: str) -> float:
     return value
 
 
+def confidence(text: str) -> float:
+    value = fraction(text)
+    if not 0.5 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a confidence in (0.5, 1): 0.99 = 99 %")
+    return value
+
+
+def nights(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_HISTORY:
+        raise argparse.ArgumentTypeError(f"{text!r}: between 1 and {MAX_HISTORY} runs")
+    return value
+
+
 def add_baseline_args(p: argparse.ArgumentParser, default: str) -> None:
-    """--baseline and --max-regression, as `gate` and `report` both take them."""
-    p.add_argument("--baseline", metavar="RUN", help="a previous run to compare against")
+    """--baseline, --history, --max-regression, --confidence and --night-spread, as `gate`
+    and `report` both take them."""
+    p.add_argument(
+        "--baseline",
+        metavar="RUN|auto",
+        help="a previous run to compare against, or 'auto': the last comparable runs of the "
+        "same campaign before this one",
+    )
+    p.add_argument(
+        "--history",
+        type=nights,
+        default=DEFAULT_HISTORY,
+        metavar="N",
+        help=f"with --baseline auto: how many earlier runs (default {DEFAULT_HISTORY})",
+    )
     p.add_argument(
         "--max-regression",
         type=fraction,
         metavar="FRACTION",
         default=None,
-        help=f"worst allowed change of a headline metric against the baseline ({default})",
+        help=f"worst allowed change of a headline figure against the baseline ({default})",
+    )
+    p.add_argument(
+        "--confidence",
+        type=confidence,
+        default=None,
+        metavar="C",
+        help="of a regression (default: the run's own, else 0.99)",
+    )
+    p.add_argument(
+        "--night-spread",
+        type=fraction,
+        default=None,
+        metavar="SD",
+        help="run-to-run spread assumed with a single-run baseline (sd of the log figure; "
+        f"default: the run's gate.night_spread, else {DEFAULT_NIGHT_SPREAD})",
     )
 
 
@@ -47,22 +103,58 @@ def register(sub: argparse._SubParsersAction) -> None:
         "gate",
         help="judge a finished run: exit 0 pass, 1 fail, 2 void or unusable",
         description="Read a run's gate.json (a directory or an s3:// prefix), optionally "
-        "compare its headline metrics with a baseline run, print the verdict and exit "
-        "0 on pass, 1 on fail, 2 on void or unusable input.",
+        "compare its headline figures with a baseline run or the last comparable runs, print "
+        "the verdict and exit 0 on pass, 1 on fail, 2 on void or unusable input.",
     )
     p.add_argument("run", metavar="RUN", help="run directory or s3://bucket/prefix")
-    add_baseline_args(p, "default 0.2")
+    add_baseline_args(p, f"default: the run's max_regression, else {DEFAULT_MAX_REGRESSION}")
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help="store the comparison in the run's gate.json (its manifest re-sealed)",
+    )
     p.set_defaults(handler=gate)
 
 
+def settings(run: dict, args: argparse.Namespace) -> tuple[float, float]:
+    """max_regression and night_spread: the flags, else the run's own parameters."""
+    params = run.get("params") or {}
+    max_regression = args.max_regression
+    if max_regression is None:
+        max_regression = float(params.get("max_regression", DEFAULT_MAX_REGRESSION))
+    spread = args.night_spread
+    if spread is None:
+        spread = float((params.get("gate") or {}).get("night_spread", DEFAULT_NIGHT_SPREAD))
+    return max_regression, spread
+
+
 def gate(args: argparse.Namespace) -> int:
-    doc = load_run(args.run)["gate"]
+    run = load_run(args.run)
+    doc = run["gate"]
+    max_regression, spread = settings(run, args)
     if args.baseline:
-        baseline = load_run(args.baseline)
-        max_regression = 0.2 if args.max_regression is None else args.max_regression
-        doc = with_baseline(doc, baseline, max_regression)
+        found = (
+            auto_baselines(run, history=args.history)
+            if args.baseline == AUTO
+            else [load_run(args.baseline)]
+        )
+        if found:
+            doc = with_baseline(
+                doc,
+                found,
+                max_regression,
+                night_spread=spread,
+                confidence=args.confidence,
+            )
+        else:
+            doc = without_baseline(doc, "no earlier comparable run of this campaign")
     elif args.max_regression is not None:
         doc = rejudge_regressions(doc, args.max_regression)
+    if args.write:
+        stored = dict(doc)
+        stored.pop("location", None)  # where it was read from, not part of the file
+        data = orjson.dumps(stored, option=orjson.OPT_INDENT_2) + b"\n"
+        rewrite_run_file(run["location"], "gate.json", data)
     print(json.dumps(doc, indent=2, sort_keys=False))
     print(summary(doc), file=sys.stderr)
     return exit_code(doc)

@@ -18,7 +18,7 @@ from typing import Any
 
 from agentsession_core.cli.gate import add_baseline_args
 from agentsession_core.errors import UsageError
-from agentsession_core.judge.gate import gate_document, with_baseline
+from agentsession_core.judge.gate import gate_document, refusal, with_baseline
 from agentsession_core.judge.thresholds import Threshold, parse_thresholds
 from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output.report import REPORT, Comparison, read_run, render
@@ -122,8 +122,14 @@ def compare_runs(data: RunData, baseline: RunData, max_regression: float | None)
             {"max_regression": max_regression, "metrics": []},
             reason=f"not judged: {which} has no judged windows",
         )
-    judged = with_baseline(doc, {"gate": base_doc, "location": baseline.location}, max_regression)
-    return Comparison(baseline, judged.get("baseline") or {}, judged["verdict"], judged["reason"])
+    base = {"gate": base_doc, "location": baseline.location}
+    # A person may look at any two runs side by side; only the gate refuses a baseline.
+    judged = with_baseline(doc, base, max_regression, refuse=False)
+    refused = refusal(base)
+    reason = judged["reason"]
+    if refused:
+        reason += f" (the gate would refuse this baseline: {refused})"
+    return Comparison(baseline, judged.get("baseline") or {}, judged["verdict"], reason)
 
 
 __all__ = ["compare_runs", "gate_of", "output_path", "register", "report", "threshold_rules"]

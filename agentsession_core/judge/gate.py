@@ -1,38 +1,46 @@
-"""gate.json (docs/SPEC.md §6): the run's verdict, each window's outcome, the ramp, drift and the
-comparison with a baseline run; and reading a finished run back (directory or s3://).
+"""gate.json (docs/SPEC.md §6): the run's verdict, each window's outcome, the ramp, drift, each
+headline figure with its interval (judge/uncertainty.py) and the comparison with a baseline
+(judge/compare.py).
 
-The verdict, from the judged windows and how the run ended:
+The verdict, from the judged windows, how the run ended and the comparison:
 
+* ``void`` — the run did not finish (cancelled, refused, a lost shard), judged no window, or
+  any window was void (a saturated generator makes the whole run suspect); a comparison never
+  turns a void run into a fail;
 * ``fail`` — a window broke or was aborted, the run was aborted or failed (e.g. the substrate
-  died), or a headline metric regressed against the baseline by more than max_regression;
-* ``void`` — otherwise, when the run did not finish (cancelled, refused), judged no window,
-  or any window was void (a saturated generator makes the whole comparison suspect);
-* ``pass`` — otherwise.
+  died), or, in a run that would otherwise pass, a compared figure `regressed`;
+* ``pass`` — otherwise. An `inconclusive` figure never decides anything.
 
-The run's headline for the baseline comparison is the caller's whole-hold headline
-(``run["headline"]``, from ``judge.headline`` over the first level's hold) when given; without
-it, each metric's worst value among the judged windows at the first level (percentiles of
-different windows are never averaged).
+The run's headline is the whole first-level judged hold's (``run["headline"]``, from
+``judge.headline``) when the caller gives it; without it, each metric's worst value among
+the judged windows at the first level (percentiles of different windows are never averaged).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 from agentsession_core.errors import UsageError
+from agentsession_core.judge.compare import (
+    DEFAULT_NIGHT_SPREAD,
+    compare,
+    counts,
+    describe_metric,
+    figures_of,
+    judge,
+    reference_of,
+)
+from agentsession_core.judge.conditions import differences
 from agentsession_core.judge.drift import drift, ramp_result
-from agentsession_core.judge.verdict import HEADLINE_ROWS, WindowVerdict
-from agentsession_core.output import upload
+from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
+from agentsession_core.judge.verdict import WindowVerdict
 
-GATE_SCHEMA = 1
+GATE_SCHEMA = 2
 EXIT_CODES = {"pass": 0, "fail": 1, "void": 2}
 DEFAULT_MAX_REGRESSION = 0.2
-COMPARED_LATENCIES = ("p50", "p90", "p99", "p99_9")
-# Below these, a relative change means nothing (1 ms of latency, 0.1 % of failures).
-_FLOORS = {"latency": 1.0, "failure_ratio": 0.001}
+# A baseline with one of these verdicts or run states measured nothing to compare against.
+UNUSABLE_VERDICTS = ("void", "fail")
 
 
 class GateInputError(UsageError):
@@ -58,46 +66,24 @@ def worst_headline(verdicts: list[WindowVerdict]) -> dict[str, dict[str, float]]
     return out
 
 
-def compare(current_headline: dict, baseline_headline: dict, max_regression: float) -> list[dict]:
-    """Each comparable headline metric's change; `change` > 0 means worse (a fraction of the
-    baseline), and a regression is a change beyond max_regression."""
-    pairs: list[tuple[str, str, str]] = [
-        (section, key, "lower") for section in HEADLINE_ROWS for key in COMPARED_LATENCIES
-    ]
-    pairs += [("requests", "failure_ratio", "lower"), ("requests", "achieved_rps", "higher")]
-    out: list[dict] = []
-    for section, key, better in pairs:
-        cur = (current_headline.get(section) or {}).get(key)
-        base = (baseline_headline.get(section) or {}).get(key)
-        if cur is None or base is None:
-            continue
-        cur, base = float(cur), float(base)
-        if better == "higher":
-            if base <= 0:
-                continue
-            change = (base - cur) / base
-        else:
-            floor = _FLOORS["failure_ratio" if key == "failure_ratio" else "latency"]
-            change = (cur - base) / max(base, floor)
-        out.append(
-            {
-                "metric": f"{section}.{key}",
-                "baseline": base,
-                "current": cur,
-                "better": better,
-                "change": change,
-                "regression": change > max_regression,
-            }
-        )
-    return out
-
-
 # --------------------------------------------------------------------------- verdict
 def decide(doc: dict) -> tuple[str, str]:
-    """(verdict, reason) from a gate document's windows, run status and baseline."""
+    """(verdict, reason) from a gate document's windows, run status and comparison."""
+    verdict, reason = _judged(doc)
+    comparison = doc.get("baseline") or {}
+    regressed = [m for m in comparison.get("metrics", []) if m.get("status") == "regressed"]
+    if verdict == "pass" and regressed:
+        # Only a run that would otherwise pass can fail on its comparison: a void run's
+        # figures are the generator's as much as the substrate's.
+        named = "; ".join(describe_metric(m) for m in regressed)
+        return "fail", f"regression against the baseline: {named}"
+    return verdict, reason + _comparison_note(comparison)
+
+
+def _judged(doc: dict) -> tuple[str, str]:
+    """The verdict of the windows and the run's end, without the comparison."""
     windows = doc.get("windows", [])
     outcomes = [w["outcome"] for w in windows]
-    regressions = [m for m in (doc.get("baseline") or {}).get("metrics", []) if m["regression"]]
     status = doc.get("run_status")
     if status == "refused":
         # Refused before any load (unreachable substrate, bad credentials, a template too
@@ -120,9 +106,6 @@ def decide(doc: dict) -> tuple[str, str]:
         )
     if status in ("failed", "aborted"):
         return "fail", f"the run {status}"
-    if regressions:
-        names = ", ".join(f"{m['metric']} {m['change']:+.0%}" for m in regressions)
-        return "fail", f"regression against the baseline: {names}"
     if status not in (None, "completed"):
         return "void", f"the run did not finish ({status})"
     if not windows:
@@ -131,6 +114,18 @@ def decide(doc: dict) -> tuple[str, str]:
         first = next(w for w in windows if w["outcome"] == "void")
         return "void", f"window {first['index']} is void: {first.get('void_reason')}"
     return "pass", f"{len(windows)} window(s) passed"
+
+
+def _comparison_note(comparison: dict) -> str:
+    if not comparison:
+        return ""
+    if comparison.get("status") == "not comparable":
+        return f"; baseline not comparable ({', '.join(comparison.get('differences') or [])})"
+    if comparison.get("status") == "none":
+        return f"; no baseline: {comparison.get('why')}"
+    tally = comparison.get("counts") or {}
+    parts = [f"{n} {status}" for status, n in tally.items() if n]
+    return f"; against the baseline: {', '.join(parts) or 'nothing compared'}"
 
 
 def _window_summary(v: WindowVerdict) -> dict[str, Any]:
@@ -146,22 +141,19 @@ def _window_summary(v: WindowVerdict) -> dict[str, Any]:
     }
 
 
-def _baseline_headline(baseline: dict) -> tuple[dict, str | None]:
-    doc = baseline.get("gate", baseline)
-    return doc.get("headline") or {}, baseline.get("location") or doc.get("location")
-
-
 def gate_document(
     verdicts: list[WindowVerdict],
     *,
     abort_reason: str | None,
     run_status: str,
-    baseline: dict | None = None,
-    max_regression: float = DEFAULT_MAX_REGRESSION,
     run: dict | None = None,
+    figures: dict[str, dict[str, Any]] | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
+    conditions: dict[str, Any] | None = None,
 ) -> dict:
-    """gate.json. `baseline` is a load_run() result or a gate document; `run` describes this
-    run (name, tag, location …) and may carry its whole-hold "headline"."""
+    """gate.json without a comparison (with_baseline adds one). `run` describes this run
+    (name, tag, location …) and may carry its whole-hold "headline"; `conditions` are the
+    parameters a baseline must share (judge/conditions.py)."""
     run = dict(run or {})
     current = run.pop("headline", None) or worst_headline(verdicts)
     doc: dict[str, Any] = {
@@ -175,27 +167,97 @@ def gate_document(
         "ramp": ramp_result(verdicts),
         "drift": drift(verdicts),
         "headline": current,
+        "confidence": confidence,
+        "figures": figures or {},
+        "conditions": conditions or {},
         "baseline": None,
     }
-    if baseline is not None:
-        doc = with_baseline(doc, baseline, max_regression)
     doc["verdict"], doc["reason"] = decide(doc)
     return doc
 
 
-def with_baseline(doc: dict, baseline: dict, max_regression: float) -> dict:
-    """A copy of a gate document compared against a baseline run, verdict recomputed."""
+def refusal(baseline: dict) -> str | None:
+    """Why a run cannot serve as a baseline (None when it can): it measured nothing to
+    compare against, or failed itself."""
+    gate = baseline.get("gate", baseline)
+    if gate.get("run_status") == "refused":
+        return "it was refused before any load"
+    if gate.get("verdict") in UNUSABLE_VERDICTS:
+        return f"its verdict is {gate['verdict']} ({gate.get('reason') or 'no reason'})"
+    return None
+
+
+def with_baseline(
+    doc: dict,
+    baselines: dict | list[dict],
+    max_regression: float,
+    *,
+    night_spread: float = DEFAULT_NIGHT_SPREAD,
+    confidence: float | None = None,
+    refuse: bool = True,
+) -> dict:
+    """A copy of a gate document compared against one baseline run or several (load_run()
+    results, oldest first), verdict recomputed. A baseline that cannot be one is refused
+    (GateInputError; `refuse=False` only to show figures side by side, as the report does);
+    one whose conditions differ is `not comparable`."""
     if not (max_regression >= 0 and math.isfinite(max_regression)):
         raise UsageError(f"--max-regression: {max_regression} is not a fraction >= 0")
+    runs = [baselines] if isinstance(baselines, dict) else list(baselines)
+    for run in runs:
+        why = refusal(run)
+        if why is not None and refuse:
+            where = run.get("location") or run.get("gate", run).get("location") or "baseline"
+            raise GateInputError(f"baseline {where}: not a baseline: {why}")
+    level = confidence if confidence is not None else doc.get("confidence") or DEFAULT_CONFIDENCE
     out = dict(doc)
-    base_headline, location = _baseline_headline(baseline)
-    metrics = compare(doc.get("headline") or {}, base_headline, max_regression)
-    out["baseline"] = {
-        "location": location,
-        "max_regression": max_regression,
-        "metrics": metrics,
-        "regressions": [m["metric"] for m in metrics if m["regression"]],
-    }
+    locations = [r.get("location") or r.get("gate", r).get("location") for r in runs]
+    differing = sorted(
+        {d for r in runs for d in differences(doc.get("conditions"), _conditions(r))}
+    )
+    if differing:
+        out["baseline"] = {
+            "status": "not comparable",
+            "locations": locations,
+            "location": locations[-1] if locations else None,
+            "differences": differing,
+            "metrics": [],
+            "regressions": [],
+        }
+    else:
+        reference = reference_of(
+            [
+                {"location": loc, "gate": r.get("gate", r)}
+                for loc, r in zip(locations, runs, strict=True)
+            ],
+            night_spread=night_spread,
+        )
+        metrics = compare(
+            figures_of(doc), reference, max_regression=max_regression, confidence=level
+        )
+        out["baseline"] = {
+            "status": "compared",
+            **reference.describe(),
+            "location": locations[-1] if locations else None,
+            "max_regression": max_regression,
+            "confidence": level,
+            "night_spread": night_spread,
+            "counts": counts(metrics),
+            "metrics": metrics,
+            "regressions": [m["metric"] for m in metrics if m["status"] == "regressed"],
+        }
+    out["verdict"], out["reason"] = decide(out)
+    return out
+
+
+def _conditions(run: dict) -> dict[str, Any] | None:
+    gate = run.get("gate", run)
+    return gate.get("conditions") or run.get("conditions")
+
+
+def without_baseline(doc: dict, why: str) -> dict:
+    """A gate document that asked for a baseline and found none (baseline: auto on the first
+    nights): said in the document and the reason, nothing else changes."""
+    out = dict(doc, baseline={"status": "none", "why": why, "metrics": [], "regressions": []})
     out["verdict"], out["reason"] = decide(out)
     return out
 
@@ -203,16 +265,21 @@ def with_baseline(doc: dict, baseline: dict, max_regression: float) -> dict:
 def rejudge_regressions(doc: dict, max_regression: float) -> dict:
     """Re-apply a different max_regression to the comparison already stored in `doc`."""
     stored = doc.get("baseline")
-    if not stored:
+    if not stored or not stored.get("metrics"):
         return doc
-    metrics = [dict(m, regression=m["change"] > max_regression) for m in stored["metrics"]]
+    level = stored.get("confidence") or doc.get("confidence") or DEFAULT_CONFIDENCE
+    metrics = [
+        m if m.get("se_log") is None else {**m, **judge(m, max_regression, level)}
+        for m in stored["metrics"]
+    ]
     out = dict(
         doc,
         baseline=dict(
             stored,
             max_regression=max_regression,
             metrics=metrics,
-            regressions=[m["metric"] for m in metrics if m["regression"]],
+            counts=counts(metrics),
+            regressions=[m["metric"] for m in metrics if m.get("status") == "regressed"],
         ),
     )
     out["verdict"], out["reason"] = decide(out)
@@ -221,93 +288,6 @@ def rejudge_regressions(doc: dict, max_regression: float) -> dict:
 
 def exit_code(doc: dict) -> int:
     return EXIT_CODES.get(doc.get("verdict", "void"), 2)
-
-
-# --------------------------------------------------------------------------- reading runs
-def _read(location: str, name: str) -> bytes | None:
-    """A file of the run, or None when it does not exist."""
-    if location.startswith("s3://"):
-        url = location.rstrip("/") + "/" + name
-        try:
-            return upload.read_object(url)
-        except FileNotFoundError:
-            return None
-        except Exception as exc:  # any S3 failure makes the input unusable
-            if "NoSuchKey" in repr(exc) or "404" in str(exc):
-                return None
-            raise GateInputError(f"{url}: cannot read ({type(exc).__name__}: {exc})") from None
-    path = Path(location) / name
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise GateInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-
-
-def _json(location: str, name: str, data: bytes) -> dict:
-    try:
-        value = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise GateInputError(f"{location}/{name}: not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise GateInputError(f"{location}/{name}: expected a JSON object")
-    return value
-
-
-def _windows(location: str, data: bytes) -> list[WindowVerdict]:
-    out: list[WindowVerdict] = []
-    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append(WindowVerdict.from_dict(json.loads(line)))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise GateInputError(
-                f"{location}/windows.jsonl line {number}: not a judged "
-                f"window ({type(exc).__name__}: {exc})"
-            ) from None
-    return out
-
-
-def _normalise(location: str) -> str:
-    if location.startswith("file://"):
-        location = location[len("file://") :]
-    if location.startswith("s3://"):
-        return location.rstrip("/")
-    path = Path(location)
-    if path.name == "gate.json" and path.is_file():
-        path = path.parent
-    if not path.is_dir():
-        raise GateInputError(f"{location}: no such run directory")
-    return str(path)
-
-
-def load_run(location: str) -> dict:
-    """{"location", "gate", "windows" (WindowVerdicts), "status"} of a finished run. Without
-    gate.json the gate is rebuilt from windows.jsonl and status.json."""
-    location = _normalise(location)
-    gate_bytes = _read(location, "gate.json")
-    windows_bytes = _read(location, "windows.jsonl")
-    status_bytes = _read(location, "status.json")
-    status = _json(location, "status.json", status_bytes) if status_bytes is not None else None
-    windows = _windows(location, windows_bytes) if windows_bytes is not None else []
-    if gate_bytes is not None:
-        gate = _json(location, "gate.json", gate_bytes)
-        if "verdict" not in gate or "windows" not in gate:
-            raise GateInputError(f"{location}/gate.json: no verdict/windows (not a gate document)")
-    elif windows_bytes is not None or (status or {}).get("status") == "refused":
-        # A refused run (`agentsession run` writes no windows) is judged too: void, with
-        # the reason (docs/SPEC.md §6).
-        gate = gate_document(
-            windows,
-            abort_reason=(status or {}).get("abort_reason"),
-            run_status=(status or {}).get("status", "completed"),
-        )
-    else:
-        raise GateInputError(f"{location}: neither gate.json nor windows.jsonl (not a judged run)")
-    gate.setdefault("location", location)
-    return {"location": location, "gate": gate, "windows": windows, "status": status}
 
 
 def summary(doc: dict) -> str:
@@ -324,13 +304,13 @@ def summary(doc: dict) -> str:
 __all__ = [
     "EXIT_CODES",
     "GateInputError",
-    "compare",
     "decide",
     "exit_code",
     "gate_document",
-    "load_run",
+    "refusal",
     "rejudge_regressions",
     "summary",
     "with_baseline",
+    "without_baseline",
     "worst_headline",
 ]

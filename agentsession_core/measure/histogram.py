@@ -256,6 +256,32 @@ class LogHistogram:
         return out
 
 
+def quantile_of_counts(
+    counts: np.ndarray, slots: np.ndarray, q: float, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """LogHistogram.quantile for many histograms at once (a bootstrap's replicates): `counts`
+    is (R, K + 1) with the zero bucket in column 0 and slot `slots[j]` in column j + 1; `lo`
+    and `hi` each replicate's min and max. The same rank rule and clamping as quantile(), so
+    an interval's ends and the figure itself come from one definition (0 for an empty one)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    n = counts.sum(axis=1)
+    rank = np.minimum(n, np.maximum(1, np.ceil(q * n - 1e-9).astype(np.int64)))
+    cumulative = np.cumsum(counts, axis=1)
+    column = (cumulative < rank[:, None]).sum(axis=1)
+    column = np.minimum(column, counts.shape[1] - 1)
+    values = np.where(
+        column == 0,
+        0.0,
+        _BUCKET_VALUES[np.asarray(slots, dtype=np.int64)[np.maximum(column - 1, 0)]]
+        if len(slots)
+        else 0.0,
+    )
+    values = np.minimum(np.maximum(values, lo), hi)
+    values = np.where(rank == 1, lo, values)
+    values = np.where(rank == n, hi, values)
+    return np.where(n == 0, 0.0, values)
+
+
 # SparseHistogram's one buffer: zero (int64), total, min, max (float64), then the counts
 # (int64, so they sit 8-aligned at 32) and the slots (int16).
 _SPARSE_HEAD = struct.Struct("<qddd")

@@ -166,29 +166,56 @@ def _server(this: RunData, base: RunData) -> str:
     return head + table(["figure", "baseline", "this run", "Δ"], rows, "cmp")
 
 
+def _interval(m: dict[str, Any]) -> str:
+    interval = m.get("interval")
+    if not interval:
+        return esc(m.get("why") or "–")
+    return f"{interval[0]:+.1%} … {interval[1]:+.1%}"
+
+
 def judged_deltas(judged: dict[str, Any]) -> str:
-    """The gate's baseline comparison: each headline metric's change and its verdict."""
+    """The gate's baseline comparison: each headline figure's change, its interval, the
+    samples on both sides and what the gate made of it (docs/SPEC.md §6.3)."""
+    if judged.get("status") == "not comparable":
+        fields = "".join(f"<li>{esc(d)}</li>" for d in judged.get("differences") or [])
+        return f'<p class="nodata">not comparable: the runs differ in</p><ul>{fields}</ul>'
     metrics = judged.get("metrics") or []
     if not metrics:
         return '<p class="nodata">no comparable headline metric</p>'
     rows = []
     for m in metrics:
-        bad = bool(m.get("regression"))
+        status = str(m.get("status") or ("regressed" if m.get("regression") else "unchanged"))
         change = number(m.get("change"))
+        samples = m.get("samples") or {}
         rows.append(
-            f'<tr class="{"bad" if bad else ""}"><td>{esc(m.get("metric"))}</td>'
+            f'<tr class="{"bad" if status == "regressed" else ""}"><td>{esc(m.get("metric"))}</td>'
             f"<td>{fmt(number(m.get('baseline')), 3)}</td>"
             f"<td>{fmt(number(m.get('current')), 3)}</td>"
-            f"<td>{'–' if change is None else f'{change:+.1%}'}</td><td>{esc(m.get('better', ''))} "
-            f"is better</td><td>{'REGRESSION' if bad else 'ok'}</td></tr>"
+            f"<td>{'–' if change is None else f'{change:+.1%}'}</td><td>{_interval(m)}</td>"
+            f"<td>{esc(samples.get('baseline'))} / {esc(samples.get('current'))}</td>"
+            f"<td>{esc(m.get('better', ''))} is better</td>"
+            f"<td>{'REGRESSION' if status == 'regressed' else esc(status)}</td></tr>"
         )
     limit = number(judged.get("max_regression"))
+    confidence = number(judged.get("confidence"))
+    spread = esc(judged.get("spread_from") or "assumed")
     title = (
-        f"<h3>What the gate judged: change against the baseline (worse by more than "
-        f"{limit or 0:.0%} is a regression)</h3>"
+        f"<h3>What the gate judged: change against the baseline (a regression is worse by "
+        f"more than {limit or 0:.0%}, with the whole {confidence or 0.99:.0%} interval "
+        f"beyond it; run-to-run spread {spread})</h3>"
     )
     return title + table(
-        ["metric", "baseline", "this run", "change (+ = worse)", "", "judged"], rows
+        [
+            "metric",
+            "baseline",
+            "this run",
+            "change (+ = worse)",
+            "interval",
+            "samples (baseline / this run)",
+            "",
+            "judged",
+        ],
+        rows,
     )
 
 

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from agentsession_core.errors import AgentsessionError
-from agentsession_core.output.run_dir import MANIFEST, RunDir, verify_manifest
+from agentsession_core.output.run_dir import MANIFEST, RunDir, atomic_write, verify_manifest
 
 log = logging.getLogger("agentsession")
 
@@ -190,6 +190,45 @@ def record_failed_upload(run_dir: str | Path, dest: str, error: str, attempts: i
 
 
 # ---------------------------------------------------------------- reading back (the gate)
+def rewrite_run_file(
+    location: str,
+    name: str,
+    data: bytes,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+) -> None:
+    """Replace one file of a sealed run (a directory or an s3:// prefix) and its manifest
+    entry, so the run still verifies (`agentsession gate --write`)."""
+    if not is_s3(location):
+        run_dir = RunDir(Path(location.removeprefix("file://")))
+        try:
+            atomic_write(run_dir.path / name, data)
+            if (run_dir.path / MANIFEST).exists():
+                run_dir.write_manifest()
+        except OSError as exc:
+            raise UploadError(
+                f"{run_dir.path / name}: cannot write ({exc.strerror or exc})"
+            ) from None
+        return
+    manifest_url = f"{location.rstrip('/')}/{MANIFEST}"
+    try:
+        manifest = orjson.loads(read_object(manifest_url, endpoint_url=endpoint_url, region=region))
+        entries = manifest["files"]
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise UploadError(f"{manifest_url}: unreadable ({exc})") from None
+    digest = hashlib.sha256(data).hexdigest()
+    entries = [e for e in entries if e.get("path") != name]
+    entries.append({"path": name, "size": len(data), "sha256": digest})
+    manifest["files"] = sorted(entries, key=lambda e: str(e.get("path")))
+    manifest_bytes = orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n"
+    bucket, prefix = split_s3(location.rstrip("/"))
+    client = s3_client(endpoint_url, region)
+    _put_verified(client, bucket, f"{prefix}/{name}", data, digest)
+    manifest_digest = hashlib.sha256(manifest_bytes).hexdigest()
+    _put_verified(client, bucket, f"{prefix}/{MANIFEST}", manifest_bytes, manifest_digest)
+
+
 def read_object(url: str, *, endpoint_url: str | None = None, region: str | None = None) -> bytes:
     """The bytes of an s3:// object or a local file (file:// or a path)."""
     if not is_s3(url):

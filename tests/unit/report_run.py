@@ -14,8 +14,16 @@ from typing import Any
 import numpy as np
 
 from agentsession_core.judge.artifacts import windows_jsonl
+from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import gate_document
+from agentsession_core.judge.hold_seconds import (
+    HOLD_SECONDS_FILE,
+    HoldSeconds,
+    render,
+    second_records,
+)
 from agentsession_core.judge.thresholds import parse_thresholds
+from agentsession_core.judge.uncertainty import figures
 from agentsession_core.judge.verdict import WindowVerdict, judge_window
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 from agentsession_core.output.stats_files import HistoryWriter, render_jsonl, render_stats_jsonl
@@ -117,7 +125,21 @@ def build_run(
     (run_dir / "stats.jsonl").write_text(render_stats_jsonl(whole, tag="t", test_name=name))
     (run_dir / "windows.jsonl").write_text(windows_jsonl(verdicts))
     (run_dir / "gauges.jsonl").write_text(render_jsonl(gauges))
-    doc = gate_document(verdicts, abort_reason=None, run_status="completed", run={"name": name})
+    judged = [
+        (i, MONO0 + a * NS_PER_S, MONO0 + b * NS_PER_S)
+        for i, (a, b, level, void) in enumerate(spans)
+        if level == 1.0 and void is None
+    ]
+    held = second_records(rec, judged)
+    (run_dir / HOLD_SECONDS_FILE).write_text(render(held))
+    doc = gate_document(
+        verdicts,
+        abort_reason=None,
+        run_status="completed",
+        run={"name": name},
+        figures=figures(HoldSeconds.of_records(held), seed=7),
+        conditions=conditions(_params(name, thresholds)),
+    )
     (run_dir / "gate.json").write_text(json.dumps(doc))
     (run_dir / "status.json").write_text(
         json.dumps({"status": "completed", "phase": "done", "started_unix": WALL0})

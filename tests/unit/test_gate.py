@@ -9,12 +9,15 @@ from agentsession_core.cli import main
 from agentsession_core.judge.artifacts import windows_jsonl
 from agentsession_core.judge.gate import (
     GateInputError,
-    compare,
     gate_document,
-    load_run,
+    with_baseline,
     worst_headline,
 )
+from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
+from agentsession_core.output.run_dir import RunDir, verify_manifest
+from tests.unit import gate_runs
+from tests.unit.gate_runs import seconds
 
 
 def verdict(index, outcome, *, level=1.0, wake_p99=100.0, failure_ratio=0.0, rps=2.0, missed=False):
@@ -93,28 +96,39 @@ def test_worst_headline_takes_the_worse_direction():
     assert h["requests"] == {"failure_ratio": 0.01, "achieved_rps": 1.5}
 
 
-def test_a_twice_slower_wake_is_a_regression():
-    base = {
-        "TimeToWake": {"p50": 50.0, "p90": 80.0, "p99": 100.0, "p99_9": 110.0},
-        "requests": {"failure_ratio": 0.0, "achieved_rps": 2.0},
-    }
-    slow = {
-        "TimeToWake": {k: 2 * v for k, v in base["TimeToWake"].items()},
-        "requests": {"failure_ratio": 0.0, "achieved_rps": 2.0},
-    }
-    rows = {r["metric"]: r for r in compare(slow, base, 0.2)}
-    assert rows["TimeToWake.p99"]["change"] == pytest.approx(1.0)
-    assert rows["TimeToWake.p99"]["regression"] is True
-    assert rows["requests.achieved_rps"]["regression"] is False
-    assert not any(r["regression"] for r in compare(base, base, 0.2))
-    # 10 % slower is within a 20 % budget; fewer swaps per second is worse
-    near = {
-        "TimeToWake": {k: 1.1 * v for k, v in base["TimeToWake"].items()},
-        "requests": {"failure_ratio": 0.0, "achieved_rps": 1.0},
-    }
-    rows = {r["metric"]: r for r in compare(near, base, 0.2)}
-    assert rows["TimeToWake.p99"]["regression"] is False
-    assert rows["requests.achieved_rps"]["regression"] is True
+def test_a_void_run_stays_void_whatever_the_comparison_says():
+    base = gate_runs.gate_of(seconds(p50_ms=40, seconds=600, seed=1))
+    slow = gate_runs.gate_of(seconds(p50_ms=90, seconds=600, seed=2), outcomes=("pass", "void"))
+    doc = with_baseline(slow, {"gate": base, "location": "base"}, 0.2)
+    assert doc["baseline"]["regressions"]  # the figures did move ...
+    assert doc["verdict"] == "void"  # ... but a void window's run is never a fail
+    assert "window 1 is void: generator saturated" in doc["reason"]
+
+
+def test_a_baseline_that_measured_nothing_is_refused_in_one_line():
+    run = gate_runs.gate_of(seconds(p50_ms=40, seconds=60))
+    for outcomes, word in ((("void",), "void"), (("break",), "fail")):
+        bad = gate_runs.gate_of(seconds(p50_ms=40, seconds=60), outcomes=outcomes)
+        refused = f"baseline there: not a baseline: its verdict is {word}"
+        with pytest.raises(GateInputError, match=refused):
+            with_baseline(run, {"gate": bad, "location": "there"}, 0.2)
+
+
+def test_a_baseline_with_other_parameters_is_not_comparable_and_names_them():
+    run = gate_runs.gate_of(seconds(p50_ms=40, seconds=60))
+    other = gate_runs.gate_of(
+        seconds(p50_ms=40, seconds=60),
+        script="coding-session",
+        population={**gate_runs.PARAMS["population"], "target_rps": 5},
+    )
+    doc = with_baseline(run, {"gate": other, "location": "other"}, 0.2)
+    assert doc["baseline"]["status"] == "not comparable" and doc["baseline"]["metrics"] == []
+    assert doc["baseline"]["differences"] == [
+        "population.target_rps: 5 → 2",
+        "script: 'coding-session' → 'smoke'",
+    ]
+    assert doc["verdict"] == "pass"
+    assert "baseline not comparable (population.target_rps: 5 → 2, script:" in doc["reason"]
 
 
 def write_run(path: Path, vs, *, status="completed", gate=True) -> Path:
@@ -186,7 +200,6 @@ def test_s3_prefixes_read_through_the_upload_module(tmp_path, monkeypatch):
 
 def test_cli_exit_codes_and_baseline(tmp_path, capsys):
     fast = write_run(tmp_path / "fast", [verdict(0, "pass", wake_p99=100)])
-    slow = write_run(tmp_path / "slow", [verdict(0, "pass", wake_p99=200)])
     broke = write_run(tmp_path / "broke", [verdict(0, "break", missed=True)])
     void = write_run(tmp_path / "void", [verdict(0, "void")])
 
@@ -198,13 +211,49 @@ def test_cli_exit_codes_and_baseline(tmp_path, capsys):
     assert main(["gate", str(tmp_path / "missing")]) == 2
     assert "no such run directory" in capsys.readouterr().err
 
-    assert main(["gate", str(slow), "--baseline", str(fast)]) == 1
+    base = gate_runs.write_run(tmp_path, 1, seconds(p50_ms=40, seconds=600, seed=1))
+    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=80, seconds=600, seed=2))
+    assert main(["gate", str(slow), "--baseline", str(base)]) == 1
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
-    assert "TimeToWake.p99" in doc["baseline"]["regressions"]
-    assert "regression" in captured.err
-    assert main(["gate", str(slow), "--baseline", str(fast), "--max-regression", "1.5"]) == 0
-    assert main(["gate", str(fast), "--baseline", str(slow)]) == 0  # faster is fine
+    assert "TimeToWake.p50" in doc["baseline"]["regressions"]
+    assert "regression against the baseline: TimeToWake.p50 +" in captured.err
+    assert main(["gate", str(slow), "--baseline", str(base), "--max-regression", "1.5"]) == 0
+    assert main(["gate", str(base), "--baseline", str(slow)]) == 0  # faster is fine
+    assert main(["gate", str(slow), "--baseline", str(void)]) == 2  # a void baseline
+    assert "not a baseline: its verdict is void" in capsys.readouterr().err
+
+
+def test_gate_write_stores_the_comparison_and_the_run_still_verifies(tmp_path, capsys):
+    base = gate_runs.write_run(tmp_path, 1, seconds(p50_ms=40, seconds=600, seed=1))
+    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=80, seconds=600, seed=2))
+    RunDir(slow).write_manifest()
+    assert main(["gate", str(slow), "--baseline", str(base), "--write"]) == 1
+    stored = json.loads((slow / "gate.json").read_text())
+    assert stored["verdict"] == "fail" and stored["baseline"]["location"] == str(base)
+    assert verify_manifest(slow) == []
+    capsys.readouterr()
+    assert main(["gate", str(slow)]) == 1  # what is stored is what a later gate reads
+
+
+def test_baseline_auto_takes_the_last_good_comparable_runs(tmp_path, capsys):
+    good = [
+        gate_runs.write_run(tmp_path, ts, seconds(p50_ms=40 + ts, seconds=300, seed=ts))
+        for ts in range(1, 7)
+    ]
+    gate_runs.write_run(tmp_path, 7, seconds(p50_ms=40, seconds=300), outcomes=("void",))
+    gate_runs.write_run(tmp_path, 8, seconds(p50_ms=40, seconds=300), think_scale=0.5)
+    current = gate_runs.write_run(tmp_path, 9, seconds(p50_ms=44, seconds=300, seed=9))
+    gate_runs.write_run(tmp_path, 10, seconds(p50_ms=44, seconds=300, seed=10))  # later
+    assert main(["gate", str(current), "--baseline", "auto", "--history", "4"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # the void night, the night with another think scale and the later night are left out
+    assert doc["baseline"]["locations"] == [str(p) for p in good[-4:]]
+    assert doc["baseline"]["spread_from"] == "measured over 4 runs"
+    first = gate_runs.write_run(tmp_path / "fresh", 1, seconds(p50_ms=40, seconds=60))
+    assert main(["gate", str(first), "--baseline", "auto"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["baseline"]["status"] == "none" and "no earlier comparable run" in doc["reason"]
 
 
 def test_cli_rejects_a_bad_max_regression(tmp_path, capsys):

@@ -1,0 +1,72 @@
+"""`baseline: auto`: the last good nights of the same campaign as the baseline (docs/SPEC.md
+§6.3).
+
+The runs of a campaign live under its `out` directory or `dest` prefix in the upstream layout
+(``<prefix>/runs/<name>/run_date=…/run_ts=…/run_tag=…/``). Going back from the newest run
+before the one being judged, a run is taken when it can be read, passed (a void night measured
+the generator, a failed one a regression nobody accepted yet) and shares the judged run's
+conditions (judge/conditions.py), until N are found. A run that cannot be read is skipped with
+a warning naming it, never silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agentsession_core.errors import AgentsessionError
+from agentsession_core.judge.conditions import differences
+from agentsession_core.judge.gate import refusal
+from agentsession_core.judge.run_index import RunRef, find_runs, parse_location
+from agentsession_core.judge.stored_run import load_run
+
+log = logging.getLogger("agentsession")
+AUTO = "auto"
+
+
+def last_good_runs(
+    prefix: str,
+    name: str,
+    *,
+    conditions: dict[str, Any] | None,
+    history: int,
+    before_ts: int | None = None,
+) -> list[dict[str, Any]]:
+    """Up to `history` load_run() results, oldest first."""
+    found: list[dict[str, Any]] = []
+    candidates: list[RunRef] = [
+        r for r in find_runs(prefix, name) if before_ts is None or r.run_ts < before_ts
+    ]
+    for ref in reversed(candidates):
+        if len(found) == history:
+            break
+        try:
+            run = load_run(ref.location)
+        except AgentsessionError as exc:
+            log.warning("baseline auto: %s skipped: %s", ref.location, exc)
+            continue
+        if refusal(run) is not None or differences(conditions, run["gate"].get("conditions")):
+            continue
+        found.append(run)
+    return list(reversed(found))
+
+
+def auto_baselines(run: dict[str, Any], *, history: int) -> list[dict[str, Any]]:
+    """The baselines of a stored run (load_run() result): the good runs before it in its own
+    campaign's tree."""
+    ref = parse_location(run["location"])
+    if ref is None:
+        raise AgentsessionError(
+            f"{run['location']}: --baseline auto needs a run in the campaign layout "
+            "(…/runs/NAME/run_date=…/run_ts=…/run_tag=…)"
+        )
+    return last_good_runs(
+        ref.prefix,
+        ref.name,
+        conditions=run["gate"].get("conditions"),
+        history=history,
+        before_ts=ref.run_ts,
+    )
+
+
+__all__ = ["AUTO", "auto_baselines", "last_good_runs"]

@@ -1,0 +1,249 @@
+"""A run against a baseline, figure by figure, knowing the noise (docs/SPEC.md §6.3).
+
+Each compared figure (judge/uncertainty.py: a latency percentile of a headline row, the
+failure ratio, the achieved rate) is judged on a log scale, where a relative change is a
+difference: d = log(current + floor) − log(baseline + floor), signed so that d > 0 is worse.
+Its standard error adds up what moves a figure between two runs of the same build:
+
+  se² = se_current² + se_baseline² + spread²
+
+the first two from each run's own block bootstrap, the third the run-to-run ("night to
+night") spread that no single run can see: measured across the baseline's nights when the
+baseline is a history of at least MIN_NIGHTS runs (1.4826 × the median absolute deviation of
+the nights' log figures: robust to one odd night), assumed otherwise (`gate.night_spread`,
+measured by bench/gate_power.py). Then, at the configured confidence (two-sided z):
+
+  regressed     the whole interval d ± z·se lies beyond the margin log(1 + max_regression):
+                the change exceeds max_regression and is known to;
+  improved      the whole interval lies beyond the margin on the better side;
+  unchanged     otherwise;
+  inconclusive  a side's figure cannot be estimated (too few samples beyond a percentile:
+                judge/uncertainty.py) or has no interval (one block, or a schema-1 gate.json).
+
+Only `regressed` can fail a run, and only one that would otherwise pass (judge/gate.py).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from scipy.stats import norm
+
+from agentsession_core.judge.uncertainty import FLOORS
+
+DEFAULT_HISTORY = 5
+MAX_HISTORY = 60
+MIN_NIGHTS = 3
+DEFAULT_NIGHT_SPREAD = 0.1
+# 1.4826 × MAD estimates a standard deviation for normal data (the consistency constant).
+MAD_TO_SD = 1.4826
+HIGHER_IS_BETTER = ("requests.achieved_rps",)
+STATUSES = ("regressed", "improved", "unchanged", "inconclusive")
+
+
+# --------------------------------------------------------------------------- the reference
+@dataclass
+class Reference:
+    """What a run is compared against: one run, or the median night of several."""
+
+    locations: list[str]
+    figures: dict[str, dict[str, Any]]
+    spread: dict[str, float] = field(default_factory=dict)  # metric → sd of log figure
+    spread_from: str = "assumed"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "locations": self.locations,
+            "runs": len(self.locations),
+            "spread_from": self.spread_from,
+        }
+
+
+def _scale(metric: str, figure: dict[str, Any]) -> float:
+    unit = figure.get("unit") or ("1/s" if metric in HIGHER_IS_BETTER else "ms")
+    return math.log(max(float(figure["value"]), 0.0) + FLOORS.get(unit, 0.0) + 1e-12)
+
+
+def figures_of(gate: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A gate document's figures; a schema-1 document's headline values, without intervals."""
+    if gate.get("figures"):
+        return dict(gate["figures"])
+    out: dict[str, dict[str, Any]] = {}
+    for section, values in (gate.get("headline") or {}).items():
+        for key, value in values.items():
+            metric = f"{section}.{key}"
+            if section == "requests" and key not in ("failure_ratio", "achieved_rps"):
+                continue
+            unit = "ratio" if key == "failure_ratio" else "1/s" if key == "achieved_rps" else "ms"
+            out[metric] = {"value": float(value), "unit": unit, "se_log": None, "estimable": True}
+    return out
+
+
+def reference_of(runs: list[dict[str, Any]], *, night_spread: float) -> Reference:
+    """`runs`: load_run() results (oldest first). One run: its figures, the spread assumed;
+    several: each figure's median across them, with their measured spread once there are
+    MIN_NIGHTS of them (fewer nights say too little about it: the assumed spread then)."""
+    locations = [r.get("location") or r["gate"].get("location", "?") for r in runs]
+    per_run = [figures_of(r["gate"]) for r in runs]
+    if len(runs) == 1:
+        only = per_run[0]
+        return Reference(locations, only, {m: night_spread for m in only}, "assumed")
+    figures: dict[str, dict[str, Any]] = {}
+    spread: dict[str, float] = {}
+    for metric in sorted({m for f in per_run for m in f}):
+        nights = [f[metric] for f in per_run if metric in f]
+        logs = [_scale(metric, n) for n in nights]
+        middle = statistics.median(logs)
+        ses = [n.get("se_log") for n in nights]
+        known = [float(se) for se in ses if se is not None]
+        figures[metric] = {
+            "value": statistics.median(float(n["value"]) for n in nights),
+            "unit": nights[0].get("unit"),
+            "n": statistics.median(int(n.get("n") or 0) for n in nights),
+            "estimable": all(n.get("estimable", True) for n in nights),
+            "se_log": statistics.median(known) if len(known) == len(ses) else None,
+            "nights": len(nights),
+        }
+        if len(nights) >= MIN_NIGHTS:
+            spread[metric] = MAD_TO_SD * statistics.median(abs(v - middle) for v in logs)
+        else:
+            spread[metric] = night_spread
+    measured = len(runs) >= MIN_NIGHTS
+    source = f"measured over {len(runs)} runs" if measured else "assumed"
+    return Reference(locations, figures, spread, source)
+
+
+# --------------------------------------------------------------------------- one figure
+def _margin(metric: str, max_regression: float) -> float:
+    """max_regression on the log scale, on the worse side."""
+    if metric in HIGHER_IS_BETTER:  # worse = lower: a fall of max_regression or more
+        return math.inf if max_regression >= 1 else -math.log(1 - max_regression)
+    return math.log1p(max_regression)
+
+
+def _as_change(metric: str, d: float) -> float:
+    """The log difference as the fraction worse (lower-is-better: current/baseline − 1;
+    higher-is-better: 1 − current/baseline)."""
+    d = max(min(d, 700.0), -700.0)
+    return -math.expm1(-d) if metric in HIGHER_IS_BETTER else math.expm1(d)
+
+
+def _why_not_estimable(side: str, figure: dict[str, Any]) -> str | None:
+    if not figure.get("estimable", True):
+        beyond = figure.get("beyond")
+        extra = f", {beyond} beyond the percentile" if beyond is not None else ""
+        return f"{side}: {figure.get('n', 0)} samples{extra} (needs 10 beyond it)"
+    if figure.get("se_log") is None:
+        return f"{side}: no interval"
+    return None
+
+
+def compare_figure(
+    metric: str,
+    current: dict[str, Any],
+    base: dict[str, Any],
+    *,
+    spread: float,
+    max_regression: float,
+    confidence: float,
+) -> dict[str, Any]:
+    sign = -1.0 if metric in HIGHER_IS_BETTER else 1.0
+    d = sign * (_scale(metric, current) - _scale(metric, base))
+    out: dict[str, Any] = {
+        "metric": metric,
+        "better": "higher" if metric in HIGHER_IS_BETTER else "lower",
+        "baseline": float(base["value"]),
+        "current": float(current["value"]),
+        "change": _as_change(metric, d),
+        "samples": {"current": current.get("n"), "baseline": base.get("n")},
+        "log_change": d,
+    }
+    why = _why_not_estimable("current", current) or _why_not_estimable("baseline", base)
+    if why is not None:
+        return {
+            **out,
+            "status": "inconclusive",
+            "why": why,
+            "interval": None,
+            "se_log": None,
+            "regression": False,
+        }
+    se = math.sqrt(float(current["se_log"]) ** 2 + float(base["se_log"]) ** 2 + spread**2)
+    out.update(se_log=se, spread_log=spread)
+    return {**out, **judge(out, max_regression, confidence)}
+
+
+def judge(metric: dict[str, Any], max_regression: float, confidence: float) -> dict[str, Any]:
+    """status, interval and regression of a compared figure from its log change and se (also
+    to re-judge a stored comparison with another max_regression)."""
+    name, d, se = metric["metric"], float(metric["log_change"]), float(metric["se_log"])
+    z = float(norm.ppf(0.5 + confidence / 2))
+    low, high = d - z * se, d + z * se
+    margin = _margin(name, max_regression)
+    status = "regressed" if low > margin else "improved" if high < -margin else "unchanged"
+    return {
+        "status": status,
+        "interval": [_as_change(name, low), _as_change(name, high)],
+        "regression": status == "regressed",
+    }
+
+
+# --------------------------------------------------------------------------- a whole run
+def compare(
+    current: dict[str, dict[str, Any]],
+    reference: Reference,
+    *,
+    max_regression: float,
+    confidence: float,
+) -> list[dict[str, Any]]:
+    """Each figure both sides have, judged; in the current run's order."""
+    out = []
+    for metric, figure in current.items():
+        base = reference.figures.get(metric)
+        if base is None:
+            continue
+        out.append(
+            compare_figure(
+                metric,
+                figure,
+                base,
+                spread=reference.spread.get(metric, 0.0),
+                max_regression=max_regression,
+                confidence=confidence,
+            )
+        )
+    return out
+
+
+def counts(metrics: list[dict[str, Any]]) -> dict[str, int]:
+    return {s: sum(1 for m in metrics if m.get("status") == s) for s in STATUSES}
+
+
+def describe_metric(m: dict[str, Any]) -> str:
+    """One compared figure in a reason line: change, interval and samples."""
+    interval = m.get("interval")
+    span = f" [{interval[0]:+.0%}, {interval[1]:+.0%}]" if interval else ""
+    samples = m.get("samples") or {}
+    return (
+        f"{m['metric']} {m['change']:+.0%}{span} "
+        f"({samples.get('current')} vs {samples.get('baseline')} samples)"
+    )
+
+
+__all__ = [
+    "DEFAULT_HISTORY",
+    "DEFAULT_NIGHT_SPREAD",
+    "MAX_HISTORY",
+    "STATUSES",
+    "Reference",
+    "compare",
+    "compare_figure",
+    "counts",
+    "describe_metric",
+    "figures_of",
+    "judge",
+    "reference_of",
+]

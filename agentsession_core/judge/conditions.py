@@ -1,0 +1,85 @@
+"""What two runs must share to be compared (docs/SPEC.md §6.3): every parameter that changes
+the numbers. A baseline that differs in any of them is `not comparable`, naming the fields;
+parameters that only change how a run is carried out (its name, tag, seed, output place,
+thresholds, timeouts, credentials) may differ.
+
+gate.json keeps the run's own conditions (`conditions`), so a comparison needs no other file;
+for an older run they are read from its campaign.json parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Whatever the population kind.
+COMMON = (
+    "script",
+    "think_scale",
+    "population.kind",
+    "population.sessions",
+    "population.resume_mode",
+    "population.lifecycle_mode",
+    "levels",
+    "window_seconds",
+    "target.template",
+    "wire",
+)
+# The rate and the resident set, by population kind (a closed population's rate is its
+# sessions, already above).
+BY_KIND = {
+    "turnover": ("population.awake", "population.target_rps"),
+    "turns": ("population.turns_per_hour", "population.turn_mean_seconds"),
+    "closed": (),
+}
+
+
+def _get(params: dict[str, Any], path: str) -> Any:
+    value: Any = params
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def wire(params: dict[str, Any]) -> str:
+    """The wire form the run spoke: target.protocol, else the substrate URL's scheme (the
+    embedded local substrate speaks json unless told)."""
+    target = params.get("target") or {}
+    if target.get("protocol"):
+        return str(target["protocol"])
+    return "ate" if str(target.get("substrate") or "").startswith("grpc") else "json"
+
+
+def conditions(params: dict[str, Any]) -> dict[str, Any]:
+    """The comparable parameters of a run, from its parameters as campaign.json holds them."""
+    kind = str(_get(params, "population.kind") or "")
+    out: dict[str, Any] = {}
+    for path in (*COMMON, *BY_KIND.get(kind, ())):
+        out[path] = wire(params) if path == "wire" else _get(params, path)
+    return out
+
+
+def differences(current: dict[str, Any] | None, baseline: dict[str, Any] | None) -> list[str]:
+    """The fields in which the baseline's conditions differ, as `field: baseline → current`;
+    nothing when either side does not know its conditions (a run too old to say)."""
+    if not current or not baseline:
+        return []
+    out = []
+    for path in sorted(set(current) | set(baseline)):
+        mine, theirs = current.get(path), baseline.get(path)
+        if _same(mine, theirs):
+            continue
+        out.append(f"{path}: {theirs!r} → {mine!r}")
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return float(a) == float(b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+__all__ = ["conditions", "differences", "wire"]

@@ -1,0 +1,166 @@
+"""The first level's judged hold, second by second: what each headline figure's uncertainty is
+computed from (docs/SPEC.md §6.2).
+
+A window's headline is one sum of its seconds; its interval needs the seconds themselves,
+because neighbouring seconds move together (a slow restore stalls several wakes at once) and a
+block bootstrap resamples runs of seconds, not single samples (judge/uncertainty.py). So the
+campaign keeps, for every second of the hold that the headline covers, each headline row's
+latency histogram and failures, every request's count and failures, and the achieved
+successes, and writes them to hold_seconds.jsonl: the gate can be recomputed from the run's
+files alone (another confidence, a later comparison), as report.html is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+
+from agentsession_core.judge.verdict import HEADLINE_ROWS, achieved, select
+from agentsession_core.measure.histogram import NUM_BUCKETS, LogHistogram
+from agentsession_core.measure.recorder import Recorder
+
+HOLD_SECONDS_FILE = "hold_seconds.jsonl"
+_KEYS = ("t", "window", "sections", "requests", "request_failures", "achieved")
+
+
+@dataclass
+class SectionSeconds:
+    """One headline row's seconds as a dense matrix over the slots any second used: column 0
+    is the zero bucket, column j+1 the slot `slots[j]` (so a bootstrap replicate is one
+    weighted sum of rows, then a quantile)."""
+
+    slots: np.ndarray  # (K,) int64
+    counts: np.ndarray  # (S, K + 1) int64
+    lo: np.ndarray  # (S,) each second's min (inf for an empty second)
+    hi: np.ndarray  # (S,) each second's max (-inf for an empty second)
+    failures: np.ndarray  # (S,) int64
+
+    @classmethod
+    def of_histograms(cls, hists: list[LogHistogram], failures: Iterable[int]) -> SectionSeconds:
+        dicts = [h.to_dict() for h in hists]
+        used = sorted({s for d in dicts for s in d["slots"]})
+        column = {slot: j + 1 for j, slot in enumerate(used)}
+        counts = np.zeros((len(dicts), len(used) + 1), dtype=np.int64)
+        for i, d in enumerate(dicts):
+            counts[i, 0] = d["zero"]
+            for slot, n in zip(d["slots"], d["counts"], strict=True):
+                counts[i, column[slot]] = n
+        return cls(
+            slots=np.asarray(used, dtype=np.int64),
+            counts=counts,
+            lo=np.asarray([h.min for h in hists], dtype=np.float64),
+            hi=np.asarray([h.max for h in hists], dtype=np.float64),
+            failures=np.asarray(list(failures), dtype=np.int64),
+        )
+
+    @property
+    def samples(self) -> int:
+        return int(self.counts.sum())
+
+
+@dataclass
+class HoldSeconds:
+    """The seconds behind a run's headline (unix seconds, in order) and, per second, what
+    each headline figure is a sum of."""
+
+    seconds: list[int] = field(default_factory=list)
+    windows: list[int] = field(default_factory=list)  # the judged window of each second
+    sections: dict[str, SectionSeconds] = field(default_factory=dict)
+    requests: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    request_failures: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    achieved: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.seconds)
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def of_records(cls, records: list[dict]) -> HoldSeconds:
+        """From hold_seconds.jsonl's lines (or the recorder's, the same shape)."""
+        names = [s for s in HEADLINE_ROWS if any(s in r["sections"] for r in records)]
+        empty = {"zero": 0, "slots": [], "counts": [], "count": 0}
+        sections = {}
+        for name in names:
+            hists, failures = [], []
+            for r in records:
+                found = r["sections"].get(name)
+                hists.append(_histogram(found or empty))
+                failures.append(int((found or {}).get("failures", 0)))
+            sections[name] = SectionSeconds.of_histograms(hists, failures)
+        return cls(
+            seconds=[int(r["t"]) for r in records],
+            windows=[int(r["window"]) for r in records],
+            sections=sections,
+            requests=np.asarray([r["requests"] for r in records], dtype=np.int64),
+            request_failures=np.asarray([r["request_failures"] for r in records], dtype=np.int64),
+            achieved=np.asarray([r["achieved"] for r in records], dtype=np.int64),
+        )
+
+
+def _histogram(d: dict) -> LogHistogram:
+    # A second with no samples of this row has no layout to check.
+    return LogHistogram.from_dict(d) if d.get("count") else LogHistogram()
+
+
+def second_records(recorder: Recorder, spans: list[tuple[int, int, int]]) -> list[dict]:
+    """One record per whole second of each (window index, start_ns, end_ns) span, cut exactly
+    as the windows were (Recorder.window)."""
+    out: list[dict] = []
+    for index, start_ns, end_ns in spans:
+        first, last = recorder.second_of(start_ns), recorder.second_of(end_ns)
+        for second in range(first, last):
+            window = recorder.window_seconds(second, second + 1)
+            sections = {}
+            for name, pattern in HEADLINE_ROWS.items():
+                stats = select(window, pattern)
+                if stats.count:
+                    sections[name] = {**stats.response.to_dict(), "failures": stats.failures}
+            everything = select(window, None)
+            out.append(
+                {
+                    "t": second,
+                    "window": index,
+                    "sections": sections,
+                    "requests": everything.count,
+                    "request_failures": everything.failures,
+                    "achieved": achieved(window)[1],
+                }
+            )
+    return out
+
+
+def render(records: list[dict]) -> str:
+    return "".join(orjson.dumps(r).decode() + "\n" for r in records)
+
+
+def parse(text: str, where: str = HOLD_SECONDS_FILE) -> list[dict]:
+    """hold_seconds.jsonl's records; ValueError naming the line of a bad one."""
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = orjson.loads(line)
+            missing = [key for key in _KEYS if key not in record]
+            if missing:
+                raise KeyError(", ".join(missing))
+            for section in record["sections"].values():
+                if any(s < 0 or s >= NUM_BUCKETS for s in section["slots"]):
+                    raise ValueError("histogram slots out of range")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{where} line {number}: {type(exc).__name__}: {exc}") from None
+        out.append(record)
+    return out
+
+
+__all__ = [
+    "HOLD_SECONDS_FILE",
+    "HoldSeconds",
+    "SectionSeconds",
+    "parse",
+    "render",
+    "second_records",
+]

@@ -1,0 +1,66 @@
+"""The runs stored under a campaign's `out` directory or `dest` prefix, in the upstream layout
+``<prefix>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/`` (docs/SPEC.md §7),
+oldest first. A run is a directory (or prefix) holding gate.json or windows.jsonl."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentsession_core.output.upload import is_s3, list_objects
+
+_LAYOUT = re.compile(
+    r"^(?P<prefix>.*?)/?runs/(?P<name>[^/]+)/run_date=(?P<date>[^/]+)/"
+    r"run_ts=(?P<ts>\d+)/run_tag=(?P<tag>[^/]+)/?$"
+)
+_MARKERS = ("gate.json", "windows.jsonl")
+
+
+@dataclass(frozen=True, order=True)
+class RunRef:
+    run_ts: int
+    run_date: str
+    tag: str
+    name: str
+    location: str
+    prefix: str
+
+
+def parse_location(location: str) -> RunRef | None:
+    """Where a run sits in the layout (None: not in it)."""
+    text = location.removeprefix("file://").rstrip("/")
+    found = _LAYOUT.match(text)
+    if found is None:
+        return None
+    return RunRef(
+        run_ts=int(found["ts"]),
+        run_date=found["date"],
+        tag=found["tag"],
+        name=found["name"],
+        location=text,
+        prefix=found["prefix"] or ".",
+    )
+
+
+def find_runs(prefix: str, name: str | None = None) -> list[RunRef]:
+    """Every run under `prefix` (of campaign `name`, or all), oldest first by run_ts."""
+    root = prefix.removeprefix("file://").rstrip("/")
+    campaigns = name or "*"
+    if is_s3(root):
+        keys = list_objects(f"{root}/runs" + (f"/{name}" if name else ""))
+        base = f"{root}/runs" + (f"/{name}" if name else "")
+        dirs = {k.rsplit("/", 1)[0] for k in keys if k.rsplit("/", 1)[-1] in _MARKERS}
+        locations = [f"{base}/{d}" for d in dirs]
+    else:
+        pattern = f"runs/{campaigns}/run_date=*/run_ts=*/run_tag=*"
+        locations = [
+            str(p)
+            for p in Path(root).glob(pattern)
+            if p.is_dir() and any((p / m).is_file() for m in _MARKERS)
+        ]
+    refs = [ref for loc in locations if (ref := parse_location(loc)) is not None]
+    return sorted(refs)
+
+
+__all__ = ["RunRef", "find_runs", "parse_location"]
