@@ -141,6 +141,159 @@ def collect(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- judging
+def load(run: dict[str, Any], confidence: float) -> dict[str, Any] | None:
+    """The stored run, its figures recomputed from hold_seconds.jsonl by this build's code
+    (so the counts are the current gate's, whatever built the run)."""
+    from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, HoldSeconds, parse
+    from agentsession_core.judge.stored_run import load_run
+    from agentsession_core.judge.uncertainty import figures
+
+    loaded = load_run(run["run_dir"])
+    held = Path(run["run_dir"]) / HOLD_SECONDS_FILE
+    if held.exists():
+        records = parse(held.read_text())
+        seed = int((loaded["params"] or {}).get("seed", 0))
+        loaded["gate"]["figures"] = figures(
+            HoldSeconds.of_records(records), confidence=confidence, seed=seed
+        )
+    loaded["tag"] = run["tag"]
+    return loaded
+
+
+def outcome(doc: dict[str, Any]) -> str:
+    """What a release pipeline would see: fail naming TimeToWake, fail for another reason,
+    pass, void."""
+    if doc["verdict"] != "fail":
+        return doc["verdict"]
+    regressed = (doc.get("baseline") or {}).get("regressions") or []
+    if any(m.startswith("TimeToWake.") for m in regressed):
+        return "fail:TimeToWake"
+    return "fail:other" if regressed else "fail:windows"
+
+
+def compare_one(current: dict, baselines: list[dict], args: argparse.Namespace) -> str:
+    from agentsession_core.judge.gate import GateInputError, with_baseline
+
+    try:
+        doc = with_baseline(
+            current["gate"],
+            baselines,
+            args.max_regression,
+            night_spread=args.night_spread,
+            confidence=args.confidence,
+        )
+    except GateInputError:
+        return "baseline refused"
+    return outcome(doc)
+
+
+def tally(outcomes: list[str]) -> str:
+    keys = ("fail:TimeToWake", "fail:other", "fail:windows", "pass", "void", "baseline refused")
+    parts = [f"{k} {outcomes.count(k)}" for k in keys if outcomes.count(k)]
+    return f"{len(outcomes)} pairs: " + ", ".join(parts)
+
+
+def good(run: dict) -> bool:
+    return run["gate"]["verdict"] == "pass"
+
+
+def judge(args: argparse.Namespace) -> int:
+    collected = json.loads((args.dir / "collected.json").read_text())
+    runs = [load(r, args.confidence) for r in collected if r["tag"] != "pilot"]
+    series = [r for r in runs if r is not None]
+    a_runs = [r for r in series if r["tag"].startswith("a-")]
+    lines = [
+        f"runs: {len(a_runs)} A, "
+        + ", ".join(
+            f"{sum(1 for r in series if r['tag'].startswith(f'b{int(s * 100)}-'))} B(+{s:.0%})"
+            for s in SHARES
+        )
+    ]
+    voids = sum(1 for r in series if r["gate"]["verdict"] == "void")
+    lines.append(f"void runs (generator saturated in a window): {voids} of {len(series)}")
+    aa = [compare_one(a_runs[k + 1], [a_runs[k]], args) for k in range(0, len(a_runs) - 1, 2)]
+    lines.append(f"A/A, single baseline: {tally(aa)}")
+    for share in SHARES:
+        prefix = f"b{int(share * 100)}-"
+        pairs = []
+        for i, run in enumerate(series):
+            if run["tag"].startswith(prefix):
+                before = [r for r in series[:i] if r["tag"].startswith("a-")]
+                if before:
+                    pairs.append(compare_one(run, [before[-1]], args))
+        lines.append(f"A/B +{share:.0%} wake, single baseline: {tally(pairs)}")
+    history = args.history
+    aa_h = []
+    for i, run in enumerate(a_runs):
+        nights = [r for r in a_runs[:i] if good(r)][-history:]
+        if len(nights) == history:
+            aa_h.append(compare_one(run, nights, args))
+    lines.append(f"A against the {history} good A nights before it: {tally(aa_h)}")
+    for share in SHARES:
+        prefix = f"b{int(share * 100)}-"
+        pairs = []
+        for i, run in enumerate(series):
+            if run["tag"].startswith(prefix):
+                nights = [r for r in series[:i] if r["tag"].startswith("a-") and good(r)]
+                if len(nights) >= history:
+                    pairs.append(compare_one(run, nights[-history:], args))
+        lines.append(f"A/B +{share:.0%} wake, {history}-night history: {tally(pairs)}")
+    lines += spread_table(a_runs)
+    text = "\n".join(lines)
+    print(text)
+    if args.write_results:
+        from results_file import write_section
+
+        write_section("gate_power", results_body(args, text))
+    return 0
+
+
+def spread_table(a_runs: list[dict]) -> list[str]:
+    """Per figure, over disjoint A/A pairs of passing runs: the sd of the log difference,
+    what the two runs' own intervals explain of it, and the rest (the run-to-run spread a
+    single-run baseline must assume: `gate.night_spread`)."""
+    import numpy as np
+
+    pairs = [
+        (a_runs[k], a_runs[k + 1])
+        for k in range(0, len(a_runs) - 1, 2)
+        if good(a_runs[k]) and good(a_runs[k + 1])
+    ]
+    out = [f"run-to-run spread over {len(pairs)} passing A/A pairs (log scale):"]
+    metrics = sorted({m for a, b in pairs for m in a["gate"]["figures"]})
+    for metric in metrics:
+        d, own = [], []
+        for a, b in pairs:
+            fa, fb = a["gate"]["figures"].get(metric), b["gate"]["figures"].get(metric)
+            if not fa or not fb or fa.get("se_log") is None or not fa.get("estimable"):
+                continue
+            if not fb.get("estimable"):
+                continue
+            floor = {"ms": 1.0, "ratio": 0.001, "1/s": 0.0}[fa["unit"]]
+            d.append(np.log(fb["value"] + floor + 1e-12) - np.log(fa["value"] + floor + 1e-12))
+            own.append(fa["se_log"] ** 2 + fb["se_log"] ** 2)
+        if len(d) < 3:
+            continue
+        total = float(np.std(d, ddof=1))
+        explained = float(np.sqrt(np.mean(own)))
+        rest = float(np.sqrt(max(total**2 - explained**2, 0.0)))
+        out.append(
+            f"  {metric:24s} sd {total:.3f}  own intervals {explained:.3f}  rest {rest:.3f}"
+            f"  ({len(d)} pairs)"
+        )
+    return out
+
+
+def results_body(args: argparse.Namespace, text: str) -> str:
+    return (
+        "## The gate's power (bench/gate_power.py)\n\n"
+        f"max_regression {args.max_regression:.0%}, confidence {args.confidence:.0%}, "
+        f"assumed run-to-run spread {args.night_spread} (single-run baseline), history "
+        f"{args.history} nights.\n\n```\n{text}\n```\n"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="the gate's false-alarm and detection rates")
     sub = p.add_subparsers(dest="command", required=True)
@@ -153,11 +306,23 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--wake-p50-ms", type=float, default=None)
     c.add_argument("--max-minutes", type=float, default=100.0, help="stop starting runs after")
     c.set_defaults(handler=collect)
+    j = sub.add_parser("judge", help="compare the collected runs with the gate's code")
+    j.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    j.add_argument("--max-regression", type=float, default=0.2)
+    j.add_argument("--confidence", type=float, default=0.99)
+    j.add_argument("--night-spread", type=float, default=None)
+    j.add_argument("--history", type=int, default=5)
+    j.add_argument("--write-results", action="store_true")
+    j.set_defaults(handler=judge)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if getattr(args, "night_spread", 0) is None:
+        from agentsession_core.judge.compare import DEFAULT_NIGHT_SPREAD
+
+        args.night_spread = DEFAULT_NIGHT_SPREAD
     return int(args.handler(args))
 
 

@@ -70,8 +70,16 @@ def differences(current: dict[str, Any] | None, baseline: dict[str, Any] | None)
         mine, theirs = current.get(path), baseline.get(path)
         if _same(mine, theirs):
             continue
-        out.append(f"{path}: {theirs!r} → {mine!r}")
+        out.append(f"{path}: {_show(theirs)} → {_show(mine)}")
     return out
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else repr(value)
 
 
 def _same(a: Any, b: Any) -> bool:
