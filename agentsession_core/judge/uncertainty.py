@@ -34,6 +34,7 @@ COMPARED_LATENCIES = ("p50", "p90", "p99", "p99_9")
 QUANTILES = percentiles(COMPARED_LATENCIES)
 MIN_BEYOND = 10
 RESAMPLES = 2000
+BATCH = 250  # resamples evaluated at once: bounds memory on a week-long hold
 # Added before taking a log, so that a zero (no failures, a sub-µs latency) has a scale:
 # 1 ms of latency and 0.1 % of failures are below anything a comparison should act on.
 FLOORS = {"ms": 1.0, "ratio": 0.001, "1/s": 0.0}
@@ -47,54 +48,79 @@ def block_length(seconds: int) -> int:
     return max(1, round(seconds ** (1 / 3)))
 
 
-def _second_weights(hold: HoldSeconds) -> Callable[[np.ndarray], np.ndarray]:
-    """Resampled block ids (R, B) → how often each second is taken (R, S)."""
-    size = block_length(len(hold))
-    block_of_second = np.arange(len(hold)) // size
-    blocks = int(block_of_second[-1]) + 1 if len(hold) else 0
+class Blocks:
+    """The hold's seconds summed into consecutive blocks: a replicate is a weighted sum of
+    blocks (R × B), so memory grows with the blocks, not with the seconds × resamples."""
 
-    def weights(idx: np.ndarray) -> np.ndarray:
+    def __init__(self, seconds: int) -> None:
+        self.size = block_length(seconds)
+        self.of_second = np.arange(seconds) // self.size
+        self.count = int(self.of_second[-1]) + 1 if seconds else 0
+
+    def sum(self, per_second: np.ndarray) -> np.ndarray:
+        """(S, …) → (B, …): each block's sum."""
+        out = np.zeros((self.count, *per_second.shape[1:]), dtype=per_second.dtype)
+        np.add.at(out, self.of_second, per_second)
+        return out
+
+    def reduce(self, per_second: np.ndarray, how: np.ufunc, empty: float) -> np.ndarray:
+        out = np.full(self.count, empty)
+        how.at(out, self.of_second, per_second)
+        return out
+
+    def weights(self, idx: np.ndarray) -> np.ndarray:
+        """Resampled block ids (R, B) → how often each block is taken (R, B)."""
         idx = np.atleast_2d(idx)
-        taken = np.stack([np.bincount(row, minlength=blocks) for row in idx])
-        return taken[:, block_of_second].astype(np.float64)
-
-    return weights
+        return np.stack([np.bincount(row, minlength=self.count) for row in idx]).astype(float)
 
 
-def _latency(section: SectionSeconds, q: float) -> Callable[[np.ndarray], np.ndarray]:
+def _latency(
+    blocks: Blocks, section: SectionSeconds, q: float
+) -> Callable[[np.ndarray], np.ndarray]:
+    counts = blocks.sum(section.counts).astype(np.float64)
+    lo = blocks.reduce(section.lo, np.minimum, np.inf)
+    hi = blocks.reduce(section.hi, np.maximum, -np.inf)
+
     def figure(w: np.ndarray) -> np.ndarray:
-        counts = np.rint(w @ section.counts).astype(np.int64)
         taken = w > 0
-        lo = np.where(taken, section.lo, np.inf).min(axis=1)
-        hi = np.where(taken, section.hi, -np.inf).max(axis=1)
-        return quantile_of_counts(counts, section.slots, q, lo, hi)
+        return quantile_of_counts(
+            np.rint(w @ counts).astype(np.int64),
+            section.slots,
+            q,
+            np.where(taken, lo, np.inf).min(axis=1),
+            np.where(taken, hi, -np.inf).max(axis=1),
+        )
 
     return figure
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+def _ratio(blocks: Blocks, num: np.ndarray, den: np.ndarray) -> Statistic:
+    top_blocks, bottom_blocks = blocks.sum(num), blocks.sum(den)
+
     def figure(w: np.ndarray) -> np.ndarray:
-        top, bottom = w @ num, w @ den
+        top, bottom = w @ top_blocks, w @ bottom_blocks
         return np.divide(top, bottom, out=np.zeros_like(top), where=bottom > 0)
 
     return figure
 
 
-def _figures(hold: HoldSeconds) -> dict[str, tuple[Statistic, str, int, float | None]]:
-    """metric → (figure of second weights, unit, samples, quantile or None)."""
+def _figures(
+    hold: HoldSeconds, blocks: Blocks
+) -> dict[str, tuple[Statistic, str, int, float | None]]:
+    """metric → (figure of block weights, unit, samples, quantile or None)."""
     out: dict[str, tuple[Statistic, str, int, float | None]] = {}
     for name, section in hold.sections.items():
         for key, q in QUANTILES.items():
-            out[f"{name}.{key}"] = (_latency(section, q), "ms", section.samples, q)
+            out[f"{name}.{key}"] = (_latency(blocks, section, q), "ms", section.samples, q)
     requests = hold.requests.astype(np.float64)
     out["requests.failure_ratio"] = (
-        _ratio(hold.request_failures.astype(np.float64), requests),
+        _ratio(blocks, hold.request_failures.astype(np.float64), requests),
         "ratio",
         int(hold.requests.sum()),
         None,
     )
     out["requests.achieved_rps"] = (
-        _ratio(hold.achieved.astype(np.float64), np.ones(len(hold))),
+        _ratio(blocks, hold.achieved.astype(np.float64), np.ones(len(hold))),
         "1/s",
         int(hold.achieved.sum()),
         None,
@@ -112,44 +138,43 @@ def figures(
     """gate.json's `figures`: each headline figure with its samples and interval."""
     if not len(hold):
         return {}
-    weights = _second_weights(hold)
-    ids = np.arange((len(hold) - 1) // block_length(len(hold)) + 1)
+    blocks = Blocks(len(hold))
     out: dict[str, dict[str, Any]] = {}
-    for metric, (figure, unit, samples, q) in _figures(hold).items():
-        value = float(figure(np.ones((1, len(hold))))[0])
+    for metric, (figure, unit, samples, q) in _figures(hold, blocks).items():
+        value = float(figure(np.ones((1, blocks.count)))[0])
         doc: dict[str, Any] = {"value": value, "n": samples, "unit": unit}
         if q is not None:
             doc["beyond"] = math.floor(samples * (1 - q) + 1e-9)
             doc["estimable"] = doc["beyond"] >= MIN_BEYOND
         else:
             doc["estimable"] = samples > 0 or unit == "ratio"
-        doc.update(_interval(figure, weights, ids, unit, confidence, seed, resamples))
+        doc.update(_interval(figure, blocks, unit, confidence, seed, resamples))
         out[metric] = doc
     return out
 
 
 def _interval(
     figure: Statistic,
-    weights: Callable[[np.ndarray], np.ndarray],
-    ids: np.ndarray,
+    blocks: Blocks,
     unit: str,
     confidence: float,
     seed: int,
     resamples: int,
 ) -> dict[str, Any]:
-    if len(ids) < 2:  # one block: nothing to resample
-        return {"low": None, "high": None, "se_log": None, "blocks": len(ids)}
+    if blocks.count < 2:  # one block: nothing to resample
+        return {"low": None, "high": None, "se_log": None, "blocks": blocks.count}
 
     def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
         flat = np.moveaxis(np.asarray(idx), axis, -1)
         shape = flat.shape[:-1]
-        return figure(weights(flat.reshape(-1, flat.shape[-1]))).reshape(shape)
+        return figure(blocks.weights(flat.reshape(-1, flat.shape[-1]))).reshape(shape)
 
     # The same seed for every figure: one set of resamples, so figures stay consistent.
     result = bootstrap(
-        (ids,),
+        (np.arange(blocks.count),),
         statistic,
         n_resamples=resamples,
+        batch=BATCH,
         vectorized=True,
         confidence_level=confidence,
         method="percentile",
@@ -160,7 +185,7 @@ def _interval(
         "low": float(result.confidence_interval.low),
         "high": float(result.confidence_interval.high),
         "se_log": float(np.std(replicates, ddof=1)),
-        "blocks": len(ids),
+        "blocks": blocks.count,
     }
 
 
