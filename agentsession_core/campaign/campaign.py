@@ -75,8 +75,9 @@ def load_baseline(params: CampaignParams) -> list[dict[str, Any]] | None:
                 params.name,
                 conditions=conditions(params.model_dump(mode="json")),
                 history=params.gate.history,
+                endpoint_url=params.upload.endpoint_url,
             )
-        run = load_run(params.baseline)
+        run = load_run(params.baseline, endpoint_url=params.upload.endpoint_url)
         why = refusal(run)
         if why is not None:
             raise GateInputError(f"{run['location']}: not a baseline: {why}")

@@ -31,17 +31,20 @@ def last_good_runs(
     conditions: dict[str, Any] | None,
     history: int,
     before_ts: int | None = None,
+    endpoint_url: str | None = None,
 ) -> list[dict[str, Any]]:
     """Up to `history` load_run() results, oldest first."""
     found: list[dict[str, Any]] = []
     candidates: list[RunRef] = [
-        r for r in find_runs(prefix, name) if before_ts is None or r.run_ts < before_ts
+        r
+        for r in find_runs(prefix, name, endpoint_url=endpoint_url)
+        if before_ts is None or r.run_ts < before_ts
     ]
     for ref in reversed(candidates):
         if len(found) == history:
             break
         try:
-            run = load_run(ref.location)
+            run = load_run(ref.location, endpoint_url=endpoint_url)
         except AgentsessionError as exc:
             log.warning("baseline auto: %s skipped: %s", ref.location, exc)
             continue

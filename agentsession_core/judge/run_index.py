@@ -43,12 +43,16 @@ def parse_location(location: str) -> RunRef | None:
     )
 
 
-def find_runs(prefix: str, name: str | None = None) -> list[RunRef]:
+def find_runs(
+    prefix: str, name: str | None = None, *, endpoint_url: str | None = None
+) -> list[RunRef]:
     """Every run under `prefix` (of campaign `name`, or all), oldest first by run_ts."""
     root = prefix.removeprefix("file://").rstrip("/")
     campaigns = name or "*"
     if is_s3(root):
-        keys = list_objects(f"{root}/runs" + (f"/{name}" if name else ""))
+        keys = list_objects(
+            f"{root}/runs" + (f"/{name}" if name else ""), endpoint_url=endpoint_url
+        )
         base = f"{root}/runs" + (f"/{name}" if name else "")
         dirs = {k.rsplit("/", 1)[0] for k in keys if k.rsplit("/", 1)[-1] in _MARKERS}
         locations = [f"{base}/{d}" for d in dirs]

@@ -13,12 +13,12 @@ from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output import upload
 
 
-def read_file(location: str, name: str) -> bytes | None:
+def read_file(location: str, name: str, endpoint_url: str | None = None) -> bytes | None:
     """A file of the run, or None when it does not exist."""
     if location.startswith("s3://"):
         url = location.rstrip("/") + "/" + name
         try:
-            return upload.read_object(url)
+            return upload.read_object(url, endpoint_url=endpoint_url)
         except FileNotFoundError:
             return None
         except Exception as exc:  # any S3 failure makes the input unusable
@@ -72,15 +72,15 @@ def _normalise(location: str) -> str:
     return str(path)
 
 
-def load_run(location: str) -> dict:
+def load_run(location: str, *, endpoint_url: str | None = None) -> dict:
     """{"location", "gate", "windows" (WindowVerdicts), "status", "params"} of a finished
     run. Without gate.json the gate is rebuilt from windows.jsonl and status.json; a gate
     without its conditions (an older run) gets them from campaign.json."""
     location = _normalise(location)
-    gate_bytes = read_file(location, "gate.json")
-    windows_bytes = read_file(location, "windows.jsonl")
-    status_bytes = read_file(location, "status.json")
-    params_bytes = read_file(location, "campaign.json")
+    gate_bytes = read_file(location, "gate.json", endpoint_url)
+    windows_bytes = read_file(location, "windows.jsonl", endpoint_url)
+    status_bytes = read_file(location, "status.json", endpoint_url)
+    params_bytes = read_file(location, "campaign.json", endpoint_url)
     status = _json(location, "status.json", status_bytes) if status_bytes is not None else None
     campaign = _json(location, "campaign.json", params_bytes) if params_bytes is not None else {}
     params = campaign.get("params") if isinstance(campaign.get("params"), dict) else {}

@@ -3,6 +3,7 @@ over the ate wire (gRPC control, protobuf bodies through the router), compared w
 `agentsession gate --baseline` as a release pipeline calls it (a subprocess):
 
 * an A/A pair of the same build passes, and its p99 from a few dozen wakes is inconclusive;
+  the second campaign, with `baseline: auto`, judged itself against the first;
 * an A/B pair where the substrate's `wake:latency` fault slows every wake fails and names
   TimeToWake, with the change, its interval and the samples in the reason;
 * a run with a void window (the generator's own loop stalled for 1.5 s, a real stall) compared
@@ -26,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from agentsession_core.campaign.campaign import Campaign
+from agentsession_core.campaign.campaign import Campaign, load_baseline
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.run import Run, run_on_fresh_loop
 from agentsession_core.substrate.local.launcher import LocalSubstrate
@@ -35,8 +36,11 @@ pytestmark = pytest.mark.timeout(300)
 SLOW_WAKE = "wake:latency:fixed:60ms"  # a wake here takes ~10 ms: about 7x slower
 
 
-def params(sub: LocalSubstrate, out: Path, tag: str, **population: Any) -> CampaignParams:
+def params(
+    sub: LocalSubstrate, out: Path, tag: str, baseline: str | None = None, **population: Any
+) -> CampaignParams:
     return CampaignParams(
+        baseline=baseline,
         name="gatenoise",
         tag=tag,
         out=str(out),
@@ -67,9 +71,10 @@ def params(sub: LocalSubstrate, out: Path, tag: str, **population: Any) -> Campa
 
 async def campaign(p: CampaignParams, *, stall_s: float = 0.0) -> dict[str, Any]:
     """One campaign; `stall_s` blocks the generator's own loop that long, 2 s into the hold."""
+    baseline = await asyncio.to_thread(load_baseline, p)
     run = Run(p, handle_signals=False)
     async with run:
-        driver = Campaign(p, run)
+        driver = Campaign(p, run, baseline=baseline)
         await run.preflight()
         await run.register()
         await run.fill()
@@ -95,7 +100,7 @@ async def judged(p: CampaignParams) -> dict[str, Any]:
 async def all_runs(out: Path) -> dict[str, dict[str, Any]]:
     async with LocalSubstrate(workers=4, store=out / "store") as sub:
         runs = {"a1": await judged(params(sub, out, "a1"))}
-        runs["a2"] = await judged(params(sub, out, "a2"))
+        runs["a2"] = await judged(params(sub, out, "a2", baseline="auto"))
         await sub.set_faults([SLOW_WAKE])
         runs["b"] = await judged(params(sub, out, "b"))
         runs["void"] = await campaign(params(sub, out, "void"), stall_s=1.5)
@@ -138,6 +143,10 @@ def test_an_a_a_pair_passes_and_a_p99_of_a_few_dozen_wakes_is_inconclusive(runs)
         if figure["low"] is not None:
             assert figure["low"] <= figure["value"] <= figure["high"], name
     assert "inconclusive" in err
+    # the campaign judged itself against the last good night (baseline: auto): the same
+    stored = runs["a2"]["gate"]["baseline"]
+    assert stored["status"] == "compared" and stored["locations"] == [str(runs["a1"]["dir"])]
+    assert runs["a2"]["gate"]["verdict"] == "pass" and stored["spread_from"] == "assumed"
 
 
 def test_an_a_b_pair_with_slower_wakes_fails_and_names_time_to_wake(runs):
