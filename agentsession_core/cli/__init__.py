@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "agentsession_core.cli.run",
     "agentsession_core.cli.gate",
     "agentsession_core.cli.report",
+    "agentsession_core.cli.history",
 )
 # Packages built on the engine add theirs through this entry-point group (the Prefect
 # commands `campaign` and `serve` live with the flows, so the engine never imports Prefect).

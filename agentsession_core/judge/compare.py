@@ -32,6 +32,7 @@ from typing import Any
 
 from scipy.stats import norm
 
+from agentsession_core.judge.figures import figures_of as read_figures
 from agentsession_core.judge.uncertainty import FLOORS
 
 DEFAULT_HISTORY = 5
@@ -68,18 +69,9 @@ def _scale(metric: str, figure: dict[str, Any]) -> float:
 
 
 def figures_of(gate: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A gate document's figures; a schema-1 document's headline values, without intervals."""
-    if gate.get("figures"):
-        return dict(gate["figures"])
-    out: dict[str, dict[str, Any]] = {}
-    for section, values in (gate.get("headline") or {}).items():
-        for key, value in values.items():
-            metric = f"{section}.{key}"
-            if section == "requests" and key not in ("failure_ratio", "achieved_rps"):
-                continue
-            unit = "ratio" if key == "failure_ratio" else "1/s" if key == "achieved_rps" else "ms"
-            out[metric] = {"value": float(value), "unit": unit, "se_log": None, "estimable": True}
-    return out
+    """A gate document's figures as plain dicts (judge/figures.py reads both schemas; a
+    schema-1 document's headline values come without intervals)."""
+    return {metric: f.to_dict() for metric, f in read_figures(gate).items()}
 
 
 def reference_of(runs: list[dict[str, Any]], *, night_spread: float) -> Reference:
@@ -103,7 +95,7 @@ def reference_of(runs: list[dict[str, Any]], *, night_spread: float) -> Referenc
             "value": statistics.median(float(n["value"]) for n in nights),
             "unit": nights[0].get("unit"),
             "n": statistics.median(int(n.get("n") or 0) for n in nights),
-            "estimable": all(n.get("estimable", True) for n in nights),
+            "estimable": all(n.get("estimable") is not False for n in nights),
             "se_log": statistics.median(known) if len(known) == len(ses) else None,
             "nights": len(nights),
         }
@@ -132,7 +124,7 @@ def _as_change(metric: str, d: float) -> float:
 
 
 def _why_not_estimable(side: str, figure: dict[str, Any]) -> str | None:
-    if not figure.get("estimable", True):
+    if figure.get("estimable") is False:
         beyond = figure.get("beyond")
         extra = f", {beyond} beyond the percentile" if beyond is not None else ""
         return f"{side}: {figure.get('n', 0)} samples{extra} (needs 10 beyond it)"

@@ -1,6 +1,8 @@
 """The runs stored under a campaign's `out` directory or `dest` prefix, in the upstream layout
 ``<prefix>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/`` (docs/SPEC.md §7),
-oldest first. A run is a directory (or prefix) holding gate.json or windows.jsonl."""
+oldest first: the one reading of the layout, for `baseline: auto` and `agentsession history`.
+Every directory (or prefix) in the layout is a run, readable or not: a reader that skips a
+bad one says so."""
 
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ _LAYOUT = re.compile(
     r"^(?P<prefix>.*?)/?runs/(?P<name>[^/]+)/run_date=(?P<date>[^/]+)/"
     r"run_ts=(?P<ts>\d+)/run_tag=(?P<tag>[^/]+)/?$"
 )
-_MARKERS = ("gate.json", "windows.jsonl")
 
 
 @dataclass(frozen=True, order=True)
@@ -54,15 +55,12 @@ def find_runs(
             f"{root}/runs" + (f"/{name}" if name else ""), endpoint_url=endpoint_url
         )
         base = f"{root}/runs" + (f"/{name}" if name else "")
-        dirs = {k.rsplit("/", 1)[0] for k in keys if k.rsplit("/", 1)[-1] in _MARKERS}
+        depth = 3 if name else 4  # run_date/run_ts/run_tag (under the name)
+        dirs = {"/".join(k.split("/")[:depth]) for k in keys if k.count("/") >= depth}
         locations = [f"{base}/{d}" for d in dirs]
     else:
         pattern = f"runs/{campaigns}/run_date=*/run_ts=*/run_tag=*"
-        locations = [
-            str(p)
-            for p in Path(root).glob(pattern)
-            if p.is_dir() and any((p / m).is_file() for m in _MARKERS)
-        ]
+        locations = [str(p) for p in Path(root).glob(pattern) if p.is_dir()]
     refs = [ref for loc in locations if (ref := parse_location(loc)) is not None]
     return sorted(refs)
 

@@ -1,0 +1,218 @@
+"""Night-to-night history of a campaign: every run under a destination, its verdict and its
+headline figures, and where each figure changed (docs/SPEC.md §6 "History").
+
+A destination is a campaign's ``out`` directory or its ``dest`` s3:// prefix; runs live at
+``<prefix>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/`` (docs/SPEC.md §7).
+`find_runs` lists them oldest first; `load_series` reads each (gate.json through
+judge.gate.load_run, campaign.json beside it) into a RunRecord. A run that cannot be read is
+kept, with the reason in `error`: a history that silently lost a bad night would look
+calmer than it was. `history_document` is history.json: the runs, the series per metric and
+the change points.
+
+Everything is synchronous (boto3 for s3://): async callers use asyncio.to_thread.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentsession_core.errors import AgentsessionError
+from agentsession_core.judge import changepoints, run_index
+from agentsession_core.judge.figures import Figure, figures_of, headline_metrics, is_latency
+from agentsession_core.judge.stored_run import load_run
+from agentsession_core.output import upload
+
+HISTORY_SCHEMA = "agentsession.history/1"
+# Void runs are drawn but never judged for change points: a saturated generator or a
+# refused start says nothing about the substrate (docs/SPEC.md §6).
+JUDGED_VERDICTS = ("pass", "fail")
+
+
+class HistoryError(AgentsessionError):
+    """The destination itself cannot be listed (exit 2)."""
+
+    exit_code = 2
+
+
+@dataclass
+class RunRecord:
+    """One run of the history. `gate` and `params` are None when unreadable; `error` then
+    says why. `run_ts` is the layout's run_ts (unix seconds)."""
+
+    location: str
+    name: str
+    run_date: str
+    run_ts: float
+    tag: str
+    verdict: str = "void"
+    reason: str = ""
+    gate: dict[str, Any] | None = None
+    params: dict[str, Any] | None = None
+    figures: dict[str, Figure] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def judged(self) -> bool:
+        return self.error is None and self.verdict in JUDGED_VERDICTS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "location": self.location,
+            "name": self.name,
+            "run_date": self.run_date,
+            "run_ts": self.run_ts if math.isfinite(self.run_ts) else None,
+            "tag": self.tag,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "error": self.error,
+            "figures": {m: f.to_dict() for m, f in self.figures.items()},
+        }
+
+
+# --------------------------------------------------------------------------- finding runs
+def find_runs(
+    prefix: str, name: str | None = None, *, endpoint_url: str | None = None
+) -> list[str]:
+    """The location of every run directory under `prefix` (a directory, file:// URL or
+    s3://bucket/prefix), for one campaign name or all; oldest first by run_ts, then
+    run_date, tag and name (judge/run_index.py)."""
+    prefix = prefix.removeprefix("file://").rstrip("/")
+    if upload.is_s3(prefix):
+        try:
+            upload.split_s3(prefix)
+            return [
+                r.location for r in run_index.find_runs(prefix, name, endpoint_url=endpoint_url)
+            ]
+        except upload.UploadError as exc:
+            raise HistoryError(f"cannot list {prefix}/runs: {exc}") from None
+    if not Path(prefix or ".").is_dir():
+        raise HistoryError(f"{prefix}: no such directory")
+    return [r.location for r in run_index.find_runs(prefix or ".", name)]
+
+
+# --------------------------------------------------------------------------- reading runs
+def load_record(location: str, *, endpoint_url: str | None = None) -> RunRecord:
+    """One run as a RunRecord; never raises for an unreadable run (its `error` says why)."""
+    ref = run_index.parse_location(location)
+    record = (
+        RunRecord(location, ref.name, ref.run_date, float(ref.run_ts), ref.tag)
+        if ref is not None
+        else RunRecord(location, "", "", float("inf"), "")
+    )
+    try:
+        run = load_run(location, endpoint_url=endpoint_url)
+    except Exception as exc:  # a bad night is listed with its reason, never dropped
+        record.error = str(exc) or type(exc).__name__
+        record.reason = f"unreadable: {record.error}"
+        return record
+    gate = run["gate"]
+    record.gate = gate
+    record.verdict = str(gate.get("verdict") or "void")
+    record.reason = str(gate.get("reason") or "")
+    record.figures = figures_of(gate)
+    record.params = run["params"] or None
+    if record.params is None:  # the gate is still usable; say what is missing
+        record.error = "campaign.json: missing or without parameters"
+    return record
+
+
+def load_series(
+    prefix: str, name: str | None = None, *, endpoint_url: str | None = None
+) -> list[RunRecord]:
+    """Every run under `prefix` (see find_runs), read, oldest first."""
+    return [
+        load_record(loc, endpoint_url=endpoint_url)
+        for loc in find_runs(prefix, name, endpoint_url=endpoint_url)
+    ]
+
+
+def judged(records: list[RunRecord]) -> list[RunRecord]:
+    """The runs a series is judged on: readable, pass or fail (void runs are left out)."""
+    return [r for r in records if r.judged]
+
+
+# --------------------------------------------------------------------------- history.json
+def _series(records: list[RunRecord], metric: str) -> dict[str, Any]:
+    points = [
+        {
+            "location": r.location,
+            "run_ts": r.run_ts,
+            "tag": r.tag,
+            "verdict": r.verdict,
+            **r.figures[metric].to_dict(),
+        }
+        for r in records
+        if metric in r.figures
+    ]
+    usable = [r for r in judged(records) if metric in r.figures]
+    values = [r.figures[metric].value for r in usable]
+    found = changepoints.change_points(values, log=is_latency(metric))
+    unit = next((p["unit"] for p in points if p.get("unit")), "")
+    cps = [
+        {
+            "metric": metric,
+            "location": usable[c.index].location,
+            "run_ts": usable[c.index].to_dict()["run_ts"],
+            "tag": usable[c.index].tag,
+            "index": c.index,
+            **c.to_dict(),
+        }
+        for c in found
+    ]
+    for cp in cps:
+        cp.pop("index")
+        cp["night"] = next(i for i, r in enumerate(records) if r.location == cp["location"])
+    return {
+        "metric": metric,
+        "unit": unit,
+        "points": points,
+        "judged_points": len(values),
+        "change_points": cps,
+    }
+
+
+def history_document(
+    records: list[RunRecord], *, prefix: str, name: str | None = None
+) -> dict[str, Any]:
+    """history.json: the runs in order, per campaign name and metric the series and its
+    change points, and every change point in one list."""
+    names = list(dict.fromkeys(r.name for r in records))
+    known = headline_metrics()
+    campaigns: list[dict[str, Any]] = []
+    for campaign in names:
+        mine = [r for r in records if r.name == campaign]
+        present = {m for r in mine for m in r.figures}
+        metrics = known + sorted(present - set(known))
+        campaigns.append({"name": campaign, "series": [_series(mine, m) for m in metrics]})
+    everything = [
+        dict(cp, name=c["name"])
+        for c in campaigns
+        for s in c["series"]
+        for cp in s["change_points"]
+    ]
+    return {
+        "schema": HISTORY_SCHEMA,
+        "prefix": prefix,
+        "name": name,
+        "generated_unix": time.time(),
+        "rule": changepoints.rule(),
+        "runs": [r.to_dict() for r in records],
+        "campaigns": campaigns,
+        "change_points": sorted(everything, key=lambda cp: (cp["night"], cp["metric"])),
+    }
+
+
+__all__ = [
+    "HISTORY_SCHEMA",
+    "HistoryError",
+    "RunRecord",
+    "find_runs",
+    "history_document",
+    "judged",
+    "load_record",
+    "load_series",
+]

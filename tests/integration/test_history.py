@@ -1,0 +1,198 @@
+"""`agentsession history` over a stored series of real nights, local and through S3 (moto's
+server), and history.html in headless Chromium.
+
+The series under tests/data/history/ comes from twelve real short campaigns (n00 … n11, one
+after the other, about 40 s each) against two local substrates, the second of which adds a
+fixed 25 ms to every wake; nights n07 on ran against it, so TimeToWake steps up at night 7:
+
+    agentsession substrate serve --port 18431 --grpc-port none --workers 6 --store /tmp/a
+    agentsession substrate serve --port 18432 --grpc-port none --workers 6 --store /tmp/b \\
+        --fault-seed 7 --fault wake:latency:fixed:25ms
+    # params.yaml: name: nightly, seed: 7, script: smoke, think_scale: 0.05,
+    #   hold_minutes: 0.5, window_seconds: 15, population: {kind: turnover, sessions: 12,
+    #   awake: 4, target_rps: 2, registration_quiet_seconds: 2}
+    for i in 00 01 … 11; do   # port 18431 for n00-n06, 18432 for n07-n11
+      agentsession campaign --params params.yaml --set tag=n$i --set out=/tmp/series \\
+          --set target.substrate=http://127.0.0.1:$port
+    done
+    python tests/data/history/trim.py /tmp/series tests/data/history --schema2-from n06
+
+Nights n03-n06 came out void (the generator saturated: the two-core box was busy installing
+packages meanwhile); they are kept as they were, so the history shows void nights drawn and
+left out of the judging. trim.py keeps gate.json, campaign.json and status.json, and writes
+the schema-2 `figures` key into n06-n11 from their own headline and windows (no campaign
+wrote schema 2 yet; see its docstring): the series mixes both schemas as a migration would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentsession_core.output.upload import s3_client
+from tests.integration.test_report_browser import CHROMIUM
+from tests.unit.test_report import assert_self_contained
+
+SERIES = Path(__file__).resolve().parents[1] / "data" / "history"
+STEP_NIGHT = 7
+BUCKET = "history-runs"
+pytestmark = pytest.mark.timeout(180)
+
+
+def night_dirs() -> list[Path]:
+    return sorted(SERIES.glob("runs/*/run_date=*/run_ts=*/run_tag=*"), key=lambda p: p.name)
+
+
+def history_cli(*args: str, cwd: Path, out: Path | None = None) -> dict:
+    """Runs the command; history.json from `out`'s directory, else the current one."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agentsession_core", "history", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "12 run(s)" in done.stdout
+    return json.loads(((out or cwd) / "history.json").read_text())
+
+
+def the_step(doc: dict) -> dict:
+    found = [cp for cp in doc["change_points"] if cp["metric"] == "TimeToWake.p50"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_history_of_the_stored_series_finds_the_step_and_names_its_run(tmp_path: Path) -> None:
+    doc = history_cli(str(SERIES), "--name", "nightly", cwd=tmp_path)
+    nights = night_dirs()
+    assert [r["location"] for r in doc["runs"]] == [str(p) for p in nights]
+    assert [r["verdict"] for r in doc["runs"]] == ["pass"] * 3 + ["void"] * 4 + ["pass"] * 5
+    step = the_step(doc)
+    assert abs(step["night"] - STEP_NIGHT) <= 1
+    assert step["location"] == str(nights[step["night"]])
+    assert step["relative"] > 1.0 and step["after"] - step["before"] == step["absolute"]
+    assert step["probability"] is not None and step["probability"] <= 0.01
+    series = {s["metric"]: s for s in doc["campaigns"][0]["series"]}
+    p50 = series["TimeToWake.p50"]
+    assert p50["judged_points"] == 8  # n06 has no TimeToWake; the other void nights are drawn
+    assert [p["low"] is not None for p in p50["points"]][-5:] == [True] * 5  # schema 2 nights
+    assert p50["points"][0]["low"] is None  # schema 1
+
+
+def screenshot(page: Path, tmp_path: Path) -> tuple[str, list[str]]:
+    """Chromium's parsed DOM of the page, and every request the page itself made (the
+    browser's own background requests carry no page origin and are left out)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("chromium is not installed")
+    common = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
+    netlog = tmp_path / "netlog.json"
+    dom = subprocess.run(
+        [
+            *common,
+            f"--user-data-dir={tmp_path / 'dom'}",
+            f"--log-net-log={netlog}",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=90,
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    shot = tmp_path / "history.png"
+    done = subprocess.run(
+        [
+            *common,
+            f"--user-data-dir={tmp_path / 'shot'}",
+            f"--screenshot={shot}",
+            "--window-size=1400,3000",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 100_000  # charts, not a blank page
+    log = json.loads(netlog.read_text())
+    types = {v: k for k, v in log["constants"]["logEventTypes"].items()}
+    requests = [
+        e["params"]["url"]
+        for e in log["events"]
+        if types.get(e["type"]) == "URL_REQUEST_START_JOB"
+        and "url" in e.get("params", {})
+        and e["params"].get("initiator") != "not an origin"
+    ]
+    return dom.stdout.decode(), requests
+
+
+def test_history_html_renders_the_change_point_in_chromium(tmp_path: Path) -> None:
+    out = tmp_path / "pages" / "history.html"
+    history_cli(str(SERIES), "-o", str(out), cwd=tmp_path, out=out.parent)
+    page = out.read_text()
+    assert_self_contained(page)
+    dom, requests = screenshot(out, tmp_path)
+    assert requests == []
+    assert dom.count('class="change-point"') == 1 and "change +" in dom
+    assert "TimeToWake.p50" in dom and "no data: no night has WakeFirstTouch.p50" not in dom
+    assert dom.count('class="night-void"') >= 3 and dom.count('class="interval"') > 0
+    first_after = night_dirs()[STEP_NIGHT] / "report.html"
+    assert f'href="{os.path.relpath(first_after, out.parent)}"' in page
+
+
+def test_history_reads_the_series_through_an_s3_prefix(s3_server: str, tmp_path: Path) -> None:
+    client = s3_client(s3_server)
+    client.create_bucket(Bucket=BUCKET)
+    for path in SERIES.rglob("*.json"):
+        key = f"team/nightly/{path.relative_to(SERIES).as_posix()}"
+        client.put_object(Bucket=BUCKET, Key=key, Body=path.read_bytes())
+    prefix = f"s3://{BUCKET}/team/nightly"
+    doc = history_cli(prefix, "--endpoint-url", s3_server, cwd=tmp_path)
+    expected = [f"{prefix}/{p.relative_to(SERIES).as_posix()}" for p in night_dirs()]
+    assert [r["location"] for r in doc["runs"]] == expected
+    step = the_step(doc)
+    assert abs(step["night"] - STEP_NIGHT) <= 1
+    assert step["location"] == expected[step["night"]]
+    page = (tmp_path / "history.html").read_text()
+    assert_self_contained(page)
+    assert f"{prefix.replace('://', ':&#47;&#47;')}" in page  # named as text, not linked
+
+
+def test_history_lists_an_unreadable_s3_run_with_its_reason(s3_server: str, tmp_path: Path) -> None:
+    client = s3_client(s3_server)
+    client.create_bucket(Bucket=f"{BUCKET}-bad")
+    run = "runs/nightly/run_date=2026-12-01/run_ts=1796143364/run_tag=n00"
+    client.put_object(Bucket=f"{BUCKET}-bad", Key=f"p/{run}/gate.json", Body=b"{broken")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentsession_core",
+            "history",
+            f"s3://{BUCKET}-bad/p",
+            "--endpoint-url",
+            s3_server,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    (record,) = json.loads((tmp_path / "history.json").read_text())["runs"]
+    assert record["verdict"] == "void" and "not valid JSON" in record["error"]
