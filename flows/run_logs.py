@@ -6,17 +6,20 @@ verdict, "turnover fill done", the watchdog, cleanup — reached only the consol
 process running the flow (`agentsession serve`'s terminal), and an ad-hoc run opened in the
 UI showed "Finished in state Completed()" and little else.
 
-Prefect's `extra_loggers` setting attaches its API handler to a logger, but that handler
-finds the flow run through the run context (contextvars), and many engine lines come from
-where there is none or a stale one: threads the engine starts itself, Dask shards' lines
-relayed by the coordinator, background tasks begun inside a task run that has since ended
-(their lines would be filed under `fill`, say, for the whole hold). Without a context the
-handler drops the line with a warning. So while the flow runs, this module's handler stamps
-the flow run's id on every engine record that has none and hands it to Prefect's own API
-handler (batched by its log worker thread: the engine's loop never waits on the API).
-Lines that belong to another flow run in the same process (a library user running two
-campaigns side by side) are left to that run's handler. `PREFECT_LOGGING_TO_API_ENABLED=false`
-still turns it all off, as it does for Prefect's own lines.
+Prefect's `extra_loggers` setting (`PREFECT_LOGGING_EXTRA_LOGGERS=agentsession`) attaches its
+API handler to our logger, and for a small campaign it carried the same lines (measured: the
+integration test passes with it too). But it is a setting of the process that runs the flow:
+a work-pool worker or a `prefect flow-run execute` started without it sends nothing. And its
+handler finds the flow run through the run context (contextvars): a line logged where there
+is none (a thread that did not copy the context) is dropped with a warning, and a line from a
+background task started inside a task run is filed under that task run, long after it ended.
+So the flow binds a handler in code: while it runs, every engine record that names no flow
+run gets this flow run's id and goes to Prefect's own API handler (batched by its log worker
+thread: the engine's loop never waits on the API). Lines that belong to another flow run in
+the same process (a library user running two campaigns side by side) are left to that run's
+handler. When `extra_loggers` names our logger already, Prefect's handler is kept alone (a
+second one would send every line twice). `PREFECT_LOGGING_TO_API_ENABLED=false` still turns it
+all off, as it does for Prefect's own lines.
 """
 
 from __future__ import annotations
@@ -68,8 +71,7 @@ def engine_logs_to_flow_run() -> Iterator[None]:
     """Within a flow run, send the `agentsession` logger's records to its logs."""
     logger = logging.getLogger(LOGGER_NAME)
     flow_run_id = current_flow_run_id()
-    # Outside a flow run there is nothing to bind to; with `extra_loggers` naming our logger,
-    # Prefect's handler is there already and a second one would send every line twice.
+    # Outside a flow run there is nothing to bind to; `extra_loggers` put Prefect's own there.
     prefects = [type(h) for h in logger.handlers if isinstance(h, APILogHandler)]
     if flow_run_id is None or APILogHandler in prefects:
         yield
