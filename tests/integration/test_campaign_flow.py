@@ -211,7 +211,8 @@ async def test_s3_down_keeps_the_local_copy_retries_and_says_so(
 
 
 async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tmp_path):
-    """A refusal is a verdict (void, with the reason), not a crashed flow (issue #11)."""
+    """A refusal is a verdict (void, with the reason), not a crashed flow (issue #11), and
+    is announced as one (the verdict event, issue #17)."""
     values = small_campaign(tmp_path, target={"substrate": f"http://127.0.0.1:{closed_port()}"})
     state = await run_flow(values)
     assert state.is_completed(), state
@@ -225,6 +226,18 @@ async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tm
     assert verify_manifest(run_dir) == []
     runs = await task_runs(state)
     assert not any(name.startswith(("register", "fill", "hold")) for name in runs), runs
+    # The verdict reaches Prefect as an event even when nothing ran: a release pipeline
+    # waiting on it hears `void` with the reason, not silence.
+    events = [e for e in await verdict_events("ci") if e.payload["run_dir"] == result["run_dir"]]
+    assert len(events) == 1, events
+    (event,) = events
+    assert event.resource.id == "agentsession.campaign.ci"
+    assert event.resource["agentsession.target"] == values["target"]["substrate"][len("http://") :]
+    assert event.payload["verdict"] == "void" and event.payload["tag"] == "flow"
+    assert event.payload["reason"] == result["reason"] and event.payload["regressions"] == []
+    assert event.payload["location"] == result["location"]
+    # Prefect relates it to the flow run that emitted it.
+    assert f"prefect.flow-run.{state.state_details.flow_run_id}" in {r.id for r in event.related}
 
 
 async def flow_run_named(name: str):
@@ -563,33 +576,6 @@ async def flow_run_logs(flow_run_id) -> list[str]:
             log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
         )
     return [f"{log.name}: {log.message}" for log in logs]
-
-
-async def test_a_refused_campaign_emits_its_void_verdict_event(prefect_api, tmp_path):
-    """The gate's verdict reaches Prefect as an event even when nothing ran: a release
-    pipeline waiting on the event hears `void` with the reason, not silence."""
-    port = closed_port()
-    values = small_campaign(
-        tmp_path, tag="refused", target={"substrate": f"http://127.0.0.1:{port}"}
-    )
-    state = await run_flow(values)
-    result = await state.result()
-    assert result["run_status"] == "refused", result
-    events = [
-        e
-        for e in await verdict_events("ci", count=1)
-        if e.payload.get("run_dir") == result["run_dir"]
-    ]
-    assert len(events) == 1, events
-    (event,) = events
-    assert event.resource.id == "agentsession.campaign.ci"
-    assert event.resource["agentsession.target"] == f"127.0.0.1:{port}"
-    assert event.payload["verdict"] == "void" and event.payload["tag"] == "refused"
-    assert event.payload["reason"] == result["reason"] and event.payload["regressions"] == []
-    assert event.payload["location"] == result["location"]
-    # Prefect relates it to the flow run that emitted it.
-    flow_run = f"prefect.flow-run.{state.state_details.flow_run_id}"
-    assert flow_run in {r.id for r in event.related}
 
 
 async def test_an_operators_limit_is_left_as_it_is(prefect_api):
