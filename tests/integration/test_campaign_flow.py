@@ -438,6 +438,10 @@ def test_sigterm_mid_hold_cleans_up_writes_artifacts_and_exits_143(prefect_api, 
     gate = orjson.loads((run_dir / "gate.json").read_bytes())
     assert gate["verdict"] == "void" and "cancelled" in gate["reason"], gate["reason"]
     assert gate["windows"][-1]["outcome"] == "void"  # the window the signal cut short
+    # A cancelled campaign announces its verdict too (sent before the process exits).
+    events = asyncio.run(verdict_events("term", count=1))
+    (event,) = [e for e in events if e.payload["run_dir"] == str(run_dir)]
+    assert event.payload["verdict"] == "void" and event.payload["reason"] == gate["reason"]
 
 
 async def test_a_two_shard_campaign_runs_end_to_end_on_a_local_dask_cluster(prefect_api, tmp_path):
@@ -596,6 +600,27 @@ async def test_an_operators_limit_is_left_as_it_is(prefect_api):
         fresh = await client.read_global_concurrency_limit_by_name("agentsession-target-fresh-1")
         raised = await client.read_global_concurrency_limit_by_name("agentsession-target-raised-1")
     assert (fresh.limit, raised.limit) == (1, 3)
+
+
+async def test_the_verdict_report_flow_writes_its_artifact(prefect_api):
+    """What the fail trigger runs: one markdown artifact naming the failure and the files."""
+    from prefect.artifacts import Artifact
+
+    from flows.verdict_report import verdict_report
+
+    state = await verdict_report(
+        campaign="gone-bad",
+        tag="n1",
+        reason="window 0 at 1x: break",
+        regressions=["TimeToWake p99"],
+        location="s3://b/runs/gone-bad",
+        return_state=True,
+    )
+    assert state.is_completed(), state
+    artifact = await Artifact.aget("gone-bad-failed")
+    assert artifact is not None and artifact.type == "markdown"
+    assert "window 0 at 1x: break" in artifact.data and "TimeToWake p99" in artifact.data
+    assert "s3://b/runs/gone-bad" in artifact.data
 
 
 async def apply_report_deployment() -> None:
