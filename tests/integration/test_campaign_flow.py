@@ -228,7 +228,7 @@ async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tm
     assert not any(name.startswith(("register", "fill", "hold")) for name in runs), runs
     # The verdict reaches Prefect as an event even when nothing ran: a release pipeline
     # waiting on it hears `void` with the reason, not silence.
-    events = [e for e in await verdict_events("ci") if e.payload["run_dir"] == result["run_dir"]]
+    events = await verdict_events("ci", result["run_dir"])
     assert len(events) == 1, events
     (event,) = events
     assert event.resource.id == "agentsession.campaign.ci"
@@ -439,8 +439,7 @@ def test_sigterm_mid_hold_cleans_up_writes_artifacts_and_exits_143(prefect_api, 
     assert gate["verdict"] == "void" and "cancelled" in gate["reason"], gate["reason"]
     assert gate["windows"][-1]["outcome"] == "void"  # the window the signal cut short
     # A cancelled campaign announces its verdict too (sent before the process exits).
-    events = asyncio.run(verdict_events("term", count=1))
-    (event,) = [e for e in events if e.payload["run_dir"] == str(run_dir)]
+    (event,) = asyncio.run(verdict_events("term", run_dir))
     assert event.payload["verdict"] == "void" and event.payload["reason"] == gate["reason"]
 
 
@@ -546,9 +545,10 @@ def test_sigterm_stops_every_shard_within_seconds(prefect_api, tmp_path):
 
 
 # ----------------------------------------------------- the verdict event, the target limit, logs
-async def verdict_events(name: str, count: int = 1, timeout: float = 60.0) -> list:
-    """The `agentsession.campaign.verdict` events of campaign `name` the server stored, once
-    there are `count` (the server persists events in batches: a few seconds)."""
+async def verdict_events(name: str, run_dir: Path | str, timeout: float = 60.0) -> list:
+    """The `agentsession.campaign.verdict` events of campaign `name` about one run
+    directory, once the server has stored one (it persists events in batches; other runs of
+    the same campaign name emit theirs too)."""
     from prefect.client.orchestration import get_client
     from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
     from prefect.events.worker import EventsWorker
@@ -565,8 +565,12 @@ async def verdict_events(name: str, count: int = 1, timeout: float = 60.0) -> li
     deadline = time.monotonic() + timeout
     async with get_client() as client:
         while True:
-            events = (await client.read_events(wanted, limit=50)).events
-            if len(events) >= count or time.monotonic() > deadline:
+            events = [
+                e
+                for e in (await client.read_events(wanted, limit=50)).events  # newest first
+                if e.payload.get("run_dir") == str(run_dir)
+            ]
+            if events or time.monotonic() > deadline:
                 return events
             await asyncio.sleep(0.5)
 
@@ -719,7 +723,7 @@ def test_two_campaigns_on_one_substrate_take_turns_and_report_to_prefect(
     assert "waiting for the global concurrency limit" not in errs[first]
 
     async def prefect_side() -> tuple[dict, dict, list]:
-        events = {name: await verdict_events(name) for name in procs}
+        events = {name: await verdict_events(name, run_dirs[name]) for name in procs}
         logs = {name: await flow_run_logs(await flow_run_named(f"{name}-flow")) for name in procs}
         async with get_client() as client:
             gcl = await client.read_global_concurrency_limit_by_name(limit)
