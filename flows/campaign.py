@@ -10,6 +10,11 @@ existed (unreachable substrate, bad credentials, a template too small) is such a
 `void` with the reason, said once, no traceback (docs/SPEC.md §6). One that crashed fails;
 a cancelled one ends Cancelled.
 
+Around the whole run the flow holds its target's global concurrency limit (one campaign per
+substrate, flows/target_limit.py); every campaign that wrote gate.json ends by emitting the
+`agentsession.campaign.verdict` event (flows/verdict_event.py); the engine's log lines reach
+the flow run's logs (flows/run_logs.py).
+
 Deployments: `nightly` and `adhoc` in deployments/prefect.yaml, both on this flow.
 """
 
@@ -29,6 +34,9 @@ from agentsession_core.engine.shards import open_run
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.output.upload import UploadError, UploadResult, record_failed_upload
 from flows.credentials import with_token
+from flows.run_logs import current_flow_run_id, engine_logs_to_flow_run
+from flows.target_limit import hold_target
+from flows.verdict_event import announce_verdict
 from tasks.gate import gate
 from tasks.hold import hold_window
 from tasks.phases import fill, preflight, register
@@ -52,29 +60,44 @@ DEFAULT_PARAMS = CampaignParams()
 async def campaign(params: CampaignParams = DEFAULT_PARAMS) -> dict[str, Any] | State:
     """Run a benchmark campaign; the result names the verdict, the run directory and where
     the artifacts went (a cancelled campaign ends in a Cancelled state instead)."""
+    with engine_logs_to_flow_run():
+        return await _campaign(params)
+
+
+async def _campaign(params: CampaignParams) -> dict[str, Any] | State:
     try:
         # The token is never a flow parameter (Prefect stores those): it comes from a Secret
         # block or the environment into the Run's parameters only, in memory
         # (flows/credentials.py); the campaign driver and the upload task get the flow's own.
         run_params = await with_token(params)
         baseline = await asyncio.to_thread(load_baseline, params)
-        # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation is
-        # a SIGTERM to this process): the hold stops, actors are deleted, status: cancelled.
-        # generator.shards > 1 splits the load over Dask workers (a ShardedRun, same surface).
-        run = open_run(run_params)
     except AgentsessionError as exc:
-        # A token given as a parameter, a Secret block that cannot be loaded, a bad baseline,
-        # an output directory we cannot make.
+        # A token given as a parameter, a Secret block that cannot be loaded, a bad baseline.
         get_run_logger().error("%s", exc)
         return Failed(message=f"campaign not started: {exc}")
-    async with run:
-        driver = Campaign(params, run, baseline=baseline)
-        if await preflight(run):  # refused: said once, recorded; straight to the files
-            await _load(run, driver, params)
-        driver.finish()
+    # Before the Run exists, so waiting for another campaign on this target counts against
+    # no phase's timeout and the run's clock starts once the target is ours.
+    async with hold_target(params.target, current_flow_run_id()) as target:
+        try:
+            # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation
+            # is a SIGTERM to this process): the hold stops, actors are deleted, status:
+            # cancelled. generator.shards > 1 splits the load over Dask workers (a
+            # ShardedRun, same surface).
+            run = open_run(run_params)
+        except AgentsessionError as exc:  # an output directory we cannot make
+            get_run_logger().error("%s", exc)
+            return Failed(message=f"campaign not started: {exc}")
+        async with run:
+            driver = Campaign(params, run, baseline=baseline)
+            if await preflight(run):  # refused: said once, recorded; straight to the files
+                await _load(run, driver, params)
+            driver.finish()
     assert run.result is not None
     uploaded = await _upload(run, params)
     await publish(driver, uploaded)
+    await announce_verdict(
+        run.result.run_dir, name=params.name, tag=params.tag, target=target, upload=uploaded
+    )
     if run.result.status == "cancelled":
         # SIGTERM/SIGINT (Prefect's cancellation among them): actors are gone, artifacts
         # written; the flow run ends Cancelled, not Failed.

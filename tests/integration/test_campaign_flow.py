@@ -6,8 +6,11 @@ One session-scoped harness for the module (it takes ~20 s to start on two cores)
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import inspect
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -208,7 +211,8 @@ async def test_s3_down_keeps_the_local_copy_retries_and_says_so(
 
 
 async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tmp_path):
-    """A refusal is a verdict (void, with the reason), not a crashed flow (issue #11)."""
+    """A refusal is a verdict (void, with the reason), not a crashed flow (issue #11), and
+    is announced as one (the verdict event, issue #17)."""
     values = small_campaign(tmp_path, target={"substrate": f"http://127.0.0.1:{closed_port()}"})
     state = await run_flow(values)
     assert state.is_completed(), state
@@ -222,6 +226,18 @@ async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tm
     assert verify_manifest(run_dir) == []
     runs = await task_runs(state)
     assert not any(name.startswith(("register", "fill", "hold")) for name in runs), runs
+    # The verdict reaches Prefect as an event even when nothing ran: a release pipeline
+    # waiting on it hears `void` with the reason, not silence.
+    events = await verdict_events("ci", result["run_dir"])
+    assert len(events) == 1, events
+    (event,) = events
+    assert event.resource.id == "agentsession.campaign.ci"
+    assert event.resource["agentsession.target"] == values["target"]["substrate"][len("http://") :]
+    assert event.payload["verdict"] == "void" and event.payload["tag"] == "flow"
+    assert event.payload["reason"] == result["reason"] and event.payload["regressions"] == []
+    assert event.payload["location"] == result["location"]
+    # Prefect relates it to the flow run that emitted it.
+    assert f"prefect.flow-run.{state.state_details.flow_run_id}" in {r.id for r in event.related}
 
 
 async def flow_run_named(name: str):
@@ -422,6 +438,9 @@ def test_sigterm_mid_hold_cleans_up_writes_artifacts_and_exits_143(prefect_api, 
     gate = orjson.loads((run_dir / "gate.json").read_bytes())
     assert gate["verdict"] == "void" and "cancelled" in gate["reason"], gate["reason"]
     assert gate["windows"][-1]["outcome"] == "void"  # the window the signal cut short
+    # A cancelled campaign announces its verdict too (sent before the process exits).
+    (event,) = asyncio.run(verdict_events("term", run_dir))
+    assert event.payload["verdict"] == "void" and event.payload["reason"] == gate["reason"]
 
 
 async def test_a_two_shard_campaign_runs_end_to_end_on_a_local_dask_cluster(prefect_api, tmp_path):
@@ -523,3 +542,209 @@ def test_sigterm_stops_every_shard_within_seconds(prefect_api, tmp_path):
     gate = orjson.loads((run_dir / "gate.json").read_bytes())
     assert gate["verdict"] == "void" and "cancelled" in gate["reason"], gate["reason"]
     assert verify_manifest(run_dir) == []
+
+
+# ----------------------------------------------------- the verdict event, the target limit, logs
+async def verdict_events(name: str, run_dir: Path | str, timeout: float = 60.0) -> list:
+    """The `agentsession.campaign.verdict` events of campaign `name` about one run
+    directory, once the server has stored one (it persists events in batches; other runs of
+    the same campaign name emit theirs too)."""
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+    from prefect.events.worker import EventsWorker
+
+    from flows.verdict_event import VERDICT_EVENT, campaign_resource_id
+
+    drained = EventsWorker.drain_all(timeout=10)  # this process's own events, if queued
+    if inspect.isawaitable(drained):  # it is, called from a running loop
+        await drained
+    wanted = EventFilter(
+        event=EventNameFilter(name=[VERDICT_EVENT]),
+        resource=EventResourceFilter(id=[campaign_resource_id(name)]),
+    )
+    deadline = time.monotonic() + timeout
+    async with get_client() as client:
+        while True:
+            events = [
+                e
+                for e in (await client.read_events(wanted, limit=50)).events  # newest first
+                if e.payload.get("run_dir") == str(run_dir)
+            ]
+            if events or time.monotonic() > deadline:
+                return events
+            await asyncio.sleep(0.5)
+
+
+async def flow_run_logs(flow_run_id) -> list[str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    async with get_client() as client:
+        logs = await client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return [f"{log.name}: {log.message}" for log in logs]
+
+
+async def test_an_operators_limit_is_left_as_it_is(prefect_api):
+    """The flow creates a missing target limit with one slot, and never touches one that
+    exists (an operator may have raised it on purpose)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+
+    from flows.target_limit import ensure_limit
+
+    assert await ensure_limit("agentsession-target-fresh-1") is True
+    assert await ensure_limit("agentsession-target-fresh-1") is False
+    async with get_client() as client:
+        await client.create_global_concurrency_limit(
+            GlobalConcurrencyLimitCreate(name="agentsession-target-raised-1", limit=3)
+        )
+        assert await ensure_limit("agentsession-target-raised-1") is False
+        fresh = await client.read_global_concurrency_limit_by_name("agentsession-target-fresh-1")
+        raised = await client.read_global_concurrency_limit_by_name("agentsession-target-raised-1")
+    assert (fresh.limit, raised.limit) == (1, 3)
+
+
+async def test_the_verdict_report_flow_writes_its_artifact(prefect_api):
+    """What the fail trigger runs: one markdown artifact naming the failure and the files."""
+    from prefect.artifacts import Artifact
+
+    from flows.verdict_report import verdict_report
+
+    state = await verdict_report(
+        campaign="gone-bad",
+        tag="n1",
+        reason="window 0 at 1x: break",
+        regressions=["TimeToWake p99"],
+        location="s3://b/runs/gone-bad",
+        return_state=True,
+    )
+    assert state.is_completed(), state
+    artifact = await Artifact.aget("gone-bad-failed")
+    assert artifact is not None and artifact.type == "markdown"
+    assert "window 0 at 1x: break" in artifact.data and "TimeToWake p99" in artifact.data
+    assert "s3://b/runs/gone-bad" in artifact.data
+
+
+async def apply_report_deployment() -> None:
+    """The `verdict-report` deployment and its trigger, applied as `agentsession serve`
+    applies them (from deployments/prefect.yaml)."""
+    from flows.serve import build_deployments
+
+    # In a thread: called from a running loop, Prefect's to_deployment returns a coroutine.
+    deployments = await asyncio.to_thread(build_deployments)
+    (report,) = [d for d in deployments if d.name == "verdict-report"]
+    await report.aapply()
+
+
+async def report_runs(timeout: float) -> list:
+    """Flow runs of `verdict-report` (the trigger creates them; nothing executes them here)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterName
+
+    deadline = time.monotonic() + timeout
+    async with get_client() as client:
+        while True:
+            runs = await client.read_flow_runs(
+                deployment_filter=DeploymentFilter(
+                    name=DeploymentFilterName(any_=["verdict-report"])
+                )
+            )
+            if runs or time.monotonic() > deadline:
+                return runs
+            await asyncio.sleep(0.5)
+
+
+def test_two_campaigns_on_one_substrate_take_turns_and_report_to_prefect(
+    prefect_api, substrate: LocalSubstrateProcess, tmp_path
+):
+    """Two `agentsession campaign` processes started together against one standalone local
+    substrate: the target's global concurrency limit lets one drive it at a time, the other
+    says it waits and starts only after the first cleaned up. Each ends with its verdict
+    event (one fail, one pass or void); the fail fires the example trigger; the engine's
+    own lines are in each flow run's logs on the Prefect API."""
+    from prefect.client.orchestration import get_client
+
+    from flows.target_limit import limit_name
+
+    asyncio.run(apply_report_deployment())
+    port = int(substrate.url.rsplit(":", 1)[1].split("/")[0])
+    limit = limit_name(f"127.0.0.1:{port}")
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": prefect_api,
+        TOKEN_ENV: TOKEN,
+        "PREFECT_LOGGING_TO_API_ENABLED": "true",  # the suite turns it off; a user has it on
+    }
+    thresholds = {"turn-a": ["TimeToWake: p99 < 1ms"], "turn-b": None}
+    procs = {}
+    for name, rules in thresholds.items():
+        values = small_campaign(
+            tmp_path, name=name, hold_minutes=0.05, target={"substrate": substrate.url}
+        )
+        values["levels"] = [1.0]
+        if rules:
+            values["thresholds"] = rules
+        params = tmp_path / f"{name}.json"
+        params.write_bytes(orjson.dumps(values))
+        err = open(tmp_path / f"{name}.err", "w")
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "agentsession_core", "campaign", "--params", str(params)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    outs = {}
+    try:
+        for name, proc in procs.items():
+            outs[name], _ = proc.communicate(timeout=200)
+    finally:
+        for proc in procs.values():
+            proc.kill()
+    errs = {name: (tmp_path / f"{name}.err").read_text() for name in procs}
+    for name, proc in procs.items():
+        assert proc.returncode == 0, errs[name][-3000:]
+    run_dirs = {name: Path(out.strip().splitlines()[-1]) for name, out in outs.items()}
+    status = {n: orjson.loads((d / "status.json").read_bytes()) for n, d in run_dirs.items()}
+    first, second = sorted(status, key=lambda n: status[n]["started_unix"])
+    print(
+        f"{first}: {status[first]['started_unix']:.2f} .. {status[first]['updated_unix']:.2f}; "
+        f"{second}: from {status[second]['started_unix']:.2f}"
+    )
+    for name in (first, second):
+        assert status[name]["status"] == "completed", status[name]
+        assert status[name]["actors_created"] == status[name]["actors_deleted"] == 6
+    # The final status.json is written once every actor is deleted (and the substrate's
+    # metrics stopped); the second run's clock started after that, not beside it.
+    assert status[second]["started_unix"] >= status[first]["updated_unix"]
+    assert f"waiting for the global concurrency limit {limit}" in errs[second]
+    assert "waiting for the global concurrency limit" not in errs[first]
+
+    async def prefect_side() -> tuple[dict, dict, list]:
+        events = {name: await verdict_events(name, run_dirs[name]) for name in procs}
+        logs = {name: await flow_run_logs(await flow_run_named(f"{name}-flow")) for name in procs}
+        async with get_client() as client:
+            gcl = await client.read_global_concurrency_limit_by_name(limit)
+        assert (gcl.limit, gcl.active_slots) == (1, 0)
+        return events, logs, await report_runs(timeout=60)
+
+    events, logs, reports = asyncio.run(prefect_side())
+    for name in procs:
+        gate = orjson.loads((run_dirs[name] / "gate.json").read_bytes())
+        (event,) = events[name]
+        assert event.resource.id == f"agentsession.campaign.{name}"
+        assert event.resource["agentsession.target"] == f"127.0.0.1:{port}"
+        assert event.payload["verdict"] == gate["verdict"], event.payload
+        assert event.payload["run_dir"] == str(run_dirs[name])
+        # The engine's lines, read back from the API: the fill and a window's verdict.
+        text = "\n".join(logs[name])
+        assert "agentsession: turnover fill done" in text, text[-3000:]
+        assert re.search(r"agentsession: window 0 at 1x: \w+", text), text[-3000:]
+    assert events["turn-a"][0].payload["verdict"] == "fail"
+    assert events["turn-b"][0].payload["verdict"] != "fail"
+    assert f"waiting for the global concurrency limit {limit}" in "\n".join(logs[second])
+    # The example trigger ran the report for the failed campaign, and only for it.
+    assert [r.parameters.get("campaign") for r in reports] == ["turn-a"], reports
+    assert reports[0].parameters["location"] == str(run_dirs["turn-a"])

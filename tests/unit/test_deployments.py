@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -21,8 +22,8 @@ def document() -> dict:
     return yaml.safe_load(PREFECT_YAML.read_text())
 
 
-def test_nightly_and_adhoc_are_declared_with_no_pull_step(document):
-    assert {d["name"] for d in document["deployments"]} == {"nightly", "adhoc"}
+def test_nightly_adhoc_and_the_report_are_declared_with_no_pull_step(document):
+    assert {d["name"] for d in document["deployments"]} == {"nightly", "adhoc", "verdict-report"}
     assert document["pull"] == []
 
 
@@ -48,9 +49,10 @@ def test_every_schedule_parses(document):
     assert len(nightly["schedules"]) == 1
 
 
-def test_both_deployments_run_one_at_a_time(document):
+def test_both_campaign_deployments_run_one_at_a_time(document):
     for spec in document["deployments"]:
-        assert spec["concurrency_limit"]["limit"] == 1
+        if spec["entrypoint"] == "flows.campaign.campaign":
+            assert spec["concurrency_limit"]["limit"] == 1
 
 
 def test_parameters_validate_and_nightly_matches_its_preset(document):
@@ -62,9 +64,9 @@ def test_parameters_validate_and_nightly_matches_its_preset(document):
     assert not specs["adhoc"].get("parameters")
 
 
-def test_serve_builds_both_deployments_offline():
+def test_serve_builds_every_deployment_offline():
     deployments = {d.name: d for d in build_deployments()}
-    assert set(deployments) == {"nightly", "adhoc"}
+    assert set(deployments) == {"nightly", "adhoc", "verdict-report"}
     nightly = deployments["nightly"]
     assert nightly.schedules[0].schedule.cron == "0 2 * * *"
     assert nightly.concurrency_limit == 1
@@ -117,3 +119,40 @@ def test_the_dask_example_deployment_validates():
     params = CampaignParams.model_validate(spec["parameters"]["params"])
     assert params.generator.shards == "auto"
     assert params.generator.cluster == "tcp://dask-scheduler:8786"
+
+
+def test_the_report_trigger_fires_on_a_failed_verdict_only():
+    """The example automation parses as Prefect's deployment trigger and matches the
+    resource the flow's verdict event carries when, and only when, the verdict is fail."""
+    from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
+
+    from flows.verdict_event import VERDICT_EVENT, verdict_event
+    from flows.verdict_report import verdict_report
+
+    report = {d.name: d for d in build_deployments()}["verdict-report"]
+    (trigger,) = report.triggers
+    assert isinstance(trigger, DeploymentEventTrigger)
+    assert trigger.expect == {VERDICT_EVENT}
+    template_keys = set(trigger.parameters or {})
+    assert template_keys <= set(verdict_report.parameters.properties)
+    assert "campaign" in template_keys
+
+    from agentsession_core.output.upload import UploadResult
+
+    def labels(verdict: str) -> dict[str, str]:
+        event = verdict_event(
+            {"verdict": verdict, "reason": "r"},
+            name="nightly",
+            tag="t",
+            target="sub.example:443",
+            run_dir=Path("/runs/x"),
+            upload=UploadResult(True, "s3://b/p", "/runs/x"),
+        )
+        return event["resource"]
+
+    def matches(resource: dict[str, str]) -> bool:
+        from prefect.events.schemas.events import Resource, ResourceSpecification
+
+        return ResourceSpecification.model_validate(trigger.match).matches(Resource(resource))
+
+    assert [v for v in ("pass", "fail", "void") if matches(labels(v))] == ["fail"]
