@@ -16,6 +16,34 @@ from agentsession_core.judge.gate import summary
 from tasks.publish import artifact_key
 
 
+def comparison_lines(comparison: dict[str, Any]) -> list[str]:
+    """The baseline comparison as a table: every figure's change, interval and status."""
+    status = comparison.get("status")
+    if not status:
+        return []
+    if status != "compared":
+        why = comparison.get("why") or ", ".join(comparison.get("differences") or [])
+        return ["", f"Baseline {status}: {why}"]
+    lines = [
+        "",
+        f"Against {comparison.get('runs')} baseline run(s), spread "
+        f"{comparison.get('spread_from')}:",
+        "",
+        "| figure | baseline | this run | change | interval | samples | status |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in comparison.get("metrics") or []:
+        interval = m.get("interval")
+        span = f"{interval[0]:+.0%} … {interval[1]:+.0%}" if interval else m.get("why", "")
+        samples = m.get("samples") or {}
+        lines.append(
+            f"| {m['metric']} | {m['baseline']:.4g} | {m['current']:.4g} | "
+            f"{m['change']:+.0%} | {span} | {samples.get('baseline')} / "
+            f"{samples.get('current')} | **{m['status']}** |"
+        )
+    return lines
+
+
 def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
     lines = [f"## {summary(doc)}", "", "| window | level | outcome | missed |", "|---|---|---|---|"]
     for w in doc.get("windows", []):
@@ -25,9 +53,7 @@ def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
         lines.append(f"| {w['index']} | {w['level']:g}x | **{w['outcome']}** | {missed} |")
     if doc.get("abort_reason"):
         lines += ["", f"Aborted: {doc['abort_reason']}"]
-    regressions = (doc.get("baseline") or {}).get("regressions") or []
-    if regressions:
-        lines += ["", "Regressions against the baseline: " + ", ".join(regressions)]
+    lines += comparison_lines(doc.get("baseline") or {})
     where = upload.get("location") if upload.get("ok") else upload.get("local_dir")
     state = (
         "Artifacts at"

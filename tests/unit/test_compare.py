@@ -99,3 +99,15 @@ def test_another_max_regression_rejudges_the_stored_comparison():
     assert by_metric(lenient)["TimeToWake.p50"]["status"] == "unchanged"
     before, after = by_metric(doc)["TimeToWake.p50"], by_metric(lenient)["TimeToWake.p50"]
     assert math.isclose(before["change"], after["change"])
+
+
+def test_the_prefect_verdict_artifact_tabulates_the_comparison():
+    from tasks.gate import verdict_markdown
+
+    base = gate_of(seconds(p50_ms=40, seconds=600, seed=1))
+    slow = gate_of(seconds(p50_ms=80, seconds=600, seed=2))
+    doc = with_baseline(slow, {"gate": base, "location": "base"}, 0.2)
+    text = verdict_markdown(doc, {"ok": True, "location": "s3://b/r"})
+    row = next(line for line in text.splitlines() if line.startswith("| TimeToWake.p50 |"))
+    assert "**regressed**" in row and "2400 / 2400" in row
+    assert "Against 1 baseline run(s), spread assumed:" in text
