@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.output.upload import s3_client
-from tests.integration.test_report_browser import CHROMIUM
+from tests.integration.test_report_browser import CHROMIUM, chromium
 from tests.unit.test_report import assert_self_contained
 
 SERIES = Path(__file__).resolve().parents[1] / "data" / "history"
@@ -90,41 +90,15 @@ def screenshot(page: Path, tmp_path: Path) -> tuple[str, list[str]]:
     browser's own background requests carry no page origin and are left out)."""
     if not Path(CHROMIUM).exists():
         pytest.skip("chromium is not installed")
-    common = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ]
     netlog = tmp_path / "netlog.json"
-    dom = subprocess.run(
-        [
-            *common,
-            f"--user-data-dir={tmp_path / 'dom'}",
-            f"--log-net-log={netlog}",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        timeout=90,
-    )
+    dom = chromium(f"--log-net-log={netlog}", "--dump-dom", page.as_uri(), profile=tmp_path / "dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     shot = tmp_path / "history.png"
-    done = subprocess.run(
-        [
-            *common,
-            f"--user-data-dir={tmp_path / 'shot'}",
-            f"--screenshot={shot}",
-            "--window-size=1400,3000",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        timeout=90,
+    done = chromium(
+        f"--screenshot={shot}",
+        "--window-size=1400,3000",
+        page.as_uri(),
+        profile=tmp_path / "shot",
     )
     assert done.returncode == 0, done.stderr[-2000:]
     data = shot.read_bytes()
