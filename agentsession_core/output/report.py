@@ -36,6 +36,7 @@ from agentsession_core.output.run_source import RunSource, open_run
 REPORT = "report.html"
 INDEX = (
     ("windows", "windows"),
+    ("figures", "figures"),
     ("baseline", "baseline"),
     ("throughput", "throughput"),
     ("failures", "failures"),
@@ -107,6 +108,7 @@ def render(
     )
     sections = [
         tables.windows(ctx),
+        tables.figures(data),
         baseline,
         charts.throughput(ctx),
         charts.failures(ctx),

@@ -268,6 +268,39 @@ def threshold_matrix(ctx: ReportContext) -> str:
     return "<h3>Thresholds per window (observed value)</h3>" + table(head, rows)
 
 
+def figures(data: RunData) -> str:
+    """gate.json's headline figures with their samples and intervals (docs/SPEC.md §6.2): what
+    a comparison with a baseline sets side by side, and which percentiles it cannot judge."""
+    gate = data.gate or {}
+    found = gate.get("figures") or {}
+    title = "Headline figures and their uncertainty"
+    if not found:
+        why = "no judged window at the first level" if gate else "no gate.json"
+        if gate and not gate.get("figures") and gate.get("schema", 1) < 2:
+            why = "gate.json schema 1 has no intervals"
+        return section("figures", title, f'<p class="nodata">no data: {why}</p>')
+    rows = []
+    for metric, f in found.items():
+        unit = f.get("unit")
+        show = ms if unit == "ms" else (lambda v: fmt(number(v), 4))
+        low, high = f.get("low"), f.get("high")
+        interval = "–" if low is None or high is None else f"{show(low)} … {show(high)}"
+        beyond = f.get("beyond")
+        judged = "yes" if f.get("estimable", True) else "inconclusive: < 10 samples beyond it"
+        rows.append(
+            f"<tr><td>{esc(metric)}</td><td>{show(f.get('value'))}</td><td>{interval}</td>"
+            f"<td>{fmt(f.get('n'))}</td><td>{'–' if beyond is None else fmt(beyond)}</td>"
+            f"<td>{esc(judged)}</td></tr>"
+        )
+    confidence = number(gate.get("confidence")) or 0.99
+    intro = (
+        f"Over the first level's judged windows; intervals at {confidence:.0%}, a block "
+        "bootstrap over the hold's seconds (hold_seconds.jsonl)."
+    )
+    head = ["figure", "value", "interval", "samples", "beyond the percentile", "comparable"]
+    return section("figures", title, table(head, rows), intro)
+
+
 def drift_and_ramp(data: RunData) -> str:
     gate = data.gate
     if gate is None:

@@ -15,6 +15,7 @@ from tests.unit.report_run import CODES, THRESHOLDS, build_run
 
 SECTIONS = (
     "windows",
+    "figures",
     "throughput",
     "failures",
     "latency",
@@ -47,6 +48,20 @@ def test_every_section_is_there_and_the_page_is_self_contained(tmp_path: Path) -
     assert "FAIL" in page and doc["reason"].split(";")[0] in page
     assert_self_contained(page)
     assert "demo&lt;x&gt;" in page and "demo<x>" not in page
+
+
+def test_the_headline_figures_show_their_interval_and_what_cannot_be_judged(tmp_path):
+    _, doc = build_run(tmp_path)
+    page = render_report(tmp_path)
+    figures = page.split('<section id="figures">', 1)[1].split("</section>", 1)[0]
+    p50, p99 = doc["figures"]["TimeToWake.p50"], doc["figures"]["TimeToWake.p99"]
+    assert p50["estimable"] and not p99["estimable"]
+    row = figures.split("<td>TimeToWake.p50</td>", 1)[1].split("</tr>", 1)[0]
+    assert " … " in row and f"<td>{p50['n']}</td>" in row and "<td>yes</td>" in row
+    row = figures.split("<td>TimeToWake.p99</td>", 1)[1].split("</tr>", 1)[0]
+    assert "inconclusive: &lt; 10 samples beyond it" in row
+    (tmp_path / "gate.json").write_text('{"schema": 1, "verdict": "pass", "windows": []}')
+    assert "no data: gate.json schema 1 has no intervals" in render_report(tmp_path)
 
 
 def test_the_charts_carry_thresholds_limits_levels_and_distinct_percentiles(tmp_path):
