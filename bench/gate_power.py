@@ -38,7 +38,9 @@ SHARES = (0.2, 0.5, 1.0)
 WORKERS = 6
 
 
-def campaign_values(out: Path, tag: str, hold_s: float, seed: int) -> dict[str, Any]:
+def campaign_values(
+    out: Path, tag: str, hold_s: float, seed: int, window_s: float = 30.0
+) -> dict[str, Any]:
     """The demo preset's first level (smoke script, turnover 12 sessions / 4 awake / 2 swaps/s,
     30 s windows), without its ramp: what a demo-length gate compares."""
     return {
@@ -49,7 +51,7 @@ def campaign_values(out: Path, tag: str, hold_s: float, seed: int) -> dict[str, 
         "script": "smoke",
         "think_scale": 0.05,
         "hold_minutes": hold_s / 60,
-        "window_seconds": 30,
+        "window_seconds": window_s,
         "levels": [1.0],
         "thresholds": [
             "TimeToWake: p99 < 2s",
@@ -72,14 +74,16 @@ def campaign_values(out: Path, tag: str, hold_s: float, seed: int) -> dict[str, 
     }
 
 
-def one_run(out: Path, tag: str, hold_s: float, seed: int, faults: list[str]) -> dict[str, Any]:
+def one_run(
+    out: Path, tag: str, hold_s: float, seed: int, faults: list[str], window_s: float = 30.0
+) -> dict[str, Any]:
     from agentsession_core.campaign.params import CampaignParams
     from agentsession_core.campaign.run import run_campaign_blocking
     from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 
     started = time.time()
     with LocalSubstrateProcess(workers=WORKERS, faults=faults, fault_seed=seed) as sub:
-        values = campaign_values(out, tag, hold_s, seed)
+        values = campaign_values(out, tag, hold_s, seed, window_s)
         values["target"].update(substrate=sub.grpc_url, router=sub.url)
         result = run_campaign_blocking(CampaignParams.model_validate(values))
     figures = result.gate.get("figures") or {}
@@ -113,7 +117,7 @@ def collect(args: argparse.Namespace) -> int:
     a_plan = [(f"a-{i:02d}", []) for i in range(args.a_runs)]
     b_plan = []
     for i in range(args.b_runs):
-        for share in SHARES:
+        for share in args.shares:
             added = round(share * p50, 2)
             b_plan.append((f"b{int(share * 100)}-{i:02d}", [f"wake:latency:fixed:{added}ms"]))
     # B runs spread evenly among the A runs, the first run an A: drift touches both alike.
@@ -131,7 +135,7 @@ def collect(args: argparse.Namespace) -> int:
         if time.time() > deadline:
             print(f"stopped at --max-minutes before {tag}", flush=True)
             break
-        run = one_run(args.dir / "runs", tag, args.hold, 100 + number, faults)
+        run = one_run(args.dir / "runs", tag, args.hold, 100 + number, faults, args.window)
         done.append(run)
         index_file.write_text(json.dumps(done, indent=1))
         print(
@@ -301,10 +305,17 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     c.add_argument("--pilot", action="store_true", help="one A run, to read its wake p50")
     c.add_argument("--hold", type=float, default=60.0, help="seconds of hold per campaign")
+    c.add_argument("--window", type=float, default=30.0, help="seconds per judged window")
     c.add_argument("--a-runs", type=int, default=40)
     c.add_argument("--b-runs", type=int, default=8, help="B runs per added latency")
     c.add_argument("--wake-p50-ms", type=float, default=None)
     c.add_argument("--max-minutes", type=float, default=100.0, help="stop starting runs after")
+    c.add_argument(
+        "--shares",
+        type=lambda text: tuple(float(x) for x in text.split(",")),
+        default=SHARES,
+        help="added wake latencies as shares of the A runs' p50 (default 0.2,0.5,1.0)",
+    )
     c.set_defaults(handler=collect)
     j = sub.add_parser("judge", help="compare the collected runs with the gate's code")
     j.add_argument("--dir", type=Path, default=DEFAULT_DIR)
