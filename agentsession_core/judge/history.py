@@ -1,5 +1,5 @@
 """Night-to-night history of a campaign: every run under a destination, its verdict and its
-headline figures, and where each figure changed (docs/SPEC.md §6 "History").
+headline figures, and where each figure changed (docs/SPEC.md §6.4).
 
 A destination is a campaign's ``out`` directory or its ``dest`` s3:// prefix; runs live at
 ``<prefix>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/`` (docs/SPEC.md §7).

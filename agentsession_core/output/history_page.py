@@ -1,6 +1,6 @@
 """history.html: a campaign's nights on one self-contained page (inline SVG and CSS, no
 script, no request to anywhere), rendered from history.json's document alone (docs/SPEC.md
-§6 "History"). Output never judges: the change points arrive as data.
+§6.4). Output never judges: the change points arrive as data.
 
 Per campaign name, per headline metric: the value per night with its interval as whiskers
 (where the run's gate.json carries one), each night's dot in its verdict's colour, the
