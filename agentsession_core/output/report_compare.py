@@ -177,8 +177,11 @@ def judged_deltas(judged: dict[str, Any]) -> str:
     """The gate's baseline comparison: each headline figure's change, its interval, the
     samples on both sides and what the gate made of it (docs/SPEC.md §6.3)."""
     if judged.get("status") == "not comparable":
-        fields = "".join(f"<li>{esc(d)}</li>" for d in judged.get("differences") or [])
-        return f'<p class="nodata">not comparable: the runs differ in</p><ul>{fields}</ul>'
+        fields = "".join(f"<li><code>{esc(d)}</code></li>" for d in judged.get("differences") or [])
+        return (
+            "<h3>What the gate judged: not comparable, the runs differ in what changes the "
+            f"numbers (baseline → this run)</h3><ul>{fields}</ul>"
+        )
     metrics = judged.get("metrics") or []
     if not metrics:
         return '<p class="nodata">no comparable headline metric</p>'

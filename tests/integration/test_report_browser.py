@@ -221,6 +221,8 @@ def test_a_baseline_comparison_renders_side_by_side(demo, broken, tmp_path):
     page = out.read_text()
     assert '<section id="baseline">' in page and "The two runs" in page
     assert "Per window, side by side" in page and "What the gate judged" in page
+    # another window length and ramp: the gate compares nothing and says why
+    assert "not comparable" in page and "<code>window_seconds: 8 → 10</code>" in page
     assert esc(broken.run_dir) in page
     assert_self_contained(page)
     screenshot(out, tmp_path, "baseline")
