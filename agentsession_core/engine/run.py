@@ -51,6 +51,10 @@ log = logging.getLogger("agentsession")
 
 DEFAULT_HOLD_S = 60.0
 EXIT = {"completed": 0, "failed": 1, "refused": 1, "aborted": 1}
+# A run that reached its end but left actors on the substrate (cleanup could not delete them
+# by its deadline): its measurement stands, but whoever runs it must hear of the leak, and a
+# script that only reads the exit code would not from a 0 (docs/SPEC.md §3.5).
+LEAKED_EXIT = 3
 T = TypeVar("T")
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
@@ -225,8 +229,15 @@ class Run:
                 self.status, self.reason = "failed", f"cleanup failed: {cleanup_exc}"
         finally:
             await asyncio.to_thread(self.write_final_files)
-        leaks = self.engine.leaks if self.engine else []
-        self.result = RunResult(self.status, self.exit_code, self.run_dir.path, self.reason, leaks)
+        if self.leaks and self.exit_code == LEAKED_EXIT:
+            log.error(
+                "%d actors left on the substrate (listed in status.json): exit %d",
+                len(self.leaks),
+                LEAKED_EXIT,
+            )
+        self.result = RunResult(
+            self.status, self.exit_code, self.run_dir.path, self.reason, self.leaks
+        )
         return isinstance(exc, Exception)
 
     def write_final_files(self) -> None:
@@ -291,8 +302,17 @@ class Run:
         return start, end, (self.stop_reason() or reason) if reason is not None else None
 
     @property
+    def leaks(self) -> list[dict[str, str]]:
+        """The actors cleanup could not delete (each with the reason)."""
+        return self.engine.leaks if self.engine else []
+
+    @property
     def exit_code(self) -> int:
-        return SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
+        if self.signal:
+            return SIGNAL_EXIT[self.signal]
+        code = EXIT.get(self.status, 1)
+        # Only a 0 changes: a failed run already says something is wrong.
+        return LEAKED_EXIT if code == 0 and self.leaks else code
 
     def cut_short(self, reason: str) -> bool:
         """Whether a stop for `reason` says nothing about the substrate (a signal, our own
