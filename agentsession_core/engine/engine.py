@@ -26,6 +26,7 @@ from agentsession_core.script import Script
 from agentsession_core.script.quantity import format_quantity
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate, Template
+from agentsession_core.substrate.op_limits import over_limits
 
 log = logging.getLogger("agentsession")
 T = TypeVar("T")
@@ -106,6 +107,13 @@ class Engine:
                 f"script {self.script.name}'s min_actor_memory {format_quantity(need)}; "
                 f"use a template with at least {format_quantity(need)} (--template) "
                 "or a script that needs less"
+            )
+        caps = template.op_limits
+        if caps is not None and (refused := over_limits(self.script, caps)) is not None:
+            # Every attempt of that op would be refused INVALID_ARGUMENT (docs/SPEC.md §3.1).
+            raise PreflightError(
+                f"{refused} (template {namespace}/{name}, {where}); "
+                "use a script within the cap or a substrate that allows more"
             )
         try:
             await self._retried(
