@@ -18,6 +18,7 @@ import errno
 import logging
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_sources import ServerMetrics
+from agentsession_core.measure.stats import ROUTER_KIND
 from agentsession_core.output.report_context import ThresholdRule
 from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
@@ -57,6 +59,7 @@ EXIT = {"completed": 0, "failed": 1, "refused": 1, "aborted": 1}
 LEAKED_EXIT = 3
 T = TypeVar("T")
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+STEP_ROW_PREFIX = "Step_"  # the rows Session.run_step books
 
 
 @dataclass
@@ -335,9 +338,31 @@ class Run:
         return self._watchdog.failure if self._watchdog else None
 
     def finish(self, status: str = "completed", reason: str | None = None) -> None:
-        """The body reached its end: record how (signals and a dead substrate still win)."""
+        """The body reached its end: record how (signals and a dead substrate still win). A
+        run in which no step succeeded measured nothing a user would feel: it ends `failed`
+        with that reason, never `completed` (docs/SPEC.md §3.4)."""
+        if status == "completed" and reason is None:
+            reason = self.no_step_succeeded()
+            status = "completed" if reason is None else "failed"
         self.status, self.reason = status, reason
         self._settle()
+
+    def no_step_succeeded(self) -> str | None:
+        """One line when not one scripted step succeeded in the whole run (registration's
+        step 1 included); None otherwise."""
+        steps = [
+            stats
+            for (kind, name), stats in self.recorder.totals().rows.items()
+            if kind == ROUTER_KIND and name.startswith(STEP_ROW_PREFIX)
+        ]
+        tried = sum(s.count for s in steps)
+        if tried > sum(s.failures for s in steps):
+            return None
+        if not tried:
+            return "no step succeeded: no step ran (a hold shorter than the script's think?)"
+        errors = sum((s.errors for s in steps), Counter[str]())
+        common = errors.most_common(1)[0][0] if errors else "no error recorded"
+        return f"no step succeeded: all {tried} steps failed (most often {common})"
 
     def _settle(self) -> None:
         if self.refusal is not None:  # it happened first: nothing else ran
