@@ -36,6 +36,7 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.preset_files import preset_names, preset_path
 from agentsession_core.engine.params import parse
 from agentsession_core.engine.params_io import apply_settings, load_values
+from agentsession_core.engine.run import LEAKED_EXIT
 from agentsession_core.errors import UsageError
 from agentsession_core.output.run_dir import redact
 from flows.api_server import temporary_api
@@ -256,7 +257,9 @@ def _run_flow(params: CampaignParams, started: float) -> int:
         else:
             print(f"verdict: {result['verdict']} ({result['reason']})", file=sys.stderr)
         print(result["run_dir"])
-        return 0
+        # A verdict was reached, but actors left on the substrate must show in the exit code
+        # (docs/SPEC.md §3.5), whatever the verdict.
+        return LEAKED_EXIT if _status(Path(result["run_dir"])).get("leaked_actors") else 0
     # Failed: the reason was logged once above (and is in status.json and the flow's state).
     error = state.result(raise_on_failure=False)
     print(
@@ -269,12 +272,18 @@ def _run_flow(params: CampaignParams, started: float) -> int:
     return 1
 
 
+def _status(run_dir: Path) -> dict[str, Any]:
+    """The run's status.json ({} when unreadable)."""
+    try:
+        status = json.loads((run_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
 def _signal_exit(run_dir: Path) -> int | None:
     """Stopped by SIGINT/SIGTERM: the run recorded 130/143 in its status."""
-    try:
-        code = json.loads((run_dir / "status.json").read_text()).get("exit_code")
-    except (OSError, ValueError):
-        return None
+    code = _status(run_dir).get("exit_code")
     return code if code in (130, 143) else None
 
 

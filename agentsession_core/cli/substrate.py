@@ -86,6 +86,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--max-burn-millis", type=int, default=60_000)
     serve.add_argument("--max-parallel", type=int, default=16)
     serve.add_argument(
+        "--no-op-limits",
+        action="store_true",
+        help="do not state the three caps above with the template (a substrate that states "
+        "none: the engine then learns them only from INVALID_ARGUMENT answers)",
+    )
+    serve.add_argument(
         "--pause-budget",
         default="4Gi",
         help="paused state a worker may hold before a pause becomes a suspend",
@@ -207,6 +213,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_op_bytes=max_op,
         max_burn_millis=args.max_burn_millis,
         max_parallel=args.max_parallel,
+        state_op_limits=not args.no_op_limits,
         seed=args.seed,
         grpc_port=grpc_port,
         grpc_tls=grpc_tls(args, grpc_port),

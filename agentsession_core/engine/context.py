@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentsession")
 
+# Requests answered "never servable" (INVALID_ARGUMENT, 400, 413: docs/SPEC.md §3.4) in a row
+# across the run, with no step succeeding in between, before the run ends as misconfigured:
+# no retry and no replacement can fix such a request, and every step would only repeat it.
+MISCONFIGURED_GIVE_UP = 10
+
 
 def now_ns() -> int:
     return time.monotonic_ns()
@@ -67,7 +72,9 @@ class RunContext:
     ledger: ActorLedger
     stopping: StopSignal = field(default_factory=lambda: StopSignal())
     misconfigured: dict[str, str] = field(default_factory=dict)  # code -> first message
-    fatal: str | None = None  # why the run must stop (a refused credential), set once
+    fatal: str | None = None  # why the run must stop (a credential, a bad request), set once
+    # Misconfigured answers since the last step that succeeded (Session.run_step resets it).
+    refused_in_a_row: int = 0
     # Opt-in record of the schedule drawn from the seeded streams, as (what, session id,
     # nanoseconds): think gaps and turn arrivals (offset from the steady start). None in
     # normal runs, so the hot path pays one `is None` test.
@@ -140,12 +147,23 @@ class RunContext:
     def surface(self, exc: SubstrateError, where: str) -> None:
         """INVALID_ARGUMENT / UNAUTHENTICATED / PERMISSION_DENIED / 401 / 403 mean the run
         itself is wrong: say so loudly, once per code, and keep it for status.json. A refused
-        credential also stops the run, with one line naming the problem (docs/SPEC.md §3.4)."""
+        credential also stops the run, with one line naming the problem; so do
+        MISCONFIGURED_GIVE_UP requests no actor can serve with no step succeeding in between
+        (docs/SPEC.md §3.4)."""
         if exc.code not in self.misconfigured:
             self.misconfigured[exc.code] = f"{where}: {exc}"
             log.error("MISCONFIGURED run: %s: %s", where, exc)
         if exc.credential_refused and self.fatal is None:
             self.fatal = credential_refused_line(exc, where)
+            log.error("%s", self.fatal)
+            self.stopping.set()
+            return
+        self.refused_in_a_row += 1
+        if self.refused_in_a_row >= MISCONFIGURED_GIVE_UP and self.fatal is None:
+            self.fatal = (
+                f"misconfigured: {self.refused_in_a_row} requests in a row refused as never "
+                f"servable, no step succeeding in between; the last: {where}: {exc}"
+            )
             log.error("%s", self.fatal)
             self.stopping.set()
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
+from agentsession_core.engine.backoff import Backoff, transient
 from agentsession_core.engine.context import RunContext, credential_refused_line, now_ns
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
@@ -24,10 +26,17 @@ from agentsession_core.script import Script
 from agentsession_core.script.quantity import format_quantity
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate, Template
+from agentsession_core.substrate.op_limits import over_limits
 
 log = logging.getLogger("agentsession")
+T = TypeVar("T")
 
 TASKS_GAUGE = "engine_tasks"
+
+# Preflight's calls are retried on a transient failure by the engine's one backoff (0.2 s,
+# 0.4 s, 0.8 s, 1.6 s: about 3 s of waits), so one reset connection does not refuse a run,
+# while a substrate that is really down is still refused within seconds.
+PREFLIGHT_ATTEMPTS = 5
 
 POPULATIONS: dict[str, type[Population]] = {
     "closed": ClosedPopulation,
@@ -76,7 +85,10 @@ class Engine:
         where = f"substrate {self.params.target.substrate or 'local'}"
         try:
             # The run's first call: a refused credential ends it here, before any load.
-            template = await self.substrate.get_template(namespace, name)
+            template = await self._retried(
+                f"GetTemplate {namespace}/{name}",
+                lambda: self.substrate.get_template(namespace, name),
+            )
         except SubstrateError as exc:
             raise _preflight_error(exc, f"{where}: GetTemplate {namespace}/{name}") from None
         need = self.script.min_actor_memory
@@ -96,8 +108,18 @@ class Engine:
                 f"use a template with at least {format_quantity(need)} (--template) "
                 "or a script that needs less"
             )
+        caps = template.op_limits
+        if caps is not None and (refused := over_limits(self.script, caps)) is not None:
+            # Every attempt of that op would be refused INVALID_ARGUMENT (docs/SPEC.md §3.1).
+            raise PreflightError(
+                f"{refused} (template {namespace}/{name}, {where}); "
+                "use a script within the cap or a substrate that allows more"
+            )
         try:
-            await self.substrate.ensure_atespace(self.ledger.atespace)
+            await self._retried(
+                f"EnsureAtespace {self.ledger.atespace}",
+                lambda: self.substrate.ensure_atespace(self.ledger.atespace),
+            )
         except SubstrateError as exc:
             raise _preflight_error(exc, f"{where}: EnsureAtespace {self.ledger.atespace}") from None
         target, population = self.params.target, self.params.population
@@ -118,6 +140,31 @@ class Engine:
             )
         self.template = template
         return template
+
+    async def _retried(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """`call`, retried on a transient failure up to PREFLIGHT_ATTEMPTS attempts in all
+        (docs/SPEC.md §3.1); the last failure, or a final one, is raised. A stop (a signal)
+        ends the waiting."""
+        backoff = Backoff()
+        for attempt in range(1, PREFLIGHT_ATTEMPTS + 1):
+            try:
+                return await call()
+            except SubstrateError as exc:
+                last = attempt == PREFLIGHT_ATTEMPTS or self.ctx.stopping.is_set()
+                if last or not transient(exc):
+                    raise
+                wait = backoff.next()
+                # No URL in this line: a refusal is said once, with the substrate named there.
+                log.warning(
+                    "preflight: %s failed (%s); attempt %d of %d in %.1fs",
+                    what,
+                    exc.code,
+                    attempt + 1,
+                    PREFLIGHT_ATTEMPTS,
+                    wait,
+                )
+                await asyncio.sleep(wait)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     async def register(self) -> None:
         self.phase = "register"

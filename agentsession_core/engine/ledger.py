@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 
+from agentsession_core.engine.backoff import Backoff, transient
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate
 
@@ -74,19 +75,34 @@ class ActorLedger:
         self, substrate: Substrate, *, concurrency: int, timeout: float
     ) -> list[dict[str, str]]:
         """Suspend then delete every live actor, `concurrency` at a time, within `timeout`
-        seconds overall. Returns the actors left behind, each with the reason."""
+        seconds overall. A transient failure (a reset, an INTERNAL, an outage) is retried
+        with the engine's backoff until the deadline: one failed call must not leave an
+        actor behind while the deadline has time left (issue 18). Returns the actors left
+        behind, each with the reason."""
         leaks: dict[str, str] = {}
         gate = asyncio.Semaphore(concurrency)
+        started = time.monotonic()
+        deadline = started + timeout
 
         async def remove(name: str) -> None:
-            async with gate:
-                try:
-                    await self.remove(substrate, name)
-                except SubstrateError as exc:
-                    leaks[name] = str(exc)
+            backoff = Backoff()
+            while True:
+                async with gate:
+                    try:
+                        await self.remove(substrate, name)
+                        leaks.pop(name, None)
+                        return
+                    except SubstrateError as exc:
+                        leaks[name] = str(exc)
+                        if not transient(exc):
+                            return
+                # Waited outside the gate, so a retrying actor leaves its slot to the others.
+                wait = backoff.next()
+                if time.monotonic() + wait >= deadline:
+                    return
+                await asyncio.sleep(wait)
 
         names = self.live
-        started = time.monotonic()
         tasks = [asyncio.ensure_future(remove(n)) for n in names]
         if tasks:
             done, pending = await asyncio.wait(tasks, timeout=timeout)

@@ -18,6 +18,7 @@ import errno
 import logging
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_sources import ServerMetrics
+from agentsession_core.measure.stats import ROUTER_KIND
 from agentsession_core.output.report_context import ThresholdRule
 from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
@@ -51,8 +53,13 @@ log = logging.getLogger("agentsession")
 
 DEFAULT_HOLD_S = 60.0
 EXIT = {"completed": 0, "failed": 1, "refused": 1, "aborted": 1}
+# A run that reached its end but left actors on the substrate (cleanup could not delete them
+# by its deadline): its measurement stands, but whoever runs it must hear of the leak, and a
+# script that only reads the exit code would not from a 0 (docs/SPEC.md §3.5).
+LEAKED_EXIT = 3
 T = TypeVar("T")
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+STEP_ROW_PREFIX = "Step_"  # the rows Session.run_step books
 
 
 @dataclass
@@ -225,8 +232,15 @@ class Run:
                 self.status, self.reason = "failed", f"cleanup failed: {cleanup_exc}"
         finally:
             await asyncio.to_thread(self.write_final_files)
-        leaks = self.engine.leaks if self.engine else []
-        self.result = RunResult(self.status, self.exit_code, self.run_dir.path, self.reason, leaks)
+        if self.leaks and self.exit_code == LEAKED_EXIT:
+            log.error(
+                "%d actors left on the substrate (listed in status.json): exit %d",
+                len(self.leaks),
+                LEAKED_EXIT,
+            )
+        self.result = RunResult(
+            self.status, self.exit_code, self.run_dir.path, self.reason, self.leaks
+        )
         return isinstance(exc, Exception)
 
     def write_final_files(self) -> None:
@@ -291,8 +305,17 @@ class Run:
         return start, end, (self.stop_reason() or reason) if reason is not None else None
 
     @property
+    def leaks(self) -> list[dict[str, str]]:
+        """The actors cleanup could not delete (each with the reason)."""
+        return self.engine.leaks if self.engine else []
+
+    @property
     def exit_code(self) -> int:
-        return SIGNAL_EXIT[self.signal] if self.signal else EXIT.get(self.status, 1)
+        if self.signal:
+            return SIGNAL_EXIT[self.signal]
+        code = EXIT.get(self.status, 1)
+        # Only a 0 changes: a failed run already says something is wrong.
+        return LEAKED_EXIT if code == 0 and self.leaks else code
 
     def cut_short(self, reason: str) -> bool:
         """Whether a stop for `reason` says nothing about the substrate (a signal, our own
@@ -315,9 +338,31 @@ class Run:
         return self._watchdog.failure if self._watchdog else None
 
     def finish(self, status: str = "completed", reason: str | None = None) -> None:
-        """The body reached its end: record how (signals and a dead substrate still win)."""
+        """The body reached its end: record how (signals and a dead substrate still win). A
+        run in which no step succeeded measured nothing a user would feel: it ends `failed`
+        with that reason, never `completed` (docs/SPEC.md §3.4)."""
+        if status == "completed" and reason is None:
+            reason = self.no_step_succeeded()
+            status = "completed" if reason is None else "failed"
         self.status, self.reason = status, reason
         self._settle()
+
+    def no_step_succeeded(self) -> str | None:
+        """One line when not one scripted step succeeded in the whole run (registration's
+        step 1 included); None otherwise."""
+        steps = [
+            stats
+            for (kind, name), stats in self.recorder.totals().rows.items()
+            if kind == ROUTER_KIND and name.startswith(STEP_ROW_PREFIX)
+        ]
+        tried = sum(s.count for s in steps)
+        if tried > sum(s.failures for s in steps):
+            return None
+        if not tried:
+            return "no step succeeded: no step ran (a hold shorter than the script's think?)"
+        errors = sum((s.errors for s in steps), Counter[str]())
+        common = errors.most_common(1)[0][0] if errors else "no error recorded"
+        return f"no step succeeded: all {tried} steps failed (most often {common})"
 
     def _settle(self) -> None:
         if self.refusal is not None:  # it happened first: nothing else ran

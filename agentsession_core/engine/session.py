@@ -359,6 +359,7 @@ class Session(Recovery):
         self.state = "idle"
         self.cursor = (self.cursor + 1) % len(ctx.script.steps)
         self.failures_in_a_row = 0
+        ctx.refused_in_a_row = 0
 
     # ---------------------------------------------------------------- turns
     async def turn(

@@ -50,6 +50,11 @@ CREDENTIAL_STATUSES = frozenset({401, 403})
 _RETRY_LATER_CODES = {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED", ASSIGNMENT_STALE}
 _RETRY_LATER_STATUSES = {429, 503, 504}
 _MISCONFIGURED_CODES = {"INVALID_ARGUMENT", *CREDENTIAL_CODES}
+# A request no actor can ever serve, whoever answered it: the glutton's own INVALID_ARGUMENT
+# (a size over the substrate's per-op cap, a bad key), a 400 (the ate glutton's bad argument),
+# a 413 (a body over the router's per-request cap). Replacing the actor cannot fix the
+# request, so these never count toward a replacement (docs/SPEC.md §3.4).
+_BAD_REQUEST_STATUSES = {400, 413}
 
 
 def classify(code: str, status: int, *, from_router: bool, message: str = "") -> FailureClass:
@@ -67,6 +72,8 @@ def classify(code: str, status: int, *, from_router: bool, message: str = "") ->
             return FailureClass.REPLACE
         if code in _MISCONFIGURED_CODES or status in CREDENTIAL_STATUSES:
             return FailureClass.MISCONFIGURED
+    if code == "INVALID_ARGUMENT" or status in _BAD_REQUEST_STATUSES:
+        return FailureClass.MISCONFIGURED
     return FailureClass.COUNT
 
 

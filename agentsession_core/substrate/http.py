@@ -36,6 +36,7 @@ from agentsession_core.substrate.interface import (
     Template,
     note_server_time,
 )
+from agentsession_core.substrate.op_limits import OP_LIMITS_FIELD, OpLimits
 from agentsession_core.substrate.protocol import (
     ASYNC_PARAM,
     ELAPSED_HEADER,
@@ -220,7 +221,8 @@ class HttpSubstrate:
         limit = body.get("memory_limit_bytes")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
             raise SubstrateError(BAD_BODY, f"template memory_limit_bytes {limit!r}: not an int")
-        return Template(body.get("namespace", namespace), body.get("name", name), limit)
+        caps = OpLimits.from_json(body.get(OP_LIMITS_FIELD))
+        return Template(body.get("namespace", namespace), body.get("name", name), limit, caps)
 
     async def ensure_atespace(self, atespace: str) -> None:
         await self._call("PUT", atespace_path(atespace))

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agentsession_core.substrate.op_limits import OpLimits
 
 NO_SERVER_TIME = -1  # server_time_us when no answer carried the figure
 
@@ -46,6 +49,8 @@ class Template:
     namespace: str
     name: str
     memory_limit_bytes: int | None
+    # The per-op caps the substrate states (op_limits.py); None: it states none.
+    op_limits: OpLimits | None = None
 
 
 @dataclass(frozen=True, slots=True)

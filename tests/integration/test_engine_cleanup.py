@@ -31,7 +31,8 @@ async def test_substrate_killed_mid_hold_fails_the_run_and_lists_the_leaks(
             think_scale=0.05,
             seed=7,
             out=str(tmp_path / "out"),
-            cleanup={"timeout_seconds": 10.0, "stop_grace_seconds": 2.0},
+            # Deletions retry until this deadline against the dead substrate: kept short.
+            cleanup={"timeout_seconds": 3.0, "stop_grace_seconds": 2.0},
         )
         run = Run(params)
         async with run:

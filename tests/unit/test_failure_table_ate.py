@@ -86,7 +86,7 @@ def test_grpc_status_names(code: str, message: str, expected, credential: bool) 
         (401, b"Unauthenticated", {}, "HTTP_401", True, LOUD),
         (403, b"PermissionDenied", {}, "HTTP_403", True, LOUD),
         (503, b"Aborted: actor a/b crashed", {}, "ABORTED", True, REPLACE),
-        (400, b"bad size", {}, "HTTP_400", False, COUNT),
+        (400, b"bad size", {}, "HTTP_400", False, LOUD),  # the glutton: a request never served
         (405, b"method not allowed", {}, "HTTP_405", False, COUNT),
         (500, b"internal", {}, "HTTP_500", False, COUNT),
         (502, b"bad gateway", {}, "HTTP_502", False, COUNT),

@@ -242,7 +242,11 @@ async def test_glutton_errors_are_the_actors_own(
     sub = await make("a", sub=FakeSubstrate({(NS, NAME): 1 << 20}))
     error = await refused(sub.request(A, "a", route, **kwargs))
     assert (error.code, error.status, error.from_router) == (code, status, False)
-    assert error.failure_class is FailureClass.COUNT  # never "replace": the actor is fine
+    # Never "replace": the actor is fine. A request it can never serve is the run's fault
+    # (misconfigured: not counted toward a replacement either); anything else is counted.
+    bad_request = code == "INVALID_ARGUMENT"
+    expected = FailureClass.MISCONFIGURED if bad_request else FailureClass.COUNT
+    assert error.failure_class is expected
 
 
 async def test_memory_limit_covers_arrays_and_files() -> None:

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from agentsession_core.engine.backoff import Backoff
 from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import ramp_time_ns
 from agentsession_core.engine.session import Session, StepFailed, Stopped
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentsession")
 
 REGISTRATION_IN_FLIGHT = 1024  # registrations started but not finished, at most
-START_RETRY_FIRST_NS = 200_000_000  # a refused CreateActor is retried after 0.2 s, 0.4 s, …
-START_RETRY_MAX_NS = 5_000_000_000  # … up to every 5 s
 
 
 class RegistrationError(AgentsessionError):
@@ -99,7 +98,7 @@ class Population:
         (with backoff, each retry booked from its own time) until the run stops or the
         deadline passes, so a capacity refusal never quietly shrinks the population and a
         quota never keeps it retrying forever. False on stop or at the deadline."""
-        backoff_ns = START_RETRY_FIRST_NS
+        backoff = Backoff()
         while await self.ctx.wait_until(intended_ns):
             if deadline_ns is not None and now_ns() >= deadline_ns:
                 return False
@@ -117,8 +116,7 @@ class Population:
                 session.note_failure(failed)
             except Stopped:
                 return False
-            intended_ns = now_ns() + backoff_ns
-            backoff_ns = min(2 * backoff_ns, START_RETRY_MAX_NS)
+            intended_ns = now_ns() + backoff.next_ns()
         return False
 
     def registration_failed(self, registered: int, wanted: int, deadline_s: float) -> None:

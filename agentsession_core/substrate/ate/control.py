@@ -84,6 +84,7 @@ class Answer(Generic[M]):
     message: M
     server_elapsed_us: int | None
     attempts: int = 1
+    trailers: tuple[tuple[str, str], ...] = ()  # the string-valued ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,7 +310,12 @@ class ControlClient:
                     continue
                 raise await self._named(_error(method, exc, attempt), details) from None
             trailers = await call.trailing_metadata()
-            return Answer(codec.checked(answer), _elapsed_us(trailers), attempts=attempt)
+            return Answer(
+                codec.checked(answer),
+                _elapsed_us(trailers),
+                attempts=attempt,
+                trailers=tuple((k, v) for k, v in trailers or () if isinstance(v, str)),
+            )
 
     async def _named(self, error: SubstrateError, details: str) -> SubstrateError:
         """`error` with the credential behind it named: the token for UNAUTHENTICATED and

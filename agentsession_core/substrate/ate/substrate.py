@@ -27,6 +27,7 @@ server's audience and is never sent to the router.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from agentsession_core.substrate.interface import (
     Template,
     note_server_time,
 )
+from agentsession_core.substrate.op_limits import OP_LIMITS_TRAILER, OpLimits
 from agentsession_core.substrate.protocol import (
     ELAPSED_HEADER,
     PROTOBUF_CONTENT_TYPE,
@@ -114,8 +116,13 @@ class AteSubstrate:
         return answer.message
 
     async def get_template(self, namespace: str, name: str) -> Template:
-        template = self._noted(await self.control.get_actor_template(namespace, name))
-        return codec.template_info(template, namespace, name)
+        answer = await self.control.get_actor_template(namespace, name)
+        info = codec.template_info(self._noted(answer), namespace, name)
+        # The caps ride in a trailer, so the ActorTemplate message stays the ate wire's own.
+        stated = dict(answer.trailers).get(OP_LIMITS_TRAILER)
+        if stated is None:
+            return info
+        return dataclasses.replace(info, op_limits=OpLimits.from_text(stated))
 
     async def ensure_atespace(self, atespace: str) -> None:
         try:

@@ -49,6 +49,7 @@ from agentsession_core.substrate.ate.proto import ateapi_pb2 as pb
 from agentsession_core.substrate.ate.proto import ateapi_pb2_grpc as pb_grpc
 from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
 from agentsession_core.substrate.local.protocol import WireError
+from agentsession_core.substrate.op_limits import OP_LIMITS_TRAILER, OpLimits
 from agentsession_core.substrate.protocol import (
     ACTOR_STATUSES,
     DEFAULT_TEMPLATE,
@@ -95,7 +96,10 @@ def rpc(method: Rpc[R]) -> Rpc[R]:
         except Exception as exc:  # a bug: a status like a real server's, and keep serving
             log.exception("ate control %s", method.__name__)
             failure = (grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-        elapsed = ((ELAPSED_HEADER, str((time.perf_counter_ns() - start) // 1000)),)
+        elapsed = (
+            (ELAPSED_HEADER, str((time.perf_counter_ns() - start) // 1000)),
+            *(self.trailers.get(method.__name__, ()) if failure is None else ()),
+        )
         self.lifecycle.metrics.request("ate", "control", failure is None)  # /metrics
         if failure is not None:
             await context.abort(*failure, trailing_metadata=elapsed)
@@ -114,8 +118,14 @@ class AteControl(pb_grpc.ControlServicer):
         atespaces: set[str],
         lifecycle: ActorLifecycle,
         token: str | None,
+        op_limits: OpLimits | None = None,
     ) -> None:
         self.templates = templates
+        # Trailers one call adds to its answer: GetActorTemplate states the per-op caps in
+        # one, so the ActorTemplate message stays the ate wire's own (docs/SPEC.md §2.5).
+        self.trailers: dict[str, tuple[tuple[str, str], ...]] = {}
+        if op_limits is not None:
+            self.trailers["GetActorTemplate"] = ((OP_LIMITS_TRAILER, op_limits.to_text()),)
         self.atespaces = atespaces  # the JSON control API's own set: one set of atespaces
         self.lifecycle = lifecycle
         self._expected = f"Bearer {token}".encode() if token else None

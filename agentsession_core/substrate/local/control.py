@@ -15,6 +15,7 @@ from aiohttp import web
 from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
 from agentsession_core.substrate.local.openapi import openapi_document
 from agentsession_core.substrate.local.protocol import WireError, json_response, read_object
+from agentsession_core.substrate.op_limits import OP_LIMITS_FIELD, OpLimits
 from agentsession_core.substrate.protocol import (
     ACTOR_VERBS,
     ASYNC_PARAM,
@@ -36,10 +37,14 @@ _ACTOR_TAIL = re.compile(rf"^([^:]+)(?::({'|'.join(ACTOR_VERBS)}))?$")
 
 class ControlAPI:
     def __init__(
-        self, templates: dict[tuple[str, str], int | None], lifecycle: ActorLifecycle
+        self,
+        templates: dict[tuple[str, str], int | None],
+        lifecycle: ActorLifecycle,
+        op_limits: OpLimits | None = None,
     ) -> None:
         self.templates = templates
         self.lifecycle = lifecycle
+        self.op_limits = op_limits
         self.atespaces: set[str] = set()
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
@@ -80,7 +85,10 @@ class ControlAPI:
         if (ns, name) not in self.templates:
             raise WireError("NOT_FOUND", f"template {ns}/{name} not found")
         limit = self.templates[(ns, name)]
-        return json_response({"namespace": ns, "name": name, "memory_limit_bytes": limit})
+        answer: dict[str, Any] = {"namespace": ns, "name": name, "memory_limit_bytes": limit}
+        if self.op_limits is not None:
+            answer[OP_LIMITS_FIELD] = self.op_limits.to_json()
+        return json_response(answer)
 
     async def ensure_atespace(self, request: web.Request) -> web.Response:
         atespace = _name(request.match_info["a"], "atespace")

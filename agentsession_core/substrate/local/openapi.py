@@ -272,7 +272,11 @@ def openapi_document() -> dict[str, Any]:
             "schemas": {
                 "Error": _ERROR_BODY,
                 "Template": _obj(
-                    namespace=_STR, name=_STR, memory_limit_bytes={"type": ["integer", "null"]}
+                    namespace=_STR,
+                    name=_STR,
+                    memory_limit_bytes={"type": ["integer", "null"]},
+                    # Optional: the per-op caps the substrate states (docs/SPEC.md §2.1).
+                    op_limits=_obj(max_op_bytes=_INT, max_burn_millis=_INT, max_parallel=_INT),
                 ),
                 "Actor": _obj(
                     atespace=_STR,

@@ -43,6 +43,7 @@ from agentsession_core.substrate.local.protocol import (
     plain,
 )
 from agentsession_core.substrate.local.router import Router
+from agentsession_core.substrate.op_limits import OpLimits
 from agentsession_core.substrate.protocol import (
     DEFAULT_TEMPLATE,
     HEALTHZ_PATH,
@@ -69,6 +70,9 @@ class ServerConfig:
     max_op_bytes: int = 256 << 20
     max_burn_millis: int = 60_000
     max_parallel: int = 16
+    # Said with every template on both wires (op_limits.py), so preflight can refuse a script
+    # the caps would refuse on every step; off to rehearse a substrate that states none.
+    state_op_limits: bool = True
     seed: int = 0
     grpc_port: int | None = 0  # None: no ate control API; 0: a free port
     grpc_tls: ate_control.GrpcTls | None = None
@@ -76,6 +80,12 @@ class ServerConfig:
     faults: list[str] = field(default_factory=list)  # fault_rules.py's language
     fault_seed: int = 0
     embedded: bool = False  # stop, and wipe the store, when the parent goes (lifeline.py)
+
+    @property
+    def op_limits(self) -> OpLimits | None:
+        if not self.state_op_limits:
+            return None
+        return OpLimits(self.max_op_bytes, self.max_burn_millis, self.max_parallel)
 
     @property
     def max_request_bytes(self) -> int:
@@ -101,14 +111,14 @@ class LocalSubstrateServer:
             self.store_root, park_timeout=config.park_timeout, pause_budget=config.pause_budget
         )
         self.faults = self.lifecycle.faults = Faults(parse_rules(config.faults), config.fault_seed)
-        self.control = ControlAPI(config.templates, self.lifecycle)
+        self.control = ControlAPI(config.templates, self.lifecycle, config.op_limits)
         self.buffers = ByteBudget(
             config.max_buffered_bytes, config.max_request_bytes, config.park_timeout
         )
         self.router = Router(self.lifecycle, self.buffers)
         self.metrics = MetricsEndpoint(self.lifecycle)
         self.ate = ate_control.AteControl(
-            config.templates, self.control.atespaces, self.lifecycle, config.token
+            config.templates, self.control.atespaces, self.lifecycle, config.token, config.op_limits
         )
         self.grpc_server: grpc.aio.Server | None = None
         self.grpc_url = ""  # empty while the ate control API is off
