@@ -39,16 +39,17 @@ def _json(location: str, name: str, endpoint_url: str | None) -> dict | None:
 def _windows(location: str, data: bytes) -> list[WindowVerdict]:
     place = run_reader.where(location, "windows.jsonl")
     out: list[WindowVerdict] = []
-    try:
-        records = run_reader.parse_jsonl(data, place)
-    except RunReadError as exc:
-        raise GateInputError(str(exc)) from None
-    for number, record in enumerate(records, start=1):
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
         try:
+            record = run_reader.parse_json(line, f"{place} line {number}")
             out.append(WindowVerdict.from_dict(record))
+        except RunReadError as exc:
+            raise GateInputError(str(exc)) from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise GateInputError(
-                f"{place} record {number}: not a judged window ({type(exc).__name__}: {exc})"
+                f"{place} line {number}: not a judged window ({type(exc).__name__}: {exc})"
             ) from None
     return out
 

@@ -260,6 +260,8 @@ def baseline_section(ctx: ReportContext, comparison: Comparison | None) -> str:
             f"gate --baseline</code> exits 2): {esc(comparison.refused)}. The runs are shown "
             "side by side for reading only.</p>"
         )
+        if comparison.reason:
+            verdict += f'<p class="nodata">{esc(comparison.reason)}</p>'
     elif comparison.verdict:
         verdict = (
             f"<p>With this baseline the gate says <b>{esc(comparison.verdict.upper())}</b>: "
