@@ -38,8 +38,8 @@ from agentsession_core.output.run_dir import MANIFEST
 KiB = 1024
 MiB = 1024 * KiB
 # The biggest file of each kind a real run writes is far below its cap (a 12-hour campaign's
-# gate.json is ~100 KiB, hold_seconds.jsonl ~1 KiB a second): a cap only has to stop a
-# reader from spending minutes and gigabytes on something no run wrote.
+# gate.json is tens of KiB, hold_seconds.jsonl ~1 KiB a second, ~45 MiB): a cap only has to
+# stop a reader from spending minutes and gigabytes on something no run wrote.
 CAPS: dict[str, int] = {
     MANIFEST: 1 * MiB,
     "gate.json": 4 * MiB,
