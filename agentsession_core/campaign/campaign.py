@@ -30,8 +30,8 @@ from agentsession_core.judge.baselines import AUTO, last_good_runs
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import (
     GateInputError,
+    baseline_refusal,
     gate_document,
-    refusal,
     with_baseline,
     without_baseline,
 )
@@ -78,9 +78,9 @@ def load_baseline(params: CampaignParams) -> list[dict[str, Any]] | None:
                 endpoint_url=params.upload.endpoint_url,
             )
         run = load_run(params.baseline, endpoint_url=params.upload.endpoint_url)
-        why = refusal(run)
-        if why is not None:
-            raise GateInputError(f"{run['location']}: not a baseline: {why}")
+        line = baseline_refusal(run)
+        if line is not None:
+            raise GateInputError(line)
     except AgentsessionError as exc:
         raise CampaignError(f"parameter baseline: {exc}") from None
     return [run]

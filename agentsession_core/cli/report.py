@@ -17,13 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from agentsession_core.cli.gate import add_baseline_args
-from agentsession_core.errors import UsageError
-from agentsession_core.judge.gate import gate_document, refusal, with_baseline
+from agentsession_core.errors import AgentsessionError, UsageError
+from agentsession_core.judge.gate import (
+    GateInputError,
+    baseline_refusal,
+    check_gate,
+    gate_document,
+    with_baseline,
+)
+from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.thresholds import Threshold, parse_thresholds
 from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output.report import REPORT, Comparison, read_run, render
 from agentsession_core.output.report_data import RunData, number
 from agentsession_core.output.run_dir import MANIFEST, RunDir, atomic_write
+from agentsession_core.output.run_reader import where
 from agentsession_core.output.run_source import RunSource, open_run
 
 log = logging.getLogger("agentsession")
@@ -54,10 +62,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def report(args: argparse.Namespace) -> int:
     source = open_run(args.run, endpoint_url=args.endpoint_url)
     data = read_run(source)
+    if data.gate is not None:
+        check_gate(data.gate, where(source.location, "gate.json"))
     comparison = None
     if args.baseline:
-        baseline = read_run(open_run(args.baseline, endpoint_url=args.endpoint_url))
-        comparison = compare_runs(data, baseline, args.max_regression)
+        baseline, refused = read_baseline(args.baseline, args.endpoint_url)
+        comparison = compare_runs(data, baseline, args.max_regression, refused=refused)
     out = output_path(source, args.output)
     page = render(data, rules=threshold_rules(data), comparison=comparison, out_dir=out.parent)
     try:
@@ -70,6 +80,24 @@ def report(args: argparse.Namespace) -> int:
         raise UsageError(f"{out}: cannot write ({exc.strerror or exc})") from None
     print(out)
     return 0
+
+
+def read_baseline(location: str, endpoint_url: str | None) -> tuple[RunData, str | None]:
+    """The baseline as the report draws it, and the line `gate --baseline` refuses it with
+    (None: the gate takes it). One the gate refuses is still drawn when it can be read (a
+    person may compare any two runs), with that line on the page; one that cannot be read
+    at all is refused here with the gate's own line, so the two commands never disagree."""
+    try:
+        refused = baseline_refusal(load_run(location, endpoint_url=endpoint_url))
+    except GateInputError as exc:
+        refused = str(exc)
+    try:
+        baseline = read_run(open_run(location, endpoint_url=endpoint_url))
+        if baseline.gate is not None:
+            check_gate(baseline.gate, where(baseline.location, "gate.json"))
+    except AgentsessionError as exc:
+        raise GateInputError(refused or str(exc)) from None
+    return baseline, refused
 
 
 def output_path(source: RunSource, output: str | None) -> Path:
@@ -108,8 +136,16 @@ def gate_of(data: RunData) -> dict[str, Any] | None:
     )
 
 
-def compare_runs(data: RunData, baseline: RunData, max_regression: float | None) -> Comparison:
-    """What the gate judges of `data` against `baseline`, as data for the report."""
+def compare_runs(
+    data: RunData,
+    baseline: RunData,
+    max_regression: float | None,
+    *,
+    refused: str | None = None,
+) -> Comparison:
+    """What the gate judges of `data` against `baseline`, as data for the report.
+    `refused`: the line the gate refuses this baseline with (read_baseline); without it, the
+    refusal a readable baseline's own verdict earns."""
     if max_regression is None:
         max_regression = number(data.params.get("max_regression"))
         if max_regression is None:
@@ -121,15 +157,25 @@ def compare_runs(data: RunData, baseline: RunData, max_regression: float | None)
             baseline,
             {"max_regression": max_regression, "metrics": []},
             reason=f"not judged: {which} has no judged windows",
+            refused=refused,
         )
     base = {"gate": base_doc, "location": baseline.location}
-    # A person may look at any two runs side by side; only the gate refuses a baseline.
+    if refused is None:
+        refused = baseline_refusal(base)
+    # A person may look at any two runs side by side; only the gate refuses a baseline, and
+    # then the page says so instead of a verdict the gate would never give.
     judged = with_baseline(doc, base, max_regression, refuse=False)
-    refused = refusal(base)
-    reason = judged["reason"]
-    if refused:
-        reason += f" (the gate would refuse this baseline: {refused})"
-    return Comparison(baseline, judged.get("baseline") or {}, judged["verdict"], reason)
+    if refused is not None:
+        return Comparison(baseline, judged.get("baseline") or {}, None, None, refused=refused)
+    return Comparison(baseline, judged.get("baseline") or {}, judged["verdict"], judged["reason"])
 
 
-__all__ = ["compare_runs", "gate_of", "output_path", "register", "report", "threshold_rules"]
+__all__ = [
+    "compare_runs",
+    "gate_of",
+    "output_path",
+    "read_baseline",
+    "register",
+    "report",
+    "threshold_rules",
+]

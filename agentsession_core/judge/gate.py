@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agentsession_core.errors import UsageError
+from agentsession_core.errors import UsageError, clip
 from agentsession_core.judge.compare import (
     DEFAULT_NIGHT_SPREAD,
     compare,
@@ -35,6 +35,7 @@ from agentsession_core.judge.conditions import differences
 from agentsession_core.judge.drift import drift, ramp_result
 from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 from agentsession_core.judge.verdict import WindowVerdict
+from agentsession_core.output.run_reader import RunReadError
 
 GATE_SCHEMA = 2
 EXIT_CODES = {"pass": 0, "fail": 1, "void": 2}
@@ -43,8 +44,75 @@ DEFAULT_MAX_REGRESSION = 0.2
 UNUSABLE_VERDICTS = ("void", "fail")
 
 
-class GateInputError(UsageError):
-    """A run that cannot be gated (missing or unreadable files): exit 2."""
+class GateInputError(RunReadError):
+    """A run that cannot be gated (missing, unreadable or unverifiable files): exit 2."""
+
+
+# --------------------------------------------------------------------------- schema
+VERDICTS = ("pass", "fail", "void")
+OUTCOMES = ("pass", "break", "void", "aborted")
+_FIGURE_NUMBERS = ("value", "low", "high", "se_log")
+_FIGURE_COUNTS = ("n", "beyond", "blocks")
+
+
+def _is_number(value: Any) -> bool:
+    # orjson, the one parser of a stored run, already refuses NaN and Infinity.
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _bad(place: str, field: str, value: Any, wanted: str) -> GateInputError:
+    return GateInputError(f"{place}: {field} is {clip(value)}, not {wanted} (not a gate document)")
+
+
+def check_gate(doc: dict[str, Any], place: str) -> dict[str, Any]:
+    """`doc` when it has gate.json's shape (docs/SPEC.md §6) as far as anything here reads
+    it; otherwise a GateInputError naming the first field that is wrong. What it checks is
+    what the verdict, the comparison, the report and history use, so a document that passes
+    cannot make any of them fail halfway."""
+    if doc.get("verdict") not in VERDICTS:
+        raise _bad(place, "verdict", doc.get("verdict"), "pass, fail or void")
+    windows = doc.get("windows")
+    if not isinstance(windows, list):
+        raise _bad(place, "windows", windows, "a list")
+    for i, w in enumerate(windows):
+        if not isinstance(w, dict):
+            raise _bad(place, f"windows[{i}]", w, "an object")
+        if w.get("outcome") not in OUTCOMES:
+            raise _bad(place, f"windows[{i}].outcome", w.get("outcome"), "pass/break/void/aborted")
+        if not isinstance(w.get("index"), int) or isinstance(w.get("index"), bool):
+            raise _bad(place, f"windows[{i}].index", w.get("index"), "a whole number")
+        missed = w.get("missed")
+        if missed is not None and not (
+            isinstance(missed, list) and all(isinstance(m, str) for m in missed)
+        ):
+            raise _bad(place, f"windows[{i}].missed", missed, "a list of rules")
+    for key in ("reason", "run_status", "abort_reason"):
+        if doc.get(key) is not None and not isinstance(doc[key], str):
+            raise _bad(place, key, doc[key], "text")
+    for key in ("run", "ramp", "drift", "conditions", "baseline", "figures", "headline"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise _bad(place, key, doc[key], "an object")
+    confidence = doc.get("confidence")
+    if confidence is not None and not (_is_number(confidence) and 0 < confidence < 1):
+        raise _bad(place, "confidence", confidence, "a fraction in (0, 1)")
+    for metric, figure in (doc.get("figures") or {}).items():
+        if not isinstance(figure, dict):
+            raise _bad(place, f"figures.{metric}", figure, "an object")
+        for key in _FIGURE_NUMBERS + _FIGURE_COUNTS:
+            value = figure.get(key)
+            if value is not None and not _is_number(value):
+                raise _bad(place, f"figures.{metric}.{key}", value, "a number")
+    for section, values in (doc.get("headline") or {}).items():
+        if not isinstance(values, dict) or not all(
+            v is None or _is_number(v) for v in values.values()
+        ):
+            raise _bad(place, f"headline.{section}", values, "numbers")
+    baseline = doc.get("baseline") or {}
+    if not isinstance(baseline.get("metrics", []), list) or not all(
+        isinstance(m, dict) for m in baseline.get("metrics", [])
+    ):
+        raise _bad(place, "baseline.metrics", baseline.get("metrics"), "a list of objects")
+    return doc
 
 
 # --------------------------------------------------------------------------- headline
@@ -187,6 +255,16 @@ def refusal(baseline: dict) -> str | None:
     return None
 
 
+def baseline_refusal(run: dict) -> str | None:
+    """The one line the gate refuses a readable baseline with (None: it is one), as
+    `gate --baseline`, a campaign's `baseline` and the report all say it."""
+    why = refusal(run)
+    if why is None:
+        return None
+    where = run.get("location") or run.get("gate", run).get("location") or "baseline"
+    return f"baseline {where}: not a baseline: {why}"
+
+
 def with_baseline(
     doc: dict,
     baselines: dict | list[dict],
@@ -204,10 +282,9 @@ def with_baseline(
         raise UsageError(f"--max-regression: {max_regression} is not a fraction >= 0")
     runs = [baselines] if isinstance(baselines, dict) else list(baselines)
     for run in runs:
-        why = refusal(run)
-        if why is not None and refuse:
-            where = run.get("location") or run.get("gate", run).get("location") or "baseline"
-            raise GateInputError(f"baseline {where}: not a baseline: {why}")
+        line = baseline_refusal(run)
+        if line is not None and refuse:
+            raise GateInputError(line)
     level = confidence if confidence is not None else doc.get("confidence") or DEFAULT_CONFIDENCE
     out = dict(doc)
     locations = [r.get("location") or r.get("gate", r).get("location") for r in runs]
@@ -304,6 +381,8 @@ def summary(doc: dict) -> str:
 __all__ = [
     "EXIT_CODES",
     "GateInputError",
+    "baseline_refusal",
+    "check_gate",
     "decide",
     "exit_code",
     "gate_document",

@@ -1,60 +1,55 @@
 """Reading a finished run back (a directory or an s3:// prefix) for the gate: its gate.json,
-windows, status and parameters. A file that is missing is None; one that cannot be read or
-parsed is a GateInputError naming the file (exit 2)."""
+windows, status and parameters — what `agentsession gate`, `gate --baseline`, a campaign's
+`baseline`, `baseline: auto` and history believe of a run.
+
+A run is believed only when sealed (output/run_reader.py `check_sealed`: manifest.json
+complete, every file it lists present with its size and sha256). Every file is read through
+output/run_reader.py (regular files only, capped, JSON without NaN or runaway nesting) and
+gate.json is checked against its schema (judge/gate.py `check_gate`). A file that is missing
+is None; any other problem is a GateInputError naming the file (exit 2)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from agentsession_core.judge.conditions import conditions
-from agentsession_core.judge.gate import GateInputError, gate_document
+from agentsession_core.judge.gate import GateInputError, check_gate, gate_document
 from agentsession_core.judge.verdict import WindowVerdict
-from agentsession_core.output import upload
+from agentsession_core.output import run_reader
+from agentsession_core.output.run_reader import RunReadError
 
 
 def read_file(location: str, name: str, endpoint_url: str | None = None) -> bytes | None:
-    """A file of the run, or None when it does not exist."""
-    if location.startswith("s3://"):
-        url = location.rstrip("/") + "/" + name
-        try:
-            return upload.read_object(url, endpoint_url=endpoint_url)
-        except FileNotFoundError:
-            return None
-        except Exception as exc:  # any S3 failure makes the input unusable
-            if "NoSuchKey" in repr(exc) or "404" in str(exc):
-                return None
-            raise GateInputError(f"{url}: cannot read ({type(exc).__name__}: {exc})") from None
-    path = Path(location) / name
+    """A file of the run (bounded, regular files only), or None when it does not exist."""
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise GateInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        return run_reader.read_run_file(location, name, endpoint_url=endpoint_url)
+    except GateInputError:
+        raise
+    except RunReadError as exc:
+        raise GateInputError(str(exc)) from None
 
 
-def _json(location: str, name: str, data: bytes) -> dict:
+def _json(location: str, name: str, endpoint_url: str | None) -> dict | None:
     try:
-        value = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise GateInputError(f"{location}/{name}: not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise GateInputError(f"{location}/{name}: expected a JSON object")
-    return value
+        return run_reader.read_json_file(location, name, endpoint_url=endpoint_url)
+    except RunReadError as exc:
+        raise GateInputError(str(exc)) from None
 
 
 def _windows(location: str, data: bytes) -> list[WindowVerdict]:
+    place = run_reader.where(location, "windows.jsonl")
     out: list[WindowVerdict] = []
-    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+    for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            out.append(WindowVerdict.from_dict(json.loads(line)))
-        except (ValueError, KeyError, TypeError) as exc:
+            record = run_reader.parse_json(line, f"{place} line {number}")
+            out.append(WindowVerdict.from_dict(record))
+        except RunReadError as exc:
+            raise GateInputError(str(exc)) from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise GateInputError(
-                f"{location}/windows.jsonl line {number}: not a judged "
-                f"window ({type(exc).__name__}: {exc})"
+                f"{place} line {number}: not a judged window ({type(exc).__name__}: {exc})"
             ) from None
     return out
 
@@ -65,30 +60,41 @@ def _normalise(location: str) -> str:
     if location.startswith("s3://"):
         return location.rstrip("/")
     path = Path(location)
-    if path.name == "gate.json" and path.is_file():
+    if path.name == "gate.json" and not path.is_dir():  # even a FIFO: refused when read
         path = path.parent
     if not path.is_dir():
         raise GateInputError(f"{location}: no such run directory")
     return str(path)
 
 
-def load_run(location: str, *, endpoint_url: str | None = None) -> dict:
+def load_run(location: str, *, endpoint_url: str | None = None, verify: bool = True) -> dict:
     """{"location", "gate", "windows" (WindowVerdicts), "status", "params"} of a finished
-    run. Without gate.json the gate is rebuilt from windows.jsonl and status.json; a gate
-    without its conditions (an older run) gets them from campaign.json."""
+    run. `verify` (every gate's reading): refused unless its manifest seals it. Without
+    gate.json the gate is rebuilt from windows.jsonl and status.json; a gate without its
+    conditions (an older run) gets them from campaign.json."""
     location = _normalise(location)
-    gate_bytes = read_file(location, "gate.json", endpoint_url)
+    if verify:
+        try:
+            run_reader.check_sealed(location, endpoint_url=endpoint_url)
+        except RunReadError as exc:
+            raise GateInputError(str(exc)) from None
+    gate = _json(location, "gate.json", endpoint_url)
     windows_bytes = read_file(location, "windows.jsonl", endpoint_url)
-    status_bytes = read_file(location, "status.json", endpoint_url)
-    params_bytes = read_file(location, "campaign.json", endpoint_url)
-    status = _json(location, "status.json", status_bytes) if status_bytes is not None else None
-    campaign = _json(location, "campaign.json", params_bytes) if params_bytes is not None else {}
-    params = campaign.get("params") if isinstance(campaign.get("params"), dict) else {}
+    try:
+        status = run_reader.check_status(
+            _json(location, "status.json", endpoint_url),
+            run_reader.where(location, "status.json"),
+        )
+        campaign = run_reader.check_campaign(
+            _json(location, "campaign.json", endpoint_url),
+            run_reader.where(location, "campaign.json"),
+        )
+    except RunReadError as exc:
+        raise GateInputError(str(exc)) from None
+    params = (campaign or {}).get("params") or {}
     windows = _windows(location, windows_bytes) if windows_bytes is not None else []
-    if gate_bytes is not None:
-        gate = _json(location, "gate.json", gate_bytes)
-        if "verdict" not in gate or "windows" not in gate:
-            raise GateInputError(f"{location}/gate.json: no verdict/windows (not a gate document)")
+    if gate is not None:
+        check_gate(gate, run_reader.where(location, "gate.json"))
     elif windows_bytes is not None or (status or {}).get("status") == "refused":
         # A refused run (`agentsession run` writes no windows) is judged too: void, with
         # the reason (docs/SPEC.md §6).

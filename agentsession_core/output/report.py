@@ -70,6 +70,7 @@ tr.bad td{background:#ffcdd2}table.params td:first-child{font-family:ui-monospac
 .dim{color:#6e7781}.meta{color:#57606a;font-size:13px;margin:4px 0}
 .nodata{color:#6e7781;font-style:italic;border:1px dashed #c4cad0;border-radius:6px;
 display:flex;align-items:center;justify-content:center;margin:4px 0}p.nodata{padding:18px}
+p.refused{border-left:4px solid #cf222e;background:#fff1f0;padding:8px 12px}
 .grid3{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:8px 18px}
 .grid2{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:8px 18px}
 @media (max-width:1100px){.grid3,.grid2{grid-template-columns:minmax(0,1fr)}}

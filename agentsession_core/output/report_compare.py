@@ -48,6 +48,9 @@ class Comparison:
     judged: dict[str, Any] = field(default_factory=dict)
     verdict: str | None = None  # this run's gate verdict with the baseline applied
     reason: str | None = None
+    # The line `agentsession gate --baseline` refuses this baseline with: the page then
+    # shows the runs side by side but no verdict the gate would never give.
+    refused: str | None = None
 
 
 def _hold_start(data: RunData) -> float:
@@ -254,7 +257,15 @@ def baseline_section(ctx: ReportContext, comparison: Comparison | None) -> str:
         return section("baseline", "Against the baseline", judged_deltas(stored), intro)
     base = comparison.baseline
     verdict = ""
-    if comparison.verdict:
+    if comparison.refused:
+        verdict = (
+            '<p class="refused"><b>The gate refuses this baseline</b> (<code>agentsession '
+            f"gate --baseline</code> exits 2): {esc(comparison.refused)}. The runs are shown "
+            "side by side for reading only.</p>"
+        )
+        if comparison.reason:
+            verdict += f'<p class="nodata">{esc(comparison.reason)}</p>'
+    elif comparison.verdict:
         verdict = (
             f"<p>With this baseline the gate says <b>{esc(comparison.verdict.upper())}</b>: "
             f"{esc(comparison.reason or '')}</p>"

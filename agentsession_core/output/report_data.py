@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from agentsession_core.output.run_reader import check_campaign, check_status, where
 from agentsession_core.output.run_source import RunSource
 from agentsession_core.output.stats_files import (
     AGGREGATED,
@@ -132,11 +134,13 @@ def number(value: Any) -> float | None:
 
 
 def parse_json(text: str | None) -> dict[str, Any] | None:
+    """A lenient JSON object (None when torn or not an object). orjson, as every reader of a
+    run: no NaN, and deep nesting is an error, not a RecursionError."""
     if text is None:
         return None
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
 
@@ -145,8 +149,8 @@ def parse_jsonl(text: str | None) -> list[dict[str, Any]]:
     out = []
     for line in (text or "").splitlines():
         try:
-            value = json.loads(line)
-        except ValueError:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
             continue  # a torn last line from a killed run must not sink the report
         if isinstance(value, dict):
             out.append(value)
@@ -216,9 +220,12 @@ def load_run_data(source: RunSource) -> RunData:
     """Every file the report draws from, read once (a thread's work for an s3 run)."""
     data = RunData(location=source.location, local_dir=source.local_dir)
     data.files = source.names()
-    data.gate = parse_json(source.text("gate.json"))
-    data.status = parse_json(source.text("status.json"))
-    data.campaign = parse_json(source.text("campaign.json")) or {}
+    # Written atomically, so never torn: a bad one is refused (exit 2) as the gate refuses
+    # it, rather than drawn as if the run had none.
+    data.gate = source.json("gate.json")
+    data.status = check_status(source.json("status.json"), where(source.location, "status.json"))
+    campaign = source.json("campaign.json")
+    data.campaign = check_campaign(campaign, where(source.location, "campaign.json")) or {}
     data.windows = [w for w in parse_jsonl(source.text("windows.jsonl")) if "outcome" in w]
     data.stats_rows = parse_jsonl(source.text("stats.jsonl"))
     read_history_csv(source.text(HISTORY_CSV) or "", data.rows)

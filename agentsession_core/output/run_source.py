@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from agentsession_core.errors import UsageError
 from agentsession_core.output import upload
+from agentsession_core.output.run_reader import RunReadError, parse_json, read_run_file, where
 
 
-class RunSourceError(UsageError):
-    """The run cannot be read at all (no such directory, the store refused)."""
+class RunSourceError(RunReadError):
+    """The run cannot be read at all (no such directory, the store refused), or one of its
+    files is not a regular file or is over its cap (output/run_reader.py)."""
 
 
 @dataclass
@@ -34,20 +36,27 @@ class RunSource:
         return None if self.is_s3 else Path(self.location)
 
     def read(self, name: str) -> bytes | None:
-        """The file's bytes, or None when the run has no such file."""
-        if not self.is_s3:
-            try:
-                return (Path(self.location) / name).read_bytes()
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                return None
-            except OSError as exc:
-                raise RunSourceError(f"{self.location}/{name}: cannot read ({exc})") from None
+        """The file's bytes, or None when the run has no such file; bounded and regular
+        files only, as every reader of a run (output/run_reader.py)."""
         try:
-            return upload.read_object(f"{self.location}/{name}", endpoint_url=self.endpoint_url)
-        except upload.UploadError as exc:
-            if "NoSuchKey" in str(exc) or "Not Found" in str(exc) or "404" in str(exc):
-                return None
-            raise RunSourceError(f"cannot read {self.location}/{name}: {exc}") from None
+            return read_run_file(self.location, name, endpoint_url=self.endpoint_url)
+        except RunSourceError:
+            raise
+        except RunReadError as exc:
+            raise RunSourceError(str(exc)) from None
+
+    def json(self, name: str) -> dict[str, Any] | None:
+        """A JSON object file, strictly: invalid JSON is a RunSourceError naming it."""
+        data = self.read(name)
+        if data is None:
+            return None
+        try:
+            value = parse_json(data, where(self.location, name))
+        except RunReadError as exc:
+            raise RunSourceError(str(exc)) from None
+        if not isinstance(value, dict):
+            raise RunSourceError(f"{where(self.location, name)}: expected a JSON object")
+        return value
 
     def text(self, name: str) -> str | None:
         data = self.read(name)
@@ -62,10 +71,11 @@ class RunSource:
                 raise RunSourceError(f"cannot list {self.location}: {exc}") from None
             return [k for k in keys if k and not k.endswith(".tmp")]
         root = Path(self.location)
+        # is_symlink: a link is no file of the run (listing it would link out of the run).
         return sorted(
             p.relative_to(root).as_posix()
             for p in root.rglob("*")
-            if p.is_file() and not p.name.endswith(".tmp")
+            if p.is_file() and not p.is_symlink() and not p.name.endswith(".tmp")
         )
 
 

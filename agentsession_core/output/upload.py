@@ -229,8 +229,25 @@ def rewrite_run_file(
     _put_verified(client, bucket, f"{prefix}/{MANIFEST}", manifest_bytes, manifest_digest)
 
 
-def read_object(url: str, *, endpoint_url: str | None = None, region: str | None = None) -> bytes:
-    """The bytes of an s3:// object or a local file (file:// or a path)."""
+class NoSuchObject(UploadError):
+    """The s3:// key does not exist (a reader treats it as a missing file)."""
+
+
+def _missing(exc: Exception) -> bool:
+    code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+    return code in ("404", "NoSuchKey", "NotFound")
+
+
+def read_object(
+    url: str,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    max_bytes: int | None = None,
+) -> bytes:
+    """The bytes of an s3:// object or a local file (file:// or a path); with `max_bytes`,
+    at most that many plus one (so a caller can tell an object over its cap without
+    holding all of it). A missing key is NoSuchObject."""
     if not is_s3(url):
         path = Path(url.removeprefix("file://"))
         try:
@@ -240,11 +257,66 @@ def read_object(url: str, *, endpoint_url: str | None = None, region: str | None
     from botocore.exceptions import BotoCoreError, ClientError
 
     bucket, key = split_s3(url)
+    extra = {} if max_bytes is None else {"Range": f"bytes=0-{max_bytes}"}
     try:
-        response = s3_client(endpoint_url, region).get_object(Bucket=bucket, Key=key)
-        return response["Body"].read()
+        response = s3_client(endpoint_url, region).get_object(Bucket=bucket, Key=key, **extra)
+        body = response["Body"]
+        return body.read() if max_bytes is None else body.read(max_bytes + 1)
+    except ClientError as exc:
+        if _missing(exc):
+            raise NoSuchObject(f"{url}: NoSuchKey") from None
+        raise UploadError(f"{url}: {exc}") from None
+    except BotoCoreError as exc:
+        raise UploadError(f"{url}: {exc}") from None
+
+
+def head_object(
+    url: str, *, endpoint_url: str | None = None, region: str | None = None
+) -> dict[str, Any] | None:
+    """An s3:// object's size and checksums without its bytes: {"size", "sha256" (the
+    metadata _put_verified writes, or None), "checksum_sha256" (the store's own, base64, or
+    None)}; None when the key does not exist."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, key = split_s3(url)
+    try:
+        head = s3_client(endpoint_url, region).head_object(
+            Bucket=bucket, Key=key, ChecksumMode="ENABLED"
+        )
+    except ClientError as exc:
+        if _missing(exc):
+            return None
+        raise UploadError(f"{url}: {exc}") from None
+    except BotoCoreError as exc:
+        raise UploadError(f"{url}: {exc}") from None
+    checksum = head.get("ChecksumSHA256")
+    # A multipart object's checksum is of its parts ("…-3"), not of its bytes.
+    if head.get("ChecksumType") == "COMPOSITE" or (checksum and "-" in checksum):
+        checksum = None
+    return {
+        "size": int(head.get("ContentLength", 0)),
+        "sha256": (head.get("Metadata") or {}).get("sha256"),
+        "checksum_sha256": checksum,
+    }
+
+
+def list_sizes(
+    url: str, *, endpoint_url: str | None = None, region: str | None = None
+) -> dict[str, int]:
+    """{key relative to the prefix: size} of every object under an s3:// prefix."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, prefix = split_s3(url)
+    base = f"{prefix}/" if prefix else ""
+    sizes: dict[str, int] = {}
+    try:
+        pages = s3_client(endpoint_url, region).get_paginator("list_objects_v2")
+        for page in pages.paginate(Bucket=bucket, Prefix=base):
+            for item in page.get("Contents", []):
+                sizes[item["Key"][len(base) :]] = int(item.get("Size", 0))
     except (BotoCoreError, ClientError) as exc:
         raise UploadError(f"{url}: {exc}") from None
+    return sizes
 
 
 def list_objects(

@@ -26,6 +26,7 @@ wrote schema 2 yet; see its docstring): the series mixes both schemas as a migra
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -151,7 +152,12 @@ def test_history_lists_an_unreadable_s3_run_with_its_reason(s3_server: str, tmp_
     client = s3_client(s3_server)
     client.create_bucket(Bucket=f"{BUCKET}-bad")
     run = "runs/nightly/run_date=2026-12-01/run_ts=1796143364/run_tag=n00"
-    client.put_object(Bucket=f"{BUCKET}-bad", Key=f"p/{run}/gate.json", Body=b"{broken")
+    broken = b"{broken"
+    client.put_object(Bucket=f"{BUCKET}-bad", Key=f"p/{run}/gate.json", Body=broken)
+    # Sealed, so what the history says is the broken file, not a missing manifest.
+    entry = {"path": "gate.json", "size": len(broken), "sha256": hashlib.sha256(broken).hexdigest()}
+    manifest = json.dumps({"version": 1, "files": [entry]}).encode()
+    client.put_object(Bucket=f"{BUCKET}-bad", Key=f"p/{run}/manifest.json", Body=manifest)
     done = subprocess.run(
         [
             sys.executable,

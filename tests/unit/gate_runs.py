@@ -16,6 +16,7 @@ from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, HoldSeconds,
 from agentsession_core.judge.uncertainty import figures
 from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.measure.histogram import LogHistogram
+from agentsession_core.output.run_dir import RunDir
 
 PARAMS: dict[str, Any] = {
     "name": "nightly",
@@ -111,4 +112,5 @@ def write_run(
     (path / HOLD_SECONDS_FILE).write_text(render(records))
     (path / "campaign.json").write_text(json.dumps({"params": merged}))
     (path / "status.json").write_text(json.dumps({"status": "completed"}))
+    RunDir(path).write_manifest()  # sealed, as a finished run is (a gate believes no other)
     return path

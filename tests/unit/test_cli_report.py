@@ -3,6 +3,8 @@ tests)."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from pathlib import Path
 
@@ -21,7 +23,17 @@ def runs(tmp_path: Path) -> tuple[Path, Path]:
     current, baseline = tmp_path / "runs" / "current", tmp_path / "runs" / "baseline"
     build_run(current, name="current", slow=3.0)  # wakes three times slower than the baseline's
     build_run(baseline, name="baseline")
-    return current, baseline
+    return current, taken(baseline)
+
+
+def taken(run: Path) -> Path:
+    """build_run's runs break a window (their verdict is fail, which no gate takes as a
+    baseline): this one's gate.json says pass, and the run is sealed, so the gate takes it."""
+    doc = json.loads((run / "gate.json").read_text())
+    doc.update(verdict="pass", reason="taken as a baseline by the test")
+    (run / "gate.json").write_text(json.dumps(doc))
+    RunDir(run).write_manifest()
+    return run
 
 
 def test_report_rebuilds_the_page_in_the_run_directory(runs, capsys):
@@ -93,7 +105,26 @@ def test_a_baseline_without_windows_is_shown_but_not_judged(runs, tmp_path):
     assert gate_of(read_run(bare)) is None
     target = tmp_path / "r.html"
     assert main(["report", str(current), "--baseline", str(bare), "-o", str(target)]) == 0
-    assert "not judged: the baseline has no judged windows" in target.read_text()
+    page = target.read_text()
+    assert "not judged: the baseline has no judged windows" in page
+    assert "The gate refuses this baseline" in page and "manifest.json: missing" in page
+
+
+def test_a_baseline_the_gate_refuses_is_drawn_with_the_gates_line(runs, tmp_path, capsys):
+    current, _ = runs
+    failed = tmp_path / "runs" / "failed"
+    build_run(failed, name="failed")  # a window broke: its verdict is fail
+    RunDir(failed).write_manifest()
+    RunDir(current).write_manifest()
+    assert main(["gate", str(current), "--baseline", str(failed)]) == 2
+    line = capsys.readouterr().err.strip().removeprefix("agentsession: ")
+    assert "not a baseline: its verdict is fail" in line
+    target = tmp_path / "r.html"
+    assert main(["report", str(current), "--baseline", str(failed), "-o", str(target)]) == 0
+    page = target.read_text()
+    assert "The gate refuses this baseline" in page and html.escape(line) in page
+    assert "the gate says" not in page  # never a verdict the gate would not give
+    assert "The two runs" in page  # still side by side
 
 
 def test_an_unreadable_run_exits_2(tmp_path, capsys):

@@ -20,6 +20,7 @@ from agentsession_core.judge.history import (
     load_series,
 )
 from agentsession_core.output.history_page import render_history
+from agentsession_core.output.run_dir import RunDir
 from tests.unit.test_report import assert_self_contained
 
 HEADLINE = {
@@ -56,6 +57,7 @@ def lay_run(
     (run / "gate.json").write_text(doc if isinstance(doc, str) else json.dumps(doc))
     if campaign:
         (run / "campaign.json").write_text(json.dumps({"params": {"name": name, "seed": 7}}))
+    RunDir(run).write_manifest()  # sealed, as a finished run is
     return run
 
 

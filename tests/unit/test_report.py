@@ -7,10 +7,12 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from agentsession_core.judge.thresholds import parse_thresholds
 from agentsession_core.output.report import render, render_report, write_report
 from agentsession_core.output.report_data import load_run_data
-from agentsession_core.output.run_source import RunSource
+from agentsession_core.output.run_source import RunSource, RunSourceError
 from tests.unit.report_run import CODES, THRESHOLDS, build_run
 
 SECTIONS = (
@@ -131,10 +133,14 @@ def test_an_empty_run_says_no_data_everywhere(tmp_path):
     assert page.count("no data") >= 8
     assert_self_contained(page)
     (tmp_path / "windows.jsonl").write_text('{"index": 0, "outcome": "pass"}\n{"torn')
-    (tmp_path / "gate.json").write_text("{not json")
     (tmp_path / "stats_history.csv").write_text("Timestamp,Type,Name\nnot,a,row\n")
     page = render_report(tmp_path)
     assert "<table" in page and "all 0 judged rule(s) held" in page
+    # gate.json is written whole (atomic_write), so a bad one is damage, refused as the
+    # gate refuses it, never drawn as "not judged".
+    (tmp_path / "gate.json").write_text("{not json")
+    with pytest.raises(RunSourceError, match=r"gate\.json: not valid JSON"):
+        render_report(tmp_path)
 
 
 def test_a_run_without_the_per_second_jsonl_still_draws_latency(tmp_path):

@@ -4,7 +4,8 @@ tests/data/history/ (how the runs were made: tests/integration/test_history.py's
     python tests/data/history/trim.py SERIES_OUT tests/data/history --schema2-from n06
 
 Per run: gate.json (without drift and the local paths, which name the machine it ran on),
-campaign.json (params, params_model, versions) and status.json. gate.json schema 2 was not
+campaign.json (params, params_model, versions) and status.json, re-sealed (manifest.json
+over the kept files). gate.json schema 2 was not
 written by campaigns yet when this series was made, so for the nights from --schema2-from on
 the `figures` key is written here from the run's own files: value = the headline value,
 low/high = the smallest and largest value of that figure among the run's judged windows
@@ -20,6 +21,8 @@ import math
 import shutil
 import sys
 from pathlib import Path
+
+from agentsession_core.output.run_dir import RunDir
 
 SECTIONS = ("TimeToWake", "WakeFirstTouch", "Step_*")
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999}
@@ -90,6 +93,8 @@ def main(series: Path, dest: Path, schema2_from: str) -> None:
         kept = {k: campaign[k] for k in ("params", "params_model", "versions") if k in campaign}
         (target / "campaign.json").write_text(json.dumps(kept, indent=1) + "\n")
         shutil.copy(run / "status.json", target / "status.json")
+        # Re-sealed over what is kept: a gate, and history, believe only a sealed run.
+        RunDir(target).write_manifest()
 
 
 if __name__ == "__main__":
