@@ -124,7 +124,7 @@ def collect(args: argparse.Namespace) -> int:
     plan: list[tuple[str, list[str]]] = []
     total = len(a_plan) + len(b_plan)
     for k in range(total):
-        b_due = (k * len(b_plan)) // total - ((k - 1) * len(b_plan)) // total if k else 0
+        b_due = ((k + 1) * len(b_plan)) // total - (k * len(b_plan)) // total
         source = b_plan if b_due and b_plan else a_plan if a_plan else b_plan
         plan.append(source.pop(0))
     have = {r["tag"] for r in done}
@@ -202,55 +202,103 @@ def good(run: dict) -> bool:
     return run["gate"]["verdict"] == "pass"
 
 
+def pairs_of(series: list[dict], history: int) -> dict[str, list[tuple[dict, list[dict]]]]:
+    """What each comparison kind compares: (current run, its baselines). A pipeline takes the
+    last passing A run as its single baseline (a void one would be refused), or the last
+    `history` passing A runs; every A run after them is an A/A comparison, every B run an A/B
+    one. `A/A disjoint` pairs run 2k+1 with run 2k alone, whatever their verdicts."""
+    a_runs = [r for r in series if r["tag"].startswith("a-")]
+    out: dict[str, list[tuple[dict, list[dict]]]] = {
+        "A/A disjoint pairs": [(a_runs[k + 1], [a_runs[k]]) for k in range(0, len(a_runs) - 1, 2)]
+    }
+    groups = sorted(
+        {r["tag"].split("-")[0] for r in series if r["tag"].startswith("b")},
+        key=lambda g: int(g[1:]),
+    )
+    for label, depth in (("single baseline", 1), (f"{history}-night history", history)):
+        for group in ("a", *groups):
+            kind = "A/A" if group == "a" else f"A/B +{group[1:]}% of p50 added"
+            found = []
+            for i, run in enumerate(series):
+                if run["tag"].split("-")[0] != group:
+                    continue
+                nights = [r for r in series[:i] if r["tag"].startswith("a-") and good(r)]
+                if len(nights) >= depth:
+                    found.append((run, nights[-depth:]))
+            out[f"{kind}, {label}"] = found
+    return out
+
+
+SETTINGS = ((0.2, 0.99), (0.2, 0.95), (0.1, 0.95))
+# B tags carry the added latency as a share of the A runs' p50 in percent (b20, b50, b100).
+
+
 def judge(args: argparse.Namespace) -> int:
     collected = json.loads((args.dir / "collected.json").read_text())
-    runs = [load(r, args.confidence) for r in collected if r["tag"] != "pilot"]
-    series = [r for r in runs if r is not None]
+    series = [load(r, args.confidence) for r in collected if r["tag"] != "pilot"]
     a_runs = [r for r in series if r["tag"].startswith("a-")]
-    lines = [
-        f"runs: {len(a_runs)} A, "
-        + ", ".join(
-            f"{sum(1 for r in series if r['tag'].startswith(f'b{int(s * 100)}-'))} B(+{s:.0%})"
-            for s in SHARES
-        )
-    ]
+    groups = sorted({r["tag"].split("-")[0] for r in series if r["tag"].startswith("b")})
+    counts = ", ".join(
+        f"{sum(1 for r in series if r['tag'].split('-')[0] == g)} {g}" for g in groups
+    )
+    holds = {
+        round(r["gate"]["figures"].get("requests.achieved_rps", {}).get("n", 0)) for r in a_runs
+    }
+    lines = [f"runs: {len(a_runs)} A, {counts} (achieved wakes per run: {sorted(holds)[:3]} …)"]
     voids = sum(1 for r in series if r["gate"]["verdict"] == "void")
     lines.append(f"void runs (generator saturated in a window): {voids} of {len(series)}")
-    aa = [compare_one(a_runs[k + 1], [a_runs[k]], args) for k in range(0, len(a_runs) - 1, 2)]
-    lines.append(f"A/A, single baseline: {tally(aa)}")
-    for share in SHARES:
-        prefix = f"b{int(share * 100)}-"
-        pairs = []
-        for i, run in enumerate(series):
-            if run["tag"].startswith(prefix):
-                before = [r for r in series[:i] if r["tag"].startswith("a-")]
-                if before:
-                    pairs.append(compare_one(run, [before[-1]], args))
-        lines.append(f"A/B +{share:.0%} wake, single baseline: {tally(pairs)}")
-    history = args.history
-    aa_h = []
-    for i, run in enumerate(a_runs):
-        nights = [r for r in a_runs[:i] if good(r)][-history:]
-        if len(nights) == history:
-            aa_h.append(compare_one(run, nights, args))
-    lines.append(f"A against the {history} good A nights before it: {tally(aa_h)}")
-    for share in SHARES:
-        prefix = f"b{int(share * 100)}-"
-        pairs = []
-        for i, run in enumerate(series):
-            if run["tag"].startswith(prefix):
-                nights = [r for r in series[:i] if r["tag"].startswith("a-") and good(r)]
-                if len(nights) >= history:
-                    pairs.append(compare_one(run, nights[-history:], args))
-        lines.append(f"A/B +{share:.0%} wake, {history}-night history: {tally(pairs)}")
+    kinds = pairs_of(series, args.history)
+    for max_regression, confidence in SETTINGS:
+        lines.append("")
+        lines.append(
+            f"max_regression {max_regression:.0%}, confidence {confidence:.0%}, "
+            f"night_spread {args.night_spread}:"
+        )
+        for kind, pairs in kinds.items():
+            if not pairs:
+                continue
+            settings = argparse.Namespace(
+                max_regression=max_regression,
+                confidence=confidence,
+                night_spread=args.night_spread,
+            )
+            outcomes = [compare_one(run, base, settings) for run, base in pairs]
+            lines.append(f"  {kind:42s} {tally(outcomes)}")
+    lines.append("")
+    lines += realised(series)
+    lines.append("")
     lines += spread_table(a_runs)
     text = "\n".join(lines)
     print(text)
     if args.write_results:
         from results_file import write_section
 
-        write_section("gate_power", results_body(args, text))
+        write_section(args.section, results_body(args, text))
     return 0
+
+
+def realised(series: list[dict]) -> list[str]:
+    """What each added wake latency did to the passing runs' TimeToWake p50 and p90 (median
+    over runs), against the A runs': the change a comparison had to find."""
+    import statistics
+
+    groups: dict[str, list[dict]] = {}
+    for run in series:
+        if good(run):
+            groups.setdefault(run["tag"].split("-")[0], []).append(run)
+    out = ["TimeToWake of the passing runs (median over runs; change against the A runs):"]
+    base: dict[str, float] = {}
+    for group in sorted(groups, key=lambda g: (g != "a", len(g), g)):
+        runs = groups[group]
+        cells = []
+        for metric in ("TimeToWake.p50", "TimeToWake.p90"):
+            value = statistics.median(r["gate"]["figures"][metric]["value"] for r in runs)
+            base.setdefault(metric, value)
+            cells.append(
+                f"{metric.split('.')[1]} {value:6.2f} ms ({value / base[metric] - 1:+.0%})"
+            )
+        out.append(f"  {group:5s} {len(runs):3d} runs  " + "  ".join(cells))
+    return out
 
 
 def spread_table(a_runs: list[dict]) -> list[str]:
@@ -324,6 +372,7 @@ def parser() -> argparse.ArgumentParser:
     j.add_argument("--night-spread", type=float, default=None)
     j.add_argument("--history", type=int, default=5)
     j.add_argument("--write-results", action="store_true")
+    j.add_argument("--section", default="gate_power", help="RESULTS.md section to write")
     j.set_defaults(handler=judge)
     return p
 
