@@ -241,10 +241,13 @@ def judge(args: argparse.Namespace) -> int:
     counts = ", ".join(
         f"{sum(1 for r in series if r['tag'].split('-')[0] == g)} {g}" for g in groups
     )
-    holds = {
-        round(r["gate"]["figures"].get("requests.achieved_rps", {}).get("n", 0)) for r in a_runs
-    }
-    lines = [f"runs: {len(a_runs)} A, {counts} (achieved wakes per run: {sorted(holds)[:3]} …)"]
+    wakes = sorted(
+        r["gate"]["figures"]["TimeToWake.p50"]["n"]
+        for r in a_runs
+        if good(r) and "TimeToWake.p50" in r["gate"]["figures"]
+    )
+    median = wakes[len(wakes) // 2] if wakes else 0
+    lines = [f"runs: {len(a_runs)} A, {counts}; a passing A run judged {median} wakes (median)"]
     voids = sum(1 for r in series if r["gate"]["verdict"] == "void")
     lines.append(f"void runs (generator saturated in a window): {voids} of {len(series)}")
     kinds = pairs_of(series, args.history)
