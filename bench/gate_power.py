@@ -21,6 +21,11 @@ A comparison that is void or has only inconclusive figures is counted as what it
   .venv/bin/python bench/gate_power.py collect --pilot            # one A run: the wake p50
   nohup .venv/bin/python bench/gate_power.py collect --a-runs 40 --b-runs 8 > gp.log 2>&1 &
   .venv/bin/python bench/gate_power.py judge --write-results
+  .venv/bin/python bench/gate_power.py keep --to bench/data/gate-power/demo   # for the repo
+
+bench/data/gate-power/ keeps what `judge` reads of the recorded runs (gate.json,
+hold_seconds.jsonl, campaign.json, status.json, windows.jsonl, sealed again), so the counts
+in bench/RESULTS.md can be recomputed with a later gate: `judge --dir bench/data/gate-power/demo`.
 """
 
 from __future__ import annotations
@@ -153,8 +158,8 @@ def load(run: dict[str, Any], confidence: float) -> dict[str, Any] | None:
     from agentsession_core.judge.stored_run import load_run
     from agentsession_core.judge.uncertainty import figures
 
-    loaded = load_run(run["run_dir"])
-    held = Path(run["run_dir"]) / HOLD_SECONDS_FILE
+    loaded = load_run(str(run["location"]))
+    held = Path(run["location"]) / HOLD_SECONDS_FILE
     if held.exists():
         records = parse(held.read_text())
         seed = int((loaded["params"] or {}).get("seed", 0))
@@ -235,6 +240,8 @@ SETTINGS = ((0.2, 0.99), (0.2, 0.95), (0.1, 0.95))
 
 def judge(args: argparse.Namespace) -> int:
     collected = json.loads((args.dir / "collected.json").read_text())
+    for run in collected:  # kept runs name their directory relative to --dir
+        run["location"] = str(args.dir / run["run_dir"])
     series = [load(r, args.confidence) for r in collected if r["tag"] != "pilot"]
     a_runs = [r for r in series if r["tag"].startswith("a-")]
     groups = sorted({r["tag"].split("-")[0] for r in series if r["tag"].startswith("b")})
@@ -341,12 +348,53 @@ def spread_table(a_runs: list[dict]) -> list[str]:
 
 
 def results_body(args: argparse.Namespace, text: str) -> str:
+    collected = json.loads((args.dir / "collected.json").read_text())
+    first = next((r for r in collected if r["tag"] != "pilot"), None)
+    hold = "?"
+    if first is not None:
+        params = json.loads((args.dir / first["run_dir"] / "campaign.json").read_text())["params"]
+        hold = f"{params['hold_minutes'] * 60:g} s hold in {params['window_seconds']:g} s windows"
     return (
-        "## The gate's power (bench/gate_power.py)\n\n"
-        f"max_regression {args.max_regression:.0%}, confidence {args.confidence:.0%}, "
-        f"assumed run-to-run spread {args.night_spread} (single-run baseline), history "
-        f"{args.history} nights.\n\n```\n{text}\n```\n"
+        f"## The gate's power: {args.title} (bench/gate_power.py)\n\n"
+        f"Campaigns of the demo preset's first level ({hold}; smoke script, turnover 12 "
+        "sessions / 4 awake / 2 swaps/s, ate wire), each against a local substrate started "
+        "for it, one after another on this 2-core VM while other work ran beside them at "
+        "nice 19; A runs unchanged, B runs with `wake:latency:fixed:D` on the substrate, D "
+        "the given share of the A runs' wake p50 (tag bNN = NN %). Figures recomputed from "
+        "each run's hold_seconds.jsonl by this build's gate. `fail:TimeToWake` = the gate "
+        "failed the run naming a TimeToWake figure; `void` = the run being judged was void "
+        "(its generator saturated), which the gate never turns into a fail; `baseline "
+        "refused` = the baseline was void. Rerun: `python bench/gate_power.py collect "
+        "[--hold S --window S --shares …]` then `judge --write-results`.\n\n"
+        f"```\n{text}\n```\n"
     )
+
+
+KEPT_FILES = ("campaign.json", "gate.json", "hold_seconds.jsonl", "status.json", "windows.jsonl")
+
+
+def keep(args: argparse.Namespace) -> int:
+    """Copy what `judge` reads of each collected run (KEPT_FILES, sealed again) into --to, so
+    the counts can be recomputed later from the repository alone."""
+    import shutil
+
+    from agentsession_core.output.run_dir import RunDir
+
+    collected = json.loads((args.dir / "collected.json").read_text())
+    kept = []
+    for run in collected:
+        source = Path(run["run_dir"])
+        relative = source.relative_to(args.dir)
+        target = args.to / relative
+        target.mkdir(parents=True, exist_ok=True)
+        for name in KEPT_FILES:
+            if (source / name).exists():
+                shutil.copyfile(source / name, target / name)
+        RunDir(target).write_manifest()
+        kept.append({**run, "run_dir": str(relative)})
+    (args.to / "collected.json").write_text(json.dumps(kept, indent=1))
+    print(f"kept {len(kept)} runs under {args.to}")
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -376,7 +424,12 @@ def parser() -> argparse.ArgumentParser:
     j.add_argument("--history", type=int, default=5)
     j.add_argument("--write-results", action="store_true")
     j.add_argument("--section", default="gate_power", help="RESULTS.md section to write")
+    j.add_argument("--title", default="demo-length runs", help="the section's title")
     j.set_defaults(handler=judge)
+    k = sub.add_parser("keep", help="copy what judge reads of each run into the repository")
+    k.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    k.add_argument("--to", type=Path, required=True)
+    k.set_defaults(handler=keep)
     return p
 
 
