@@ -30,8 +30,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from scipy.stats import norm
-
 from agentsession_core.judge.figures import figures_of as read_figures
 from agentsession_core.judge.uncertainty import FLOORS
 
@@ -172,7 +170,7 @@ def judge(metric: dict[str, Any], max_regression: float, confidence: float) -> d
     """status, interval and regression of a compared figure from its log change and se (also
     to re-judge a stored comparison with another max_regression)."""
     name, d, se = metric["metric"], float(metric["log_change"]), float(metric["se_log"])
-    z = float(norm.ppf(0.5 + confidence / 2))
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     low, high = d - z * se, d + z * se
     margin = _margin(name, max_regression)
     status = "regressed" if low > margin else "improved" if high < -margin else "unchanged"

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.stats import bootstrap
 
 from agentsession_core.judge.hold_seconds import HoldSeconds, SectionSeconds
 from agentsession_core.measure.histogram import percentiles, quantile_of_counts
@@ -168,6 +167,10 @@ def _interval(
         flat = np.moveaxis(np.asarray(idx), axis, -1)
         shape = flat.shape[:-1]
         return figure(blocks.weights(flat.reshape(-1, flat.shape[-1]))).reshape(shape)
+
+    # scipy.stats takes ~0.4 s to import: only a run's end (or a re-judge) pays for it, not
+    # every `agentsession gate`.
+    from scipy.stats import bootstrap
 
     # The same seed for every figure: one set of resamples, so figures stay consistent.
     result = bootstrap(
