@@ -47,8 +47,8 @@ def params(
         seed=11,
         script="smoke",
         think_scale=0.05,
-        hold_minutes=10 / 60,
-        window_seconds=5,
+        hold_minutes=8 / 60,
+        window_seconds=4,
         thresholds=["TimeToWake: p99 < 30s", "Step_*: failure_ratio < 0.5"],
         abort={"rules": [], "delay_seconds": 1, "sliding_seconds": 2},
         population={
