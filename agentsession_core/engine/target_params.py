@@ -64,7 +64,8 @@ class TargetParams(Section):
     token: str | None = Field(
         None,
         max_length=MAX_TEXT,
-        description="bearer token (redacted in artifacts; CLI: or AGENTSESSION_TOKEN)",
+        description="bearer token (redacted in artifacts; CLI: AGENTSESSION_TOKEN or a --params "
+        "file; --token is refused, a command line being visible in the process list)",
     )
     token_file: str | None = Field(
         None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -21,12 +22,19 @@ from tests.integration.conftest import TOKEN
 RUN = [sys.executable, "-m", "agentsession_core", "run", "--progress", "plain"]
 
 
-def start(args: list[str], tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
+def start(
+    args: list[str], tmp_path: Path, *, token: str | None = None
+) -> tuple[subprocess.Popen[bytes], Path, Path]:
     out, err = tmp_path / "stdout", tmp_path / "stderr"
+    # The token in the environment: `--token` on a command line is refused.
+    env = {k: v for k, v in os.environ.items() if k != "AGENTSESSION_TOKEN"}
+    if token is not None:
+        env["AGENTSESSION_TOKEN"] = token
     proc = subprocess.Popen(
         [*RUN, *args, "--out", str(tmp_path / "artifacts")],
         stdout=out.open("wb"),
         stderr=err.open("wb"),
+        env=env,
     )
     return proc, out, err
 
@@ -65,8 +73,6 @@ async def test_sigint_mid_hold_cancels_cleans_up_and_writes_artifacts(
         [
             "--substrate",
             substrate.url,
-            "--token",
-            TOKEN,
             "--atespace",
             atespace,
             "--script",
@@ -83,6 +89,7 @@ async def test_sigint_mid_hold_cancels_cleans_up_and_writes_artifacts(
             "7",
         ],
         tmp_path,
+        token=TOKEN,
     )
     try:
         await asyncio.to_thread(wait_for_phase, tmp_path, "hold", proc)
@@ -142,8 +149,6 @@ async def test_a_template_below_min_actor_memory_exits_1_and_creates_nothing(
         [
             "--substrate",
             substrate.url,
-            "--token",
-            TOKEN,
             "--atespace",
             atespace,
             "--script",
@@ -154,6 +159,7 @@ async def test_a_template_below_min_actor_memory_exits_1_and_creates_nothing(
             "1s",
         ],
         tmp_path,
+        token=TOKEN,
     )
     assert await asyncio.to_thread(proc.wait, 60) == 1
     errors = error_lines(err)
