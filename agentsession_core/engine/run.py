@@ -125,7 +125,10 @@ class Run:
         self.script: Script | None = None
         self.run_dir = RunDir.create(params.out, params.name, params.tag, self.started_unix)
         self.history = HistoryWriter(header=not self.run_dir.has_content("stats_history.csv"))
-        self.atespace = params.target.atespace or f"{params.name}-{int(self.started_unix)}"
+        # Per run: a second run of the same name in the same second (run_tag=<tag>.N) gets
+        # its own atespace too, so a shared substrate keeps their actors apart.
+        copy = f"-{self.run_dir.copy}" if self.run_dir.copy > 1 else ""
+        self.atespace = params.target.atespace or f"{params.name}-{int(self.started_unix)}{copy}"
         self.extra_rows: list[dict[str, Any]] = []  # more stats.jsonl rows (step_window …)
         self.finalizers: list[Callable[[Run], None]] = []  # run in a thread before the manifest
         # Threshold rules (judge.thresholds.Threshold) report.html draws; a campaign sets its own.
