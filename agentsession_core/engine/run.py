@@ -190,7 +190,7 @@ class Run:
             self._stack.push_async_callback(metrics.stop)
             log.info("metrics on %s", metrics.url)
         self.health = health
-        progress = Progress(engine, self.recorder, live=self.live)
+        progress = Progress(engine, self.recorder, live=self.live, health=health)
         self._stack.callback(progress.close)
         self._watchdog = Watchdog(substrate, self.params, on_back=engine.substrate_back)
         self._background(self._watchdog.run(), "watchdog")

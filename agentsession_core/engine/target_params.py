@@ -85,6 +85,13 @@ class TargetParams(Section):
     template: str = Field("benchmark-workloads/glutton", description="actor template NS/NAME")
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
     local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
+    local_start_timeout_seconds: Seconds = Field(
+        60.0,
+        gt=0,
+        le=MAX_WAIT_S,
+        description="how long the embedded local substrate may take to start (many workers "
+        "on a busy machine take longer)",
+    )
     request_timeout_seconds: Seconds = Field(120.0, gt=0, le=MAX_WAIT_S, description="per request")
     metrics_url: str | None = Field(
         None,
