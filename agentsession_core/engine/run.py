@@ -276,6 +276,10 @@ class Run:
         if self.refusal is None:
             self.refusal = str(exc)
             log.error("refused: %s", exc)
+            if self._watchdog is not None:
+                # Nothing runs after a refusal: an unreachable substrate, already said, must
+                # not be said again by the watchdog while the files are written.
+                self._watchdog.stop()
 
     async def register(self) -> None:
         if not self.stop_reason():
