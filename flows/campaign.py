@@ -32,7 +32,7 @@ from agentsession_core.campaign.run import retry_delays
 from agentsession_core.engine.run import Run
 from agentsession_core.engine.shards import open_run
 from agentsession_core.errors import AgentsessionError
-from agentsession_core.output.upload import UploadError, UploadResult, record_failed_upload
+from agentsession_core.output.upload import UploadResult, record_failed_upload
 from flows.credentials import with_token
 from flows.run_logs import current_flow_run_id, engine_logs_to_flow_run
 from flows.target_limit import hold_target
@@ -150,19 +150,17 @@ async def _upload(run: Run, params: CampaignParams) -> UploadResult:
         return UploadResult(False, params.destination, str(run_dir), error=run.write_failure)
     attempts = params.upload.attempts
     task = upload.with_options(retries=attempts - 1, retry_delay_seconds=retry_delays(params) or 0)
-    try:
-        return await task(run_dir, params)
-    except UploadError as exc:
+    # The task's last attempt returns the failure rather than raising it (tasks/upload.py):
+    # Prefect would log a task that fails for good with its traceback.
+    result = await task(run_dir, params)
+    if not result.ok:
+        error = result.error or "upload failed"
         get_run_logger().error(
             "upload to %s failed after %d attempts: %s; local copy kept at %s",
             params.destination,
             attempts,
-            exc,
+            error,
             run_dir,
         )
-        await asyncio.to_thread(
-            record_failed_upload, run_dir, params.destination, str(exc), attempts
-        )
-        return UploadResult(
-            False, params.destination, str(run_dir), error=str(exc), attempts=attempts
-        )
+        await asyncio.to_thread(record_failed_upload, run_dir, params.destination, error, attempts)
+    return result

@@ -1,7 +1,10 @@
 """Copy the sealed run directory to its destination; retried with growing delays.
 
-The flow sets the retries from CampaignParams.upload. When the last attempt fails the flow
-records it in status.json and keeps the local copy (agentsession_core.output.upload).
+The flow sets the retries from CampaignParams.upload. An attempt that fails with retries
+left raises, so Prefect retries it (one INFO line each); the last one returns a failed
+UploadResult instead: a task that fails for good is logged by Prefect with its whole
+traceback, and a failed upload is an expected outcome the flow handles — it records it in
+status.json, keeps the local copy and says so in one line (agentsession_core.output.upload).
 """
 
 from __future__ import annotations
@@ -11,12 +14,21 @@ from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from prefect.runtime import task_run
 
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import upload_once
-from agentsession_core.output.upload import UploadResult
+from agentsession_core.output.upload import UploadError, UploadResult
 
 
 @task(name="upload", cache_policy=NO_CACHE, persist_result=False)
 async def upload(run_dir: Path, params: CampaignParams) -> UploadResult:
-    return await asyncio.to_thread(upload_once, run_dir, params)
+    try:
+        return await asyncio.to_thread(upload_once, run_dir, params)
+    except UploadError as exc:
+        attempts = params.upload.attempts
+        if task_run.run_count < attempts:
+            raise  # Prefect retries it
+        return UploadResult(
+            False, params.destination, str(run_dir), error=str(exc), attempts=attempts
+        )

@@ -2,8 +2,9 @@
 
 The parameter flags are generated from RunParams (cli/model_flags.py): `--sessions`,
 `--awake`, `--registration-quiet-seconds`, ... Values come from `--params FILE` first, then
-the flags, then `--set key.path=value`; the token falls back to AGENTSESSION_TOKEN. `--hold`
-is the run's own: how long the load is held after start-up.
+the flags, then `--set key.path=value`; the token comes from AGENTSESSION_TOKEN or a --params
+file, never the command line (`--token` and `--set target.token=…` are refused). `--hold` is
+the run's own: how long the load is held after start-up.
 """
 
 from __future__ import annotations
@@ -82,7 +83,12 @@ def resolve(args: argparse.Namespace) -> RunParams:
     """RunParams from --params FILE, the flags and --set (later wins); bad input: UsageError."""
     values: dict[str, Any] = load_values(args.params) if args.params else {}
     given = flag_values(args, _LEAVES)
+    if _token_of(given) is not None:
+        raise UsageError(_on_command_line("--token"))
+    from_file = _token_of(values)
     values = apply_settings(merge(values, given), args.settings)
+    if _token_of(values) not in (None, from_file):
+        raise UsageError(_on_command_line("--set target.token"))
     target = values.get("target")
     if not (isinstance(target, dict) and target.get("token")) and os.environ.get(
         "AGENTSESSION_TOKEN"
@@ -90,6 +96,20 @@ def resolve(args: argparse.Namespace) -> RunParams:
         values["target"] = {**(target or {}), "token": os.environ["AGENTSESSION_TOKEN"]}
     only_file = args.params and not given and not args.settings
     return parse(RunParams, values, source=args.params if only_file else None)
+
+
+def _on_command_line(flag: str) -> str:
+    # Any local user can read a command line (ps, /proc/PID/cmdline): refused rather than
+    # used, as `agentsession campaign` does, so the token is seen to be in the wrong place.
+    return (
+        f"{flag}: a token on the command line is visible in the process list; set "
+        "AGENTSESSION_TOKEN, or put target.token in a --params file (ate: --token-file FILE)"
+    )
+
+
+def _token_of(values: dict[str, Any]) -> Any:
+    target = values.get("target")
+    return (target.get("token") or None) if isinstance(target, dict) else None
 
 
 def _handle(args: argparse.Namespace) -> int:

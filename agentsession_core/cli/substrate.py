@@ -50,8 +50,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--token",
         default=None,
-        help="bearer token for both control APIs and the router "
-        f"(default: ${TOKEN_ENV}, which keeps it out of the process list)",
+        help=f"refused: a command line is visible in the process list; set ${TOKEN_ENV} or "
+        "give --token-file",
+    )
+    serve.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="file holding the bearer token for both control APIs and the router "
+        f"(default: ${TOKEN_ENV})",
     )
     serve.add_argument(
         "--grpc-port",
@@ -187,6 +195,13 @@ def grpc_tls(args: argparse.Namespace, port: int | None) -> GrpcTls | None:
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    if args.token is not None:
+        # Kept as a flag so that it is refused by name: without it argparse would take
+        # `--token` as an abbreviation of `--token-file`.
+        raise UsageError(
+            "--token: a token on the command line is visible in the process list; set "
+            f"{TOKEN_ENV}, or give --token-file FILE"
+        )
     if args.workers < 1:
         raise UsageError(f"--workers {args.workers}: need at least 1")
     if args.park_timeout <= 0:
@@ -207,7 +222,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         workers=args.workers,
         store=args.store,
         templates=parse_templates(args.template),
-        token=args.token or os.environ.get(TOKEN_ENV) or None,
+        token=_token(args.token_file) or os.environ.get(TOKEN_ENV) or None,
         park_timeout=args.park_timeout,
         pause_budget=budget,
         max_op_bytes=max_op,
@@ -222,6 +237,18 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         fault_seed=args.fault_seed,
         embedded=args.embedded,
     )
+
+
+def _token(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--token-file {path}: {exc}") from None
+    if not token:
+        raise UsageError(f"--token-file {path}: the file holds no token")
+    return token
 
 
 def run_serve(args: argparse.Namespace) -> int:

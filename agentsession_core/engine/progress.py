@@ -15,18 +15,28 @@ from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW
 
 if TYPE_CHECKING:
     from agentsession_core.engine.engine import Engine
+    from agentsession_core.measure.health import GeneratorHealth
 
 log = logging.getLogger("agentsession")
 
 HEADLINE_ROWS = (TIME_TO_WAKE_ROW, (ROUTER_KIND, "WakeFirstTouch"))
 PLAIN_EVERY_S = 10.0
+RECENT_S = 10  # the figures on the line are over the last this many seconds
 
 
 class Progress:
-    def __init__(self, engine: Engine, recorder: Recorder, *, live: bool) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        recorder: Recorder,
+        *,
+        live: bool,
+        health: GeneratorHealth | None = None,
+    ) -> None:
         self.engine = engine
         self.recorder = recorder
         self.live = live
+        self.health = health
         self.started = time.monotonic()
         self._last_plain = 0.0
 
@@ -34,7 +44,7 @@ class Progress:
         engine = self.engine
         rec = self.recorder
         now = now_ns()
-        recent = rec.window(now - 10_000_000_000, now)
+        recent = rec.window(now - RECENT_S * 1_000_000_000, now)
         states = engine.population.states()
         parts = [
             f"{engine.phase:<8}",
@@ -56,7 +66,22 @@ class Progress:
         totals = rec.totals()
         failures = sum(s.failures for (k, _), s in totals.rows.items() if k != "generator")
         parts.append(f"errors {failures}")
+        saturated = self._saturated(now)
+        if saturated:  # early on the line: the live display cuts it at 200 characters
+            parts.insert(2, saturated)
         return "  ".join(parts)
+
+    def _saturated(self, now: int) -> str:
+        """The generator's saturated seconds in the last RECENT_S whole seconds, with the
+        latest reason: a window holding them is judged void (docs/SPEC.md §5.6), so whoever
+        watches the run learns it while it runs, not from the verdict."""
+        if self.health is None:
+            return ""
+        last = self.recorder.second_of(now)  # the current second is still open
+        seconds = self.health.saturated_in(last - RECENT_S, last)
+        if not seconds:
+            return ""
+        return f"SATURATED {len(seconds)}/{RECENT_S}s ({seconds[-1][1]})"
 
     def tick(self) -> None:
         if self.live:

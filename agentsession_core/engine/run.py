@@ -125,7 +125,10 @@ class Run:
         self.script: Script | None = None
         self.run_dir = RunDir.create(params.out, params.name, params.tag, self.started_unix)
         self.history = HistoryWriter(header=not self.run_dir.has_content("stats_history.csv"))
-        self.atespace = params.target.atespace or f"{params.name}-{int(self.started_unix)}"
+        # Per run: a second run of the same name in the same second (run_tag=<tag>.N) gets
+        # its own atespace too, so a shared substrate keeps their actors apart.
+        copy = f"-{self.run_dir.copy}" if self.run_dir.copy > 1 else ""
+        self.atespace = params.target.atespace or f"{params.name}-{int(self.started_unix)}{copy}"
         self.extra_rows: list[dict[str, Any]] = []  # more stats.jsonl rows (step_window …)
         self.finalizers: list[Callable[[Run], None]] = []  # run in a thread before the manifest
         # Threshold rules (judge.thresholds.Threshold) report.html draws; a campaign sets its own.
@@ -187,7 +190,7 @@ class Run:
             self._stack.push_async_callback(metrics.stop)
             log.info("metrics on %s", metrics.url)
         self.health = health
-        progress = Progress(engine, self.recorder, live=self.live)
+        progress = Progress(engine, self.recorder, live=self.live, health=health)
         self._stack.callback(progress.close)
         self._watchdog = Watchdog(substrate, self.params, on_back=engine.substrate_back)
         self._background(self._watchdog.run(), "watchdog")
@@ -273,6 +276,10 @@ class Run:
         if self.refusal is None:
             self.refusal = str(exc)
             log.error("refused: %s", exc)
+            if self._watchdog is not None:
+                # Nothing runs after a refusal: an unreachable substrate, already said, must
+                # not be said again by the watchdog while the files are written.
+                self._watchdog.stop()
 
     async def register(self) -> None:
         if not self.stop_reason():

@@ -24,7 +24,11 @@ async def local_substrate(target: TargetParams, log_path: Path) -> AsyncIterator
     """An embedded local substrate for the run."""
     with tempfile.TemporaryDirectory(prefix="agentsession-store-") as store:
         local = LocalSubstrate(
-            workers=target.local_workers, store=store, token=target.token, log_path=log_path
+            workers=target.local_workers,
+            store=store,
+            token=target.token,
+            log_path=log_path,
+            start_timeout=target.local_start_timeout_seconds,
         )
         async with local:
             log.info("local substrate on %s (%d workers)", local.url, target.local_workers)

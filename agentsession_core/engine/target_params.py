@@ -64,7 +64,8 @@ class TargetParams(Section):
     token: str | None = Field(
         None,
         max_length=MAX_TEXT,
-        description="bearer token (redacted in artifacts; CLI: or AGENTSESSION_TOKEN)",
+        description="bearer token (redacted in artifacts; CLI: AGENTSESSION_TOKEN or a --params "
+        "file; --token is refused, a command line being visible in the process list)",
     )
     token_file: str | None = Field(
         None,
@@ -84,6 +85,13 @@ class TargetParams(Section):
     template: str = Field("benchmark-workloads/glutton", description="actor template NS/NAME")
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
     local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
+    local_start_timeout_seconds: Seconds = Field(
+        60.0,
+        gt=0,
+        le=MAX_WAIT_S,
+        description="how long the embedded local substrate may take to start (many workers "
+        "on a busy machine take longer)",
+    )
     request_timeout_seconds: Seconds = Field(120.0, gt=0, le=MAX_WAIT_S, description="per request")
     metrics_url: str | None = Field(
         None,

@@ -51,19 +51,28 @@ class Watchdog:
         self.clock = clock
         self.failure: str | None = None
         self.outages = 0  # times it stopped answering, then answered again
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Watch no more and say nothing more (the run was refused)."""
+        self.stopped = True
 
     async def run(self) -> None:
         misses = 0
         # No answer seen yet: the silence is counted from the watchdog's start.
         last_answer = self.clock()
         namespace, name = self.params.target.template_ref
-        while self.failure is None:
+        while self.failure is None and not self.stopped:
             await asyncio.sleep(min(RETRY_S, EVERY_S) if misses else EVERY_S)
+            if self.stopped:
+                return
             try:
                 await asyncio.wait_for(
                     self.substrate.get_template(namespace, name), PROBE_TIMEOUT_S
                 )
             except (SubstrateError, TimeoutError) as exc:
+                if self.stopped:
+                    return
                 if _unanswered(exc):
                     misses += 1
                     silent = self.clock() - last_answer

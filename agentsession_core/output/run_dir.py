@@ -32,11 +32,15 @@ import orjson
 
 from agentsession_core.errors import UsageError
 
+_log = logging.getLogger("agentsession")
+
 MANIFEST = "manifest.json"
 LOG_FILE = "logs.txt"
 # Room held for manifest.json from the start (about 50 entries; a run writes about 15).
 MANIFEST_RESERVE = 8 * 1024
 REDACTED = "***"
+# Runs of one name and tag a second may start before the next is refused (RunDir.create).
+MAX_SAME_SECOND = 100
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Parameter names that hold credentials. Deliberately not plain "key": script ops have keys.
 _SECRET_NAME = re.compile(
@@ -198,27 +202,54 @@ class RunLogHandler(logging.FileHandler):
 class RunDir:
     """One run's artifact directory."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, copy: int = 1) -> None:
         self.path = path
+        self.copy = copy  # 2, 3 …: the run_tag=<tag>.N this run got (create)
         self._lock = threading.Lock()
 
     @classmethod
     def create(cls, dest: str, name: str, tag: str, started_unix: float) -> RunDir:
+        """A new run directory, created exclusively (docs/SPEC.md §7): two runs with the same
+        name and tag started in the same second would otherwise share one directory, one
+        logs.txt and last-writer-wins files. The second gets ``run_tag=<tag>.2`` (then .3 …),
+        still a tag segment, so the layout and judge/run_index.py's parse_location hold."""
         root = _local_root(dest)
         date = time.strftime("%Y-%m-%d", time.gmtime(started_unix))
-        path = (
+        parent = (
             root
             / "runs"
             / _segment("name", name)
             / f"run_date={date}"
             / f"run_ts={int(started_unix)}"
-            / f"run_tag={_segment('tag', tag)}"
         )
+        path = parent / f"run_tag={_segment('tag', tag)}"
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            parent.mkdir(parents=True, exist_ok=True)
+            for copy in range(1, MAX_SAME_SECOND + 1):
+                if copy > 1:
+                    path = parent / f"run_tag={tag}.{copy}"
+                try:
+                    os.mkdir(path)  # no exist_ok: the one atomic claim of this directory
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise UsageError(
+                    f"dest {dest!r}: {MAX_SAME_SECOND} runs named {name!r} tagged {tag!r} "
+                    f"already started in second {int(started_unix)}; give each its own --tag"
+                )
         except OSError as exc:
             raise UsageError(f"dest {dest!r}: cannot create {path}: {exc.strerror}") from exc
-        return cls(path)
+        if copy > 1:
+            _log.warning(
+                "run directory %s already existed (another run named %s tagged %s started in "
+                "the same second): this run writes to %s",
+                parent / f"run_tag={tag}",
+                name,
+                tag,
+                path.name,
+            )
+        return cls(path, copy)
 
     def file(self, name: str) -> Path:
         target = (self.path / name).resolve()

@@ -97,7 +97,7 @@ class SubstrateError(AgentsessionError):
         self.message = message
         self.from_router = from_router
         # For a refused credential: which parameter to check, when the client knows
-        # ("target.token (--token or AGENTSESSION_TOKEN)"); None: say all of them.
+        # ("target.token (AGENTSESSION_TOKEN or a --params file)"); None: say all of them.
         self.check = check
 
     @property

@@ -76,9 +76,11 @@ def command(sub: LocalSubstrateProcess, out: Path, atespace: str, *flags: str) -
     ]
 
 
-def environment() -> dict[str, str]:
-    # No token from the caller's environment: each case gives exactly what it tests.
-    return {k: v for k, v in os.environ.items() if k != "AGENTSESSION_TOKEN"}
+def environment(token: str | None = None) -> dict[str, str]:
+    # No token from the caller's environment: each case gives exactly what it tests, in the
+    # environment (`--token` on a command line is refused).
+    env = {k: v for k, v in os.environ.items() if k != "AGENTSESSION_TOKEN"}
+    return env if token is None else {**env, "AGENTSESSION_TOKEN": token}
 
 
 def status_of(stdout: str) -> dict:
@@ -113,7 +115,7 @@ def test_tls_and_a_token_pass(pki: Pki, tmp_path: Path) -> None:
     ) as tls:
         assert tls.grpc_url.startswith("grpcs://")
         args = command(tls, tmp_path, "tls-ok", *tls_flags(pki, cert=False))
-        env = {**environment(), "AGENTSESSION_TOKEN": TOKEN}  # the token from the environment
+        env = environment(TOKEN)
         done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
         assert done.returncode == 0, done.stderr[-3000:]
         status = status_of(done.stdout)
@@ -123,8 +125,8 @@ def test_tls_and_a_token_pass(pki: Pki, tmp_path: Path) -> None:
 
 
 def test_mtls_and_a_token_pass(mtls: LocalSubstrateProcess, pki: Pki, tmp_path: Path) -> None:
-    args = command(mtls, tmp_path, "mtls-ok", *tls_flags(pki), "--token", TOKEN)
-    done = subprocess.run(args, capture_output=True, text=True, env=environment(), timeout=120)
+    args = command(mtls, tmp_path, "mtls-ok", *tls_flags(pki))
+    done = subprocess.run(args, capture_output=True, text=True, env=environment(TOKEN), timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "credentials refused" not in done.stderr
     status = status_of(done.stdout)
@@ -132,22 +134,23 @@ def test_mtls_and_a_token_pass(mtls: LocalSubstrateProcess, pki: Pki, tmp_path: 
     assert status["actors_created"] == status["actors_deleted"] == 2
 
 
-# case → (flags, what the one line must name)
-REFUSALS: dict[str, tuple[list[str], list[str]]] = {
-    "no-token": ([], ["no bearer token was sent", "target.token"]),
-    "wrong-token": (["--token", "not-the-token"], ["target.token", "it was sent"]),
-    "no-client-cert": (["--token", TOKEN], ["client certificate", "none was given"]),
-    "stranger-cert": (["--token", TOKEN], ["refused the client certificate", "stranger.crt"]),
-    "wrong-ca": (["--token", TOKEN], ["other-ca.crt", "check target.ca_file"]),
+# case → (the token in AGENTSESSION_TOKEN, flags, what the one line must name)
+REFUSALS: dict[str, tuple[str | None, list[str], list[str]]] = {
+    "no-token": (None, [], ["no bearer token was sent", "target.token"]),
+    "wrong-token": ("not-the-token", [], ["target.token", "it was sent"]),
+    "no-client-cert": (TOKEN, [], ["client certificate", "none was given"]),
+    "stranger-cert": (TOKEN, [], ["refused the client certificate", "stranger.crt"]),
+    "wrong-ca": (TOKEN, [], ["other-ca.crt", "check target.ca_file"]),
     "wrong-server-name": (
-        ["--token", TOKEN, "--server-name", "api.elsewhere.svc"],
+        TOKEN,
+        ["--server-name", "api.elsewhere.svc"],
         ["not valid for 'api.elsewhere.svc'", "check target.server_name"],
     ),
 }
 
 
 def refusal_flags(case: str, pki: Pki) -> list[str]:
-    flags, _ = REFUSALS[case]
+    _, flags, _ = REFUSALS[case]
     if case == "no-client-cert":
         return [*tls_flags(pki, cert=False), *flags]
     if case == "stranger-cert":
@@ -168,7 +171,7 @@ def test_a_wrong_or_missing_credential_ends_the_run_in_one_line(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=environment(),
+            env=environment(REFUSALS[case][0]),
         )
         for case in REFUSALS
     }
@@ -182,7 +185,7 @@ def test_a_wrong_or_missing_credential_ends_the_run_in_one_line(
         assert len(lines) == 1, (case, err)
         line = lines[0]
         assert "credentials refused by the control API: " in line, (case, line)
-        for words in REFUSALS[case][1]:
+        for words in REFUSALS[case][2]:
             assert words in line, (case, words, line)
         assert TOKEN not in err, (case, "the token leaked into stderr")
         status = status_of(out)

@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import io
+import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -195,7 +198,20 @@ async def test_s3_down_keeps_the_local_copy_retries_and_says_so(
         hold_minutes=0.05,
         upload={"endpoint_url": dead, "attempts": 3},
     )
-    state = await run_flow(values)
+    # What Prefect's console handler (on the root logger) would print of the flow and task
+    # runs, formatted the same way: a record's exc_info becomes its traceback. Prefect's
+    # logging set up first, or setting it up would drop the handler.
+    from prefect.logging.configuration import ensure_logging_setup
+
+    ensure_logging_setup()
+    console = io.StringIO()
+    handler = logging.StreamHandler(console)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    logging.getLogger("prefect").addHandler(handler)
+    try:
+        state = await run_flow(values)
+    finally:
+        logging.getLogger("prefect").removeHandler(handler)
     assert state.is_completed(), state  # the campaign reached its verdict
     result = await state.result()
     upload = result["upload"]
@@ -208,6 +224,67 @@ async def test_s3_down_keeps_the_local_copy_retries_and_says_so(
     runs = await task_runs(state)
     upload_runs = [count for name, count in runs.items() if name.startswith("upload")]
     assert upload_runs == [3]
+    # Handled, so said in one line: no traceback from Prefect's task logging (issue 18).
+    printed = console.getvalue()
+    assert "Traceback" not in printed, printed[-5000:]
+    said = [line for line in printed.splitlines() if "upload to s3://" in line]
+    assert len(said) == 1 and "failed after 3 attempts" in said[0], said
+    assert "local copy kept at" in said[0] and dead in said[0], said
+
+
+@pytest.fixture(params=["read-only", "a-file"])
+def unwritable_out(request, tmp_path: Path) -> Iterator[Path]:
+    """An `out` no run directory can be made in: a read-only filesystem (a tmpfs mounted ro:
+    the tests run as root, for whom a chmod changes nothing), or a file where the directory
+    should be."""
+    if request.param == "a-file":
+        (tmp_path / "out").write_text("not a directory\n")
+        yield tmp_path / "out"
+        return
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("a read-only tmpfs needs root and mount(8)")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=16k", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+async def test_an_out_that_cannot_be_written_fails_the_campaign_in_one_line(
+    prefect_api, tmp_path, unwritable_out
+):
+    """Failed (`agentsession campaign` exits 1), not void (exit 0): with no run directory
+    there is no verdict to read, and a release gate must not take "the benchmark could not
+    write its results" for a pass (docs/SPEC.md §6.6)."""
+    from prefect.logging.configuration import ensure_logging_setup
+
+    ensure_logging_setup()
+    console = io.StringIO()
+    handler = logging.StreamHandler(console)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    logging.getLogger("prefect").addHandler(handler)
+    try:
+        state = await run_flow(small_campaign(tmp_path, out=str(unwritable_out / "art")))
+    finally:
+        logging.getLogger("prefect").removeHandler(handler)
+    assert state.is_failed(), state
+    why = "Read-only file system" if unwritable_out.name == "ro" else "Not a directory"
+    assert state.message.startswith("campaign not started: ") and why in state.message, state
+    printed = console.getvalue()
+    assert "Traceback" not in printed, printed[-5000:]
+    # Said once; Prefect's own closing line repeats the flow run's Failed message.
+    lines = [line for line in printed.splitlines() if "Finished in state Failed" not in line]
+    said = [line for line in lines if "cannot create" in line]
+    assert len(said) == 1 and why in said[0], printed[-3000:]
+    assert not list(tmp_path.glob("**/status.json"))  # nothing pretends a run was written
 
 
 async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tmp_path):

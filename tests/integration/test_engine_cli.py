@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -21,12 +22,19 @@ from tests.integration.conftest import TOKEN
 RUN = [sys.executable, "-m", "agentsession_core", "run", "--progress", "plain"]
 
 
-def start(args: list[str], tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
+def start(
+    args: list[str], tmp_path: Path, *, token: str | None = None
+) -> tuple[subprocess.Popen[bytes], Path, Path]:
     out, err = tmp_path / "stdout", tmp_path / "stderr"
+    # The token in the environment: `--token` on a command line is refused.
+    env = {k: v for k, v in os.environ.items() if k != "AGENTSESSION_TOKEN"}
+    if token is not None:
+        env["AGENTSESSION_TOKEN"] = token
     proc = subprocess.Popen(
         [*RUN, *args, "--out", str(tmp_path / "artifacts")],
         stdout=out.open("wb"),
         stderr=err.open("wb"),
+        env=env,
     )
     return proc, out, err
 
@@ -65,8 +73,6 @@ async def test_sigint_mid_hold_cancels_cleans_up_and_writes_artifacts(
         [
             "--substrate",
             substrate.url,
-            "--token",
-            TOKEN,
             "--atespace",
             atespace,
             "--script",
@@ -83,6 +89,7 @@ async def test_sigint_mid_hold_cancels_cleans_up_and_writes_artifacts(
             "7",
         ],
         tmp_path,
+        token=TOKEN,
     )
     try:
         await asyncio.to_thread(wait_for_phase, tmp_path, "hold", proc)
@@ -142,8 +149,6 @@ async def test_a_template_below_min_actor_memory_exits_1_and_creates_nothing(
         [
             "--substrate",
             substrate.url,
-            "--token",
-            TOKEN,
             "--atespace",
             atespace,
             "--script",
@@ -154,6 +159,7 @@ async def test_a_template_below_min_actor_memory_exits_1_and_creates_nothing(
             "1s",
         ],
         tmp_path,
+        token=TOKEN,
     )
     assert await asyncio.to_thread(proc.wait, 60) == 1
     errors = error_lines(err)
@@ -167,3 +173,55 @@ async def test_a_template_below_min_actor_memory_exits_1_and_creates_nothing(
         assert await client.list_actors(atespace) == []
     except SubstrateError as exc:
         assert exc.code == "NOT_FOUND"  # the atespace was never created
+
+
+# `agentsession run`, started at a given second: both runs below reach RunDir.create in the
+# same second however long each takes to import (a real run, through the CLI's own main).
+# What `agentsession run` imports lazily (the command plugins, the engine) is imported before
+# the wait, so that on a busy machine the two still meet in the second.
+AT_SECOND = (
+    "import sys, time\n"
+    "from agentsession_core.cli import build_parser, main\n"
+    "import agentsession_core.engine.run, agentsession_core.script\n"
+    "build_parser()\n"  # it loads the plugins (flows.cli): the slow import
+    "time.sleep(max(0.0, float(sys.argv[1]) + 0.05 - time.time()))\n"
+    "sys.exit(main(sys.argv[2:]))\n"
+)
+
+
+def test_two_runs_started_in_the_same_second_get_two_directories(
+    substrate: LocalSubstrateProcess, tmp_path: Path
+) -> None:
+    out = tmp_path / "artifacts"
+    env = {**os.environ, "AGENTSESSION_TOKEN": TOKEN}
+    second = float(int(time.time()) + 4)  # after both have imported
+    args = ["run", "--progress", "plain", "--substrate", substrate.url, "--script", "smoke"]
+    args += ["--sessions", "1", "--awake", "1", "--think-scale", "0.05", "--hold", "1s"]
+    args += ["--name", "twins", "--tag", "t", "--out", str(out)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", AT_SECOND, str(second), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    done = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in done]
+    dirs = sorted(Path(stdout.strip().splitlines()[-1]) for stdout, _ in done)
+    assert [d.name for d in dirs] == ["run_tag=t", "run_tag=t.2"], dirs
+    assert dirs[0].parent == dirs[1].parent  # the same run_ts= directory: the same second
+    # Each directory holds one run: its own log, its own atespace, a manifest that verifies.
+    atespaces = set()
+    for run_dir in dirs:
+        campaign = json.loads((run_dir / "campaign.json").read_text())
+        atespaces.add(campaign["atespace"])
+        log = (run_dir / "logs.txt").read_text()
+        assert log.count("sessions registered") == log.count("cleanup:") == 1, log
+        assert verify_manifest(run_dir) == []
+    assert len(atespaces) == 2, atespaces
+    # The second run said where it went, in one line.
+    moved = [line for _, err in done for line in err.splitlines() if "already existed" in line]
+    assert len(moved) == 1 and "run_tag=t.2" in moved[0], moved

@@ -356,3 +356,15 @@ async def test_control_api_basics(
         await client.request(atespace, "l0", "ping", json={})
     assert gone.value.code == "ACTOR_NOT_FOUND"
     assert len(await client.list_actors(atespace)) == 3
+
+
+def test_a_substrate_that_does_not_start_in_time_says_it_timed_out() -> None:
+    # 0.3 s: the child is still importing, so no line has come; the launcher must still end
+    # it at the deadline and name the setting that gives it longer.
+    proc = LocalSubstrateProcess(workers=1, start_timeout=0.3)
+    with pytest.raises(RuntimeError) as raised:
+        proc.start()
+    message = str(raised.value)
+    assert message.startswith("local substrate did not start in 0.3 s (timed out"), message
+    assert "target.local_start_timeout_seconds" in message and "serving on" in message
+    assert proc.process is not None and proc.process.poll() is not None  # not left running

@@ -90,8 +90,6 @@ def test_a_run_with_bad_credentials_is_refused_in_one_line(
             "run",
             "--substrate",
             substrate.url,
-            "--token",
-            "not-the-token",
             "--script",
             "smoke",
             "--hold",
@@ -103,6 +101,8 @@ def test_a_run_with_bad_credentials_is_refused_in_one_line(
         ],
         capture_output=True,
         text=True,
+        # The token in the environment: `--token` on a command line is refused.
+        env={**os.environ, "AGENTSESSION_TOKEN": "not-the-token"},
         timeout=120,
     )
     assert done.returncode == 1, done.stderr

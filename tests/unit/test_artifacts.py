@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from agentsession_core.errors import UsageError
+from agentsession_core.judge.run_index import parse_location
 from agentsession_core.output.run_dir import RunDir, atomic_write, redact, verify_manifest
 
 STARTED = 1_717_243_200.7  # 2024-06-01T12:00:00.7Z
@@ -22,9 +23,19 @@ def test_layout_is_upstream_compatible(tmp_path):
         / "run_ts=1717243200"
         / "run_tag=nightly"
     )
-    assert run.path == expected and expected.is_dir()
+    assert run.path == expected and expected.is_dir() and run.copy == 1
+    # The same name, tag and second again: a directory of its own (docs/SPEC.md §7), which
+    # the layout's reader still places.
     via_url = RunDir.create(f"file://{tmp_path}", "coding-session", "nightly", STARTED)
-    assert via_url.path == expected
+    assert via_url.path == expected.with_name("run_tag=nightly.2") and via_url.copy == 2
+    third = RunDir.create(str(tmp_path), "coding-session", "nightly", STARTED)
+    assert third.path.name == "run_tag=nightly.3"
+    ref = parse_location(str(via_url.path))
+    assert ref is not None and (ref.name, ref.run_ts, ref.tag) == (
+        "coding-session",
+        1717243200,
+        "nightly.2",
+    )
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,8 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["server.enabled"] == "--server-metrics"
     assert flags["target.metrics_url"] == "--metrics-url"
     assert flags["target.max_answer_bytes"] == "--max-answer-bytes"
-    assert len(flags) == 46
+    assert flags["target.local_start_timeout_seconds"] == "--local-start-timeout-seconds"
+    assert len(flags) == 47
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = capsys.readouterr().out
@@ -83,14 +84,43 @@ def test_params_file_then_flags_then_set(tmp_path: Path) -> None:
     assert params.population.awake == 6 and params.seed == 3
 
 
-def test_the_token_falls_back_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_token_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTSESSION_TOKEN", "from-env")
     assert _resolve().target.token == "from-env"
-    assert _resolve("--token", "flag").target.token == "flag"
 
 
-def test_print_params_redacts_the_token(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--token", "secret", "--awake", "2", "--print-params"]) == 0
+def test_a_params_file_token_wins_over_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AGENTSESSION_TOKEN", "from-env")
+    file = tmp_path / "p.yaml"
+    file.write_text("target:\n  token: from-file\n")
+    assert _resolve("--params", str(file), "--awake", "3").target.token == "from-file"
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--token", "secret"], "--token:"),
+        (["--set", "target.token=secret"], "--set target.token:"),
+    ],
+)
+def test_a_token_on_the_command_line_is_refused_in_one_line(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", *argv, "--awake", "2", "--print-params"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"agentsession run: {flag}"), lines
+    assert "AGENTSESSION_TOKEN" in lines[0] and "--params" in lines[0]
+    assert "secret" not in captured.err + captured.out
+
+
+def test_print_params_redacts_the_token(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AGENTSESSION_TOKEN", "secret")
+    assert main(["run", "--awake", "2", "--print-params"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["target"]["token"] == "***" and printed["population"]["awake"] == 2
 
@@ -159,3 +189,33 @@ def test_a_missing_script_exits_1_before_a_run_directory(
     assert code == 1
     assert len(err) == 1 and "nope.yaml" in err[0], err
     assert not out.exists()
+
+
+def test_substrate_serve_refuses_a_token_flag_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["substrate", "serve", "--token", "secret"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("agentsession: --token:"), lines
+    assert "AGENTSESSION_SUBSTRATE_TOKEN" in lines[0] and "--token-file" in lines[0]
+    assert "secret" not in captured.err + captured.out
+
+
+def test_substrate_serve_takes_its_token_from_a_file_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from agentsession_core.cli.substrate import config_from_args
+    from agentsession_core.errors import UsageError
+
+    def config(*argv: str) -> str | None:
+        return config_from_args(build_parser().parse_args(["substrate", "serve", *argv])).token
+
+    monkeypatch.setenv("AGENTSESSION_SUBSTRATE_TOKEN", "from-env")
+    assert config() == "from-env"
+    file = tmp_path / "token"
+    file.write_text("from-file\n")
+    assert config("--token-file", str(file)) == "from-file"
+    file.write_text("\n")
+    with pytest.raises(UsageError, match="holds no token"):
+        config("--token-file", str(file))

@@ -138,3 +138,17 @@ async def test_a_probe_that_hangs_is_named_with_real_waits(
     assert match is not None, dog.failure
     assert match["why"] == "no answer within the probe's 0.01s"
     assert int(match["n"]) == watchdog.MISSES
+
+
+async def test_a_stopped_watchdog_says_nothing_more(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A refused run stops it (Run.refuse): the outage was said once, by the refusal.
+    monkeypatch.setattr(watchdog, "EVERY_S", 0.0)
+    clock = Clock()
+    sub = ProbedSubstrate(clock, [empty_transport] * 50)
+    dog = watchdog.Watchdog(sub, params(), clock=clock)  # type: ignore[arg-type]
+    dog.stop()
+    await asyncio.wait_for(dog.run(), 10)
+    assert dog.failure is None and sub.probes == 0
+    assert not [r for r in caplog.records if "unreachable" in r.getMessage()]

@@ -338,10 +338,10 @@ class ControlClient:
         if self._token_file is not None:
             sent = f"target.token_file {self._token_file} (its token was sent)"
         elif self._token:
-            sent = "target.token (--token or AGENTSESSION_TOKEN; it was sent)"
+            sent = "target.token (AGENTSESSION_TOKEN or a --params file; it was sent)"
         else:
             sent = (
-                "target.token (--token or AGENTSESSION_TOKEN) or target.token_file: "
+                "target.token (AGENTSESSION_TOKEN or a --params file) or target.token_file: "
                 "no bearer token was sent"
             )
         if self._certificate_chain is not None:

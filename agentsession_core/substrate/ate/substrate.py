@@ -102,10 +102,12 @@ class AteSubstrate:
         )
         # What to check when the router refuses who we are: it gets the plain token only.
         if token:
-            self._router_check = "target.token (--token or AGENTSESSION_TOKEN; the router got it)"
+            self._router_check = (
+                "target.token (AGENTSESSION_TOKEN or a --params file; the router got it)"
+            )
         else:
             self._router_check = (
-                "target.token (--token or AGENTSESSION_TOKEN): the router got no token "
+                "target.token (AGENTSESSION_TOKEN or a --params file): the router got no token "
                 "(a target.token_file goes to the control API only)"
             )
 

@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -37,6 +38,8 @@ from typing import Any
 
 from agentsession_core.substrate.protocol import DEBUG_FAULTS_PATH, DEBUG_WORKERS_PATH, TOKEN_ENV
 
+# The parameter an embedded substrate's start timeout comes from (engine/target.py).
+START_TIMEOUT_SETTING = "target.local_start_timeout_seconds"
 _URL = re.compile(r"serving on (http://\S+)")
 _GRPC = re.compile(r"ate control \(gRPC\) (?:on (grpcs?://\S+)|off)")
 
@@ -103,6 +106,7 @@ class LocalSubstrateProcess:
             self.env[TOKEN_ENV] = token
         self.log_path = Path(log_path) if log_path else None
         self.start_timeout = start_timeout
+        self.workers = workers
         self.stop_timeout = stop_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
@@ -116,21 +120,37 @@ class LocalSubstrateProcess:
         else:
             self.process = self._spawn(subprocess.DEVNULL)
         assert self.process.stdout is not None
+        # Read with a deadline (select, not a blocking readline): a child that printed one
+        # line and then hangs must still end in start_timeout.
+        fd = self.process.stdout.fileno()
         deadline = time.monotonic() + self.start_timeout
+        pending = b""
         lines: list[str] = []
-        while time.monotonic() < deadline:
-            raw = self.process.stdout.readline()
-            if not raw:
-                break
-            line = raw.decode(errors="replace")
-            lines.append(line)
-            if match := _URL.search(line):
-                self.url = match.group(1)
-            elif (match := _GRPC.search(line)) and self.url:
-                self.grpc_url = match.group(1) or ""
-                return self.url
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([fd], [], [], left)[0]:
+                continue  # the loop ends at the deadline
+            chunk = os.read(fd, 65536)
+            if not chunk:  # the child exited
+                self.kill()
+                said = "".join(lines) + pending.decode(errors="replace")
+                raise RuntimeError(f"local substrate exited while starting: {said[-2000:]!r}")
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for raw in complete:
+                line = raw.decode(errors="replace")
+                lines.append(line + "\n")
+                if match := _URL.search(line):
+                    self.url = match.group(1)
+                elif (match := _GRPC.search(line)) and self.url:
+                    self.grpc_url = match.group(1) or ""
+                    return self.url
         self.kill()
-        raise RuntimeError(f"local substrate did not start: {''.join(lines)[-2000:]!r}")
+        waited_for = "its gRPC line" if self.url else "its 'serving on' line"
+        raise RuntimeError(
+            f"local substrate did not start in {self.start_timeout:g} s (timed out waiting "
+            f"for {waited_for}; {self.workers} workers); raise {START_TIMEOUT_SETTING} "
+            "or give it fewer workers (target.local_workers)"
+        )
 
     def _spawn(self, log: Any) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
