@@ -113,7 +113,16 @@ def served(tmp_path: Path) -> Iterator[Substrate]:
     substrate.stop()
 
 
-def run_command(out: Path, substrate: Substrate, atespace: str, protocol: str) -> list[str]:
+def run_command(
+    out: Path,
+    substrate: Substrate,
+    atespace: str,
+    protocol: str,
+    *,
+    sessions: int = SESSIONS,
+    awake: int = AWAKE,
+    hold_s: float = HOLD_S,
+) -> list[str]:
     if protocol == "ate":
         target = [
             *("--substrate", f"grpc://127.0.0.1:{substrate.grpc_port}"),
@@ -125,12 +134,12 @@ def run_command(out: Path, substrate: Substrate, atespace: str, protocol: str) -
         *(sys.executable, "-m", "agentsession_core", "run", "--progress", "plain"),
         *target,
         *("--protocol", protocol, "--atespace", atespace, "--out", str(out)),
-        *("--population", "turnover", "--sessions", str(SESSIONS), "--awake", str(AWAKE)),
+        *("--population", "turnover", "--sessions", str(sessions), "--awake", str(awake)),
         *("--target-rps", str(RATE), "--spawn-rate", "50", "--registration-quiet", "0.5s"),
         # Two owed wakes a tick (the default, 0.5, gives one at this rate): a set that lost
         # every resident is full again in 4 s, well inside the 10 s the issue allows.
         *("--catch-up-ratio", "1"),
-        *("--script", "smoke", "--seed", "5", "--hold", f"{HOLD_S:g}s"),
+        *("--script", "smoke", "--seed", "5", "--hold", f"{hold_s:g}s"),
         *("--request-timeout-seconds", "5s", "--stop-grace-seconds", "2s"),
     ]
 
@@ -366,3 +375,45 @@ async def test_the_substrate_killed_mid_hold_and_restarted_on_the_same_port(
     # ...nor on its disk: no snapshot of the run, no runtime dir of the killed server.
     assert snapshot_files(served.store, atespace) == []
     assert not (served.store / f"{RUNTIME_PREFIX}{killed_pid}").exists()
+
+
+async def test_an_ate_restart_on_the_same_store_books_the_lost_residents(
+    served: Substrate, tmp_path: Path
+) -> None:
+    """Issue 18: on the ate wire the router serves again seconds before gRPC has reconnected,
+    so swaps' wakes succeeded while their parks failed and the set grew past `awake`; the
+    surplus then hid the residents the restart lost (logged as lost, booked as 0). Now the
+    set never exceeds `awake`, and the books (stats.jsonl, turnover_window) agree with the
+    gauge within the bound of docs/SPEC.md §4.2: one resident-second per slot that went
+    missing (a failed wake, or a resident found lost)."""
+    awake, atespace = 4, "kill-ate-books"
+    command = run_command(tmp_path, served, atespace, "ate", sessions=12, awake=awake, hold_s=12)
+    run = RunProcess(tmp_path, command)
+    client = HttpSubstrate(served.url, control_timeout=2)
+    try:
+        await run.start()
+        await run.hold_started()
+        await asyncio.sleep(3.0)
+        await asyncio.to_thread(served.sigkill)
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(served.start)
+        assert await run.ended() in (0, 1)
+        books = run.artifacts()
+        print(f"gauge {books.gauge_line()}")
+        assert max(books.resident.values()) <= awake, books.gauge_line()
+        booked = books.rows["turnover_ResidentShortfall"]["event_count"]
+        assert booked == books.window["resident_shortfall_seconds"]
+        deletes = books.rows["grpc_DeleteActor"]
+        lost = deletes["request_count"] - deletes["failure_count"]  # replaced: found lost
+        assert lost >= 1  # the restart cost residents, and the check found them
+        assert booked >= lost  # each was a gap for at least its tick
+        gauged = sum(books.shortfall.values())
+        failed_wakes = books.rows["rps_TimeToWake"]["failure_count"]
+        assert abs(booked - gauged) <= lost + failed_wakes, (booked, gauged, books.gauge_line())
+        # The run ends as its books say: failed when the mean gap was above the tolerance.
+        short = books.window["resident_shortfall_mean"] > RESIDENT_TOLERANCE * awake
+        assert books.status["status"] == ("failed" if short else "completed"), books.status
+        assert books.status["leaked_actors"] == []
+        assert await leftovers(client, atespace) == []
+    finally:
+        await client.aclose()
