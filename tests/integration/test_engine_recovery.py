@@ -398,11 +398,18 @@ async def test_an_ate_restart_on_the_same_store_books_the_lost_residents(
         await asyncio.to_thread(served.sigkill)
         await asyncio.sleep(1.0)
         await asyncio.to_thread(served.start)
-        assert await run.ended() in (0, 1)
+        code = await run.ended()
         books = run.artifacts()
         log_text = (tmp_path / "run.log").read_text()
         print(f"gauge {books.gauge_line()}")
         assert max(books.resident.values()) <= awake, books.gauge_line()
+        assert books.status["leaked_actors"] == []
+        assert await leftovers(client, atespace) == []
+        if books.status["status"] == "failed" and "unreachable" in books.status["abort_reason"]:
+            # The other outcome the issue allows (a loaded machine restarts slowly): the run
+            # ended, saying why; the set never grew and nothing was left behind.
+            assert code == 1
+            return
         booked = books.rows["turnover_ResidentShortfall"]["event_count"]
         assert booked == books.window["resident_shortfall_seconds"]
         # The residents the check after the outage found lost (an outage shorter than the
@@ -419,7 +426,5 @@ async def test_an_ate_restart_on_the_same_store_books_the_lost_residents(
         # The run ends as its books say: failed when the mean gap was above the tolerance.
         short = books.window["resident_shortfall_mean"] > RESIDENT_TOLERANCE * awake
         assert books.status["status"] == ("failed" if short else "completed"), books.status
-        assert books.status["leaked_actors"] == []
-        assert await leftovers(client, atespace) == []
     finally:
         await client.aclose()

@@ -236,16 +236,23 @@ async def test_two_shards_gauges_and_stats_book_the_same_resident_set(scheduler,
             run.finish()
     assert run.result is not None and run.result.status == "completed", run.result
     run_dir = run.result.run_dir
-    gauged = 0.0
-    for line in (run_dir / "gauges.jsonl").read_text().splitlines():
-        gauge = json.loads(line)
-        if gauge["name"] == "turnover_resident" and gauge["labels"]["state"] == "shortfall":
-            gauged += gauge["value"]
     rows = {}
     for line in (run_dir / "stats.jsonl").read_text().splitlines():
         row = json.loads(line)
         rows[row["metric"]] = row["measurements"]
-    booked = rows["turnover_ResidentShortfall"]["event_count"]
+    window = rows["turnover_window"]
+    # The gauge runs from the fill on, the ticks' books from the first tick: the fill's own
+    # gap is in the gauge only (docs/SPEC.md §4.2), so both are read over the turnover window.
+    shortfall: dict[float, float] = {}
+    for line in (run_dir / "gauges.jsonl").read_text().splitlines():
+        gauge = json.loads(line)
+        if gauge["name"] == "turnover_resident" and gauge["labels"]["state"] == "shortfall":
+            shortfall[gauge["t"]] = gauge["value"]
+    gauged = sum(v for t, v in shortfall.items() if window["start_unix"] <= t < window["end_unix"])
+    booked = window["resident_shortfall_seconds"]
+    assert booked == rows["turnover_ResidentShortfall"]["event_count"]
     failed_wakes = rows["rps_TimeToWake"]["failure_count"]
     assert rows["rps_TimeToWake"]["request_count"] >= 8  # the swaps ran, both shards'
-    assert abs(gauged - booked) <= failed_wakes, (gauged, booked)
+    # The bound, plus one resident-second for a loaded machine's wake slower than the half
+    # second between a tick and a sample (a real gap, seen by the gauge alone).
+    assert abs(gauged - booked) <= failed_wakes + 1, (gauged, booked, window, shortfall)
