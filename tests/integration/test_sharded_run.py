@@ -213,3 +213,46 @@ async def test_an_abort_rule_trips_within_3s_of_the_substrate_dying(scheduler, t
     status = status_of(run)
     assert [s["state"] for s in status["shards"]] == ["stopped", "stopped"]  # every shard
     assert all(s["phase"] == "done" for s in status["shards"])
+
+
+async def test_two_shards_gauges_and_stats_book_the_same_resident_set(scheduler, tmp_path):
+    """Issue 18: the shards sampled their gauges 20 ms after each second, when every tick's
+    swaps (on whole seconds: the common t0 is one) still had their wakes in flight, and the
+    merged gauges.jsonl summed a gap per swap that the ticks' ResidentShortfall never saw.
+    A slow snapshot restore (100 ms per wake) makes that certain. Now the shards sample
+    mid-second and the two books agree within the bound of docs/SPEC.md §4.2 (one
+    resident-second per slot that went missing: no wake fails here)."""
+    faults = ["wake:latency:fixed:100ms"]
+    async with LocalSubstrate(workers=8, store=tmp_path / "store", faults=faults) as local:
+        params = campaign_params(local.url, tmp_path, scheduler, target={"token": None})
+        run = open_run(params, handle_signals=False)
+        assert isinstance(run, ShardedRun)
+        async with run:
+            await run.preflight()
+            await run.register()
+            await run.fill()
+            _, _, reason = await run.hold(8.0)
+            assert reason is None
+            run.finish()
+    assert run.result is not None and run.result.status == "completed", run.result
+    run_dir = run.result.run_dir
+    rows = {}
+    for line in (run_dir / "stats.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        rows[row["metric"]] = row["measurements"]
+    window = rows["turnover_window"]
+    # The gauge runs from the fill on, the ticks' books from the first tick: the fill's own
+    # gap is in the gauge only (docs/SPEC.md §4.2), so both are read over the turnover window.
+    shortfall: dict[float, float] = {}
+    for line in (run_dir / "gauges.jsonl").read_text().splitlines():
+        gauge = json.loads(line)
+        if gauge["name"] == "turnover_resident" and gauge["labels"]["state"] == "shortfall":
+            shortfall[gauge["t"]] = gauge["value"]
+    gauged = sum(v for t, v in shortfall.items() if window["start_unix"] <= t < window["end_unix"])
+    booked = window["resident_shortfall_seconds"]
+    assert booked == rows["turnover_ResidentShortfall"]["event_count"]
+    failed_wakes = rows["rps_TimeToWake"]["failure_count"]
+    assert rows["rps_TimeToWake"]["request_count"] >= 8  # the swaps ran, both shards'
+    # The bound, plus one resident-second for a loaded machine's wake slower than the half
+    # second between a tick and a sample (a real gap, seen by the gauge alone).
+    assert abs(gauged - booked) <= failed_wakes + 1, (gauged, booked, window, shortfall)

@@ -148,3 +148,41 @@ async def test_the_watchdog_says_when_the_substrate_answers_again(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+class ControlDown(FakeSubstrate):
+    """Parks refused while `control_down` (the router still serves): the ate wire between a
+    restart and gRPC's reconnect."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.control_down = False
+
+    async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
+        if self.control_down:
+            raise SubstrateError("UNAVAILABLE", "connecting")
+        await super().suspend_actor(atespace, name, wait=wait)
+
+
+async def test_swaps_do_not_grow_the_set_while_parks_fail_and_wakes_succeed() -> None:
+    sub = ControlDown()
+    engine = engine_for(sub, sessions=12, awake=4, target_rps=2)
+    population = await start(engine, by_hand=True)
+    sub.control_down = True
+    population.tick(now_ns(), 2)  # the swaps go out together: the first failure is news
+    await settle(population)
+    assert population.residents == 6  # their wakes went ahead of the failed parks
+    most = 0
+    for _ in range(4):  # every later swap waits for its park, which fails: no wake
+        population.tick(now_ns(), 2)
+        await settle(population)
+        most = max(most, population.residents)
+    assert most == 6
+    sub.control_down = False
+    population.tick(now_ns(), 2)  # the surplus is parked first; the swaps go on
+    await settle(population)
+    population.tick(now_ns(), 2)
+    await settle(population)
+    assert population.residents == 4
+    assert totals(engine, "turnover", "Backlog").events >= 8  # the swaps not made, booked
+    await finish(engine)

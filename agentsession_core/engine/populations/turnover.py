@@ -21,7 +21,9 @@ tick:
      max(1, ceil(catch_up_ratio × swaps per tick)) on top of its swaps: a burst of failures
      is made good over a few ticks without exceeding the configured rate by more than that
      bounded catch-up;
-  4. starts its swaps.
+  4. starts its swaps: park and wake together, or, once a park failed and until one parks
+     again, the wake after its park and only if it parked (_swap_in_turn), so failing parks
+     beside succeeding wakes do not grow the set past `awake`.
 A woken session whose step fails stays resident (only the conductor parks); one that has to
 be replaced comes back parked and its slot is owed like a failed wake's.
 
@@ -101,6 +103,8 @@ class TurnoverPopulation(Population):
         self.ticks = 0
         self._filling = False
         self._checking = False  # a check of the residents after an outage is under way
+        # The last park failed: swaps park first and wake after (_swap_in_turn) until one parks.
+        self._parks_failing = False
         self._shortfall = ctx.recorder.row(*RESIDENT_SHORTFALL_ROW)
         self._backlog = ctx.recorder.row(*BACKLOG_ROW)
         ctx.registers = True
@@ -233,6 +237,9 @@ class TurnoverPopulation(Population):
                 self._backlog.event(intended_ns)
                 continue
             self.swaps_started += 1
+            if self._parks_failing:
+                self._start_swap_in_turn(self.idle.popleft(), self.parked.popleft(), intended_ns)
+                continue
             self._start_park(self.idle.popleft(), intended_ns)
             self._start_wake(self.parked.popleft(), intended_ns)
 
@@ -243,14 +250,42 @@ class TurnoverPopulation(Population):
         self.waking.add(session)  # the slot is claimed now, whatever the wake's answer
         self.spawn(self._wake(session, intended_ns), f"wake-{session.id}")
 
-    async def _park(self, session: Session, intended_ns: int) -> None:
+    def _start_swap_in_turn(self, out: Session, into: Session, intended_ns: int) -> None:
+        self.waking.add(into)  # claims the slot `out` is to give up, so no tick wakes for it
+        self.spawn(self._swap_in_turn(out, into, intended_ns), f"swap-{out.id}-{into.id}")
+
+    async def _swap_in_turn(self, out: Session, into: Session, intended_ns: int) -> None:
+        """A swap while parks fail: the wake waits for its park and is not sent when the park
+        failed. Sent together, a wake that succeeds beside a park that fails grows the set past
+        `awake`, a second's swaps at a time: on the ate wire the router serves again seconds
+        before gRPC has reconnected, and the surplus of real residents then hid the residents
+        the restart lost (docs/SPEC.md §4.2). TimeToWake still runs from the tick."""
+        try:
+            parked = await self._park(out, intended_ns)
+        except BaseException:
+            self.waking.discard(into)
+            self.parked.appendleft(into)
+            raise
+        if parked:
+            await self._wake(into, intended_ns)
+            return
+        self.waking.discard(into)
+        self.parked.appendleft(into)  # still the longest parked: the next swap takes it
+        if not self.ctx.stopping.is_set():
+            self._backlog.event(intended_ns)  # a swap the tick asked for and did not make
+
+    async def _park(self, session: Session, intended_ns: int) -> bool:
         # After stop hibernate sends nothing (the stop guard), so a swap whose tick fired just
         # before stop is either whole or not started.
         await session.hibernate(intended_ns=intended_ns)
         if session.awake:
             self.idle.appendleft(session)  # still resident: the next tick parks it first
-        else:
-            self.parked.append(session)
+            if not self.ctx.stopping.is_set():
+                self._parks_failing = True
+            return False
+        self.parked.append(session)
+        self._parks_failing = False
+        return True
 
     async def _wake(self, session: Session, intended_ns: int) -> None:
         try:

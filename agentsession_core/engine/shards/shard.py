@@ -61,6 +61,12 @@ logging.getLogger("distributed.batched").addFilter(_QuietClosedComm())
 
 T = TypeVar("T")
 FLUSH_AFTER_NS = 20_000_000  # flush this long after each second ends
+# The gauges are sampled this far into each second, half a second from the turnover's ticks
+# (on whole seconds: the common t0 is one). Sampled at the flush, 20 ms after a tick, they
+# caught every tick's swaps with their wakes in flight and booked them as resident gaps the
+# ticks never saw: a sharded run's gauges summed 14-24 resident-seconds of shortfall where its
+# stats.jsonl booked 0-2 (issue 18). An unsharded run samples at whatever phase it started.
+SAMPLE_AT_NS = 500_000_000
 ORPHAN_S = 60.0  # undrained this long: the coordinator is gone, clean up alone
 LOG_LINES = 2000  # log lines kept between drains at most
 
@@ -229,9 +235,15 @@ class ShardEngine:
         logging.getLogger("agentsession").removeHandler(self.logs)
 
     async def _every_second(self) -> None:
-        rec = self._engine().recorder
+        engine = self._engine()
+        rec = engine.recorder
         while True:
-            boundary = rec.mono_ns_of_second(rec.second_of(now_ns()) + 1) + FLUSH_AFTER_NS
+            second = rec.second_of(now_ns())
+            middle = rec.mono_ns_of_second(second) + SAMPLE_AT_NS
+            if now_ns() < middle:  # else this second keeps the last sample (gauges hold)
+                await asyncio.sleep((middle - now_ns()) / 1e9)
+                engine.sample()
+            boundary = rec.mono_ns_of_second(second + 1) + FLUSH_AFTER_NS
             await asyncio.sleep(max(0.0, (boundary - now_ns()) / 1e9))
             self.ship()
             if time.monotonic() - self.last_drain > ORPHAN_S and not self.finished:
@@ -243,8 +255,7 @@ class ShardEngine:
         """Queue everything closed so far as one ShardDelta (then drop it here)."""
         engine = self._engine()
         rec = engine.recorder
-        if flush_ns is None:
-            engine.sample()
+        if flush_ns is None:  # the gauges were sampled mid-second (_every_second)
             engine.ctx.summarise_logs()
         rec.flush(flush_ns)
         intervals, rec.intervals = rec.intervals, {}
