@@ -13,7 +13,6 @@ import io
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -32,6 +31,7 @@ from agentsession_core.output.upload import list_objects, read_object, s3_client
 from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 from flows.credentials import TOKEN_ENV, TOKEN_PARAMETER_REFUSED
 from tests.integration.conftest import TOKEN
+from tests.integration.mounts import tmpfs
 
 # One worker runs the whole module under xdist (`--dist loadgroup`): one harness, not two.
 pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("prefect-harness")]
@@ -241,21 +241,8 @@ def unwritable_out(request, tmp_path: Path) -> Iterator[Path]:
         (tmp_path / "out").write_text("not a directory\n")
         yield tmp_path / "out"
         return
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    if shutil.which("mount") is None or os.geteuid() != 0:
-        pytest.skip("a read-only tmpfs needs root and mount(8)")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=16k", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "ro", "ro,size=16k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 async def test_an_out_that_cannot_be_written_fails_the_campaign_in_one_line(

@@ -5,7 +5,6 @@ whose disk fills up ends `failed` with its final status and manifest written."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import orjson
 import pytest
 
 from agentsession_core.output.run_dir import verify_manifest
+from tests.integration.mounts import tmpfs
 from tests.integration.terminal import SMALL_TURNOVER
 
 pytestmark = pytest.mark.timeout(300)
@@ -107,21 +107,8 @@ def test_non_finite_and_absurd_numbers_are_refused_before_anything_starts(
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 40 KiB tmpfs for a run to fill (`until_the_disk_fills`)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if shutil.which("mount") is None or os.geteuid() != 0:
-        pytest.skip("a 40 KiB tmpfs needs root and mount(8)")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=40k", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "size=40k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def until_the_disk_fills(
