@@ -85,6 +85,13 @@ def in_terminal(
     pid, master = pty.fork()
     if pid == 0:  # the child: session leader with the pty as its controlling terminal
         try:
+            # A person's shell starts a command with default signal dispositions and nothing
+            # blocked. An ignored or blocked signal survives exec, and the pytest worker may
+            # have come to ignore or block SIGINT (a library's thread, an earlier test): the
+            # command must not inherit that.
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+                signal.signal(signum, signal.SIG_DFL)
             os.execve(argv[0], argv, env)
         finally:
             os._exit(127)
