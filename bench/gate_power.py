@@ -317,6 +317,8 @@ def spread_table(a_runs: list[dict]) -> list[str]:
     single-run baseline must assume: `gate.night_spread`)."""
     import numpy as np
 
+    from agentsession_core.judge.uncertainty import FLOORS
+
     pairs = [
         (a_runs[k], a_runs[k + 1])
         for k in range(0, len(a_runs) - 1, 2)
@@ -332,7 +334,7 @@ def spread_table(a_runs: list[dict]) -> list[str]:
                 continue
             if not fb.get("estimable"):
                 continue
-            floor = {"ms": 1.0, "ratio": 0.001, "1/s": 0.0}[fa["unit"]]
+            floor = FLOORS[fa["unit"]]
             d.append(np.log(fb["value"] + floor + 1e-12) - np.log(fa["value"] + floor + 1e-12))
             own.append(fa["se_log"] ** 2 + fb["se_log"] ** 2)
         if len(d) < 3:

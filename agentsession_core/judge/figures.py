@@ -14,10 +14,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from agentsession_core.judge.uncertainty import COMPARED_LATENCIES
 from agentsession_core.judge.verdict import HEADLINE_ROWS
 
 LATENCY_SECTIONS = tuple(HEADLINE_ROWS)
-LATENCY_FIGURES = ("p50", "p90", "p99", "p99_9")
+LATENCY_FIGURES = COMPARED_LATENCIES  # the gate compares these (judge/uncertainty.py)
 REQUEST_FIGURES = {"failure_ratio": "ratio", "achieved_rps": "1/s"}
 LATENCY_UNIT = "ms"
 
