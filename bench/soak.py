@@ -17,7 +17,14 @@ artifacts (gauges.jsonl: the resident gauge once a second):
              swaps);
   leaks      no actor of the run left on the substrate, none listed as leaked;
   resident   outside the fault phases (and a settle margin after each), the resident set's
-             mean gap within 2 % of awake (the engine's own bound, docs/SPEC.md §4.2).
+             mean gap within 2 % of awake (the engine's own bound, docs/SPEC.md §4.2);
+  books      the booked ResidentShortfall (stats.jsonl's turnover_window) against the gauge's
+             summed shortfall over the same turnover seconds: within 2 % of the gauge's, or
+             within the bound of docs/SPEC.md §4.2 (one resident-second per failed wake).
+
+--protocol ate runs it over the ate wire (gRPC control, protobuf bodies); --shards K splits
+the generator over K Dask worker processes (a local cluster), whose RSS and fds are summed
+with the coordinator's. Each variant has its own RESULTS.md section.
 
 It prints a table of the samples and the verdicts, writes every sample as JSON, and exits 0
 when every criterion holds, 1 otherwise. Not part of any test tier:
@@ -26,6 +33,8 @@ when every criterion holds, 1 otherwise. Not part of any test tier:
   nohup .venv/bin/python bench/soak.py > soak.log 2>&1 &      # the 30-minute soak
   .venv/bin/python bench/soak.py --write-results              # also rewrites RESULTS.md's section
   .venv/bin/python bench/soak.py --rejudge DIR/soak.json       # judge a finished soak again
+  .venv/bin/python bench/soak.py --protocol ate --write-results
+  .venv/bin/python bench/soak.py --shards 2 --write-results
 """
 
 from __future__ import annotations
@@ -141,10 +150,14 @@ class Sample:
     substrate_rss_mib: float | None  # server + workers
 
 
-def process_figures(pid: int) -> tuple[float | None, int | None]:
+def process_figures(pid: int, tree: bool) -> tuple[float | None, int | None]:
+    """RSS and open fds of the generator: the run's process, with `tree` its children too
+    (a sharded run's Dask scheduler and worker processes)."""
     try:
-        rss = psutil.Process(pid).memory_info().rss / 2**20
-        fds = len(os.listdir(f"/proc/{pid}/fd"))
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)] if tree else [root]
+        rss = sum(p.memory_info().rss for p in procs) / 2**20
+        fds = sum(len(os.listdir(f"/proc/{p.pid}/fd")) for p in procs)
     except (psutil.Error, OSError):
         return None, None
     return rss, fds
@@ -197,6 +210,7 @@ class Soak:
             store=self.root / "store",
             park_timeout=10,
             fault_seed=args.seed,
+            start_timeout=args.start_timeout,  # 48 worker processes on a loaded machine
             log_path=self.root / "substrate.log",
         )
         await asyncio.to_thread(substrate.start)
@@ -230,6 +244,7 @@ class Soak:
             *("--hold", f"{total_s:g}s", "--metrics-port", str(metrics_port)),
             # A hung request is given up after 5 s, not the default 120 s.
             *("--request-timeout-seconds", "5s", "--stop-grace-seconds", "5s"),
+            *(("--shards", str(args.shards)) if args.shards > 1 else ()),
         ]
         with (self.root / "run.log").open("wb") as log:
             proc = await asyncio.create_subprocess_exec(
@@ -344,7 +359,7 @@ class Soak:
         metrics_port: int,
         now: float,
     ) -> Sample:
-        rss, fds = process_figures(pid)
+        rss, fds = process_figures(pid, tree=self.args.shards > 1)
         tasks = resident = None
         with contextlib.suppress(httpx.HTTPError):
             text = (await http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
@@ -412,6 +427,7 @@ def judge(soak: Soak) -> dict[str, Any]:
         "detail": f"{left} actors left on the substrate, {len(leaked)} listed as leaked",
     }
     verdicts["resident"] = judge_resident(soak)
+    verdicts["books"] = judge_books(soak)
     verdicts["run"] = {
         "ok": soak.exit_code is not None,
         "detail": f"exit {soak.exit_code}, {status.get('status')}: {status.get('abort_reason')}",
@@ -449,6 +465,38 @@ def judge_resident(soak: Soak) -> dict[str, Any]:
     }
 
 
+def judge_books(soak: Soak) -> dict[str, Any]:
+    """The booked shortfall against the gauge's, over the turnover window's seconds (the
+    fill's own gap is in the gauge only, docs/SPEC.md §4.2)."""
+    if soak.run_dir is None:
+        return {"ok": False, "detail": "no run directory"}
+    rows = {}
+    for line in (soak.run_dir / "stats.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        rows[row["metric"]] = row["measurements"]
+    window = rows.get("turnover_window")
+    if window is None:
+        return {"ok": False, "detail": "no turnover_window row in stats.jsonl"}
+    gauged = 0.0
+    for line in (soak.run_dir / "gauges.jsonl").read_text().splitlines():
+        gauge = json.loads(line)
+        if gauge["name"] == "turnover_resident" and gauge["labels"] == {"state": "shortfall"}:
+            if window["start_unix"] <= gauge["t"] < window["end_unix"]:
+                gauged += gauge["value"]
+    booked = float(window["resident_shortfall_seconds"])
+    events = rows.get("turnover_ResidentShortfall", {}).get("event_count", 0)
+    failed_wakes = rows.get("rps_TimeToWake", {}).get("failure_count", 0)
+    diff = abs(booked - gauged)
+    share = diff / gauged if gauged else (0.0 if not diff else float("inf"))
+    ok = events == booked and (share <= RESIDENT_TOLERANCE or diff <= failed_wakes)
+    return {
+        "ok": ok,
+        "detail": f"booked {booked:.0f} resident-s (ResidentShortfall events {events}), "
+        f"gauge {gauged:.0f}: differ by {diff:.0f} ({share:.1%}; bound 2 % or "
+        f"{failed_wakes} failed wakes)",
+    }
+
+
 def phase_residents(soak: Soak, per_second: dict[int, float]) -> list[dict[str, Any]]:
     rows = []
     for p in soak.phases:
@@ -473,11 +521,12 @@ def phase_residents(soak: Soak, per_second: dict[int, float]) -> list[dict[str, 
 def render(soak: Soak, verdicts: dict[str, Any], command: str) -> str:
     args = soak.args
     lines = [
-        "## Fault soak: one turnover run under changing faults",
+        f"## Fault soak{variant_title(args)}: one turnover run under changing faults",
         "",
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(soak.hold_unix))}: `{command}` "
         f"({args.minutes:g} min hold, turnover {args.sessions} sessions, awake {args.awake}, "
-        f"{args.rate:g} swaps/s, script smoke, {args.protocol} wire, seed {args.seed}) on "
+        f"{args.rate:g} swaps/s, script smoke, {args.protocol} wire, "
+        f"{args.shards} shard{'s' if args.shards > 1 else ''}, seed {args.seed}) on "
         f"{os.cpu_count()} cores shared with other work.",
         "",
         "| criterion | holds | figures |",
@@ -489,6 +538,7 @@ def render(soak: Soak, verdicts: dict[str, Any], command: str) -> str:
         "tasks": "engine tasks in flight",
         "leaks": "no leaked actors",
         "resident": "resident set outside fault phases",
+        "books": "booked shortfall vs the gauge",
         "run": "the run",
     }
     for key, label in names.items():
@@ -513,6 +563,22 @@ def render(soak: Soak, verdicts: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
+def variant_title(args: argparse.Namespace) -> str:
+    parts = (["ate wire"] if args.protocol == "ate" else []) + (
+        [f"{args.shards} shards"] if args.shards > 1 else []
+    )
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def section_name(args: argparse.Namespace) -> str:
+    """soak (the first: json, one process), soak-ate, soak-shards2, soak-ate-shards2."""
+    return "-".join(
+        ["soak"]
+        + (["ate"] if args.protocol == "ate" else [])
+        + ([f"shards{args.shards}"] if args.shards > 1 else [])
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="a turnover run under changing faults")
     p.add_argument("--minutes", type=float, default=30.0, help="the hold (default 30)")
@@ -520,6 +586,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--awake", type=int, default=40)
     p.add_argument("--rate", type=float, default=2.0, help="swaps per second")
     p.add_argument("--protocol", choices=("json", "ate"), default="json")
+    p.add_argument("--shards", type=int, default=1, help="generator processes (Dask)")
     p.add_argument("--seed", type=int, default=11, help="the schedule's and the run's")
     p.add_argument("--sample-seconds", type=float, default=10.0)
     p.add_argument(
@@ -588,12 +655,14 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = judge(soak)
     minutes = soak.args.minutes
     command = "python bench/soak.py" + (f" --minutes {minutes:g}" if minutes != 30 else "")
+    command += f" --protocol {soak.args.protocol}" if soak.args.protocol != "json" else ""
+    command += f" --shards {soak.args.shards}" if soak.args.shards > 1 else ""
     section = render(soak, verdicts, command)
     out.write_text(json.dumps(saved(soak, verdicts), indent=1))
     print(section)
     say(f"samples: {out}")
     if args.write_results:
-        write_section("soak", section, RESULTS)
+        write_section(section_name(soak.args), section, RESULTS)
         say(f"wrote {RESULTS}")
     return 0 if all(v["ok"] for v in verdicts.values()) else 1
 

@@ -6,7 +6,10 @@ manifest.json. For ``s3://bucket/prefix`` every file goes to
 ``<prefix>/runs/<name>/run_date=…/run_ts=…/run_tag=…/<file>`` (the upstream layout), sent
 with its sha256 so the store rejects a corrupted body, and checked afterwards (size and
 checksum as the store reports them); manifest.json goes last, so a reader that finds it finds
-every file it lists. One call is one attempt; the caller retries (the campaign's upload task
+every file it lists. Before any file the run claims its prefix (`claim_prefix`): a prefix that
+another run already holds (two machines' runs with the same name and tag in the same second)
+is never written into; this run goes to ``run_tag=<tag>.2`` (then .3 …), as a local twin does
+(docs/SPEC.md §7). One call is one attempt; the caller retries (the campaign's upload task
 does). When the last attempt fails, `record_failed_upload` says so in status.json and
 re-seals the local manifest, and the local copy stays.
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import socket
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,7 +33,13 @@ from urllib.parse import urlsplit
 import orjson
 
 from agentsession_core.errors import AgentsessionError
-from agentsession_core.output.run_dir import MANIFEST, RunDir, atomic_write, verify_manifest
+from agentsession_core.output.run_dir import (
+    MANIFEST,
+    MAX_SAME_SECOND,
+    RunDir,
+    atomic_write,
+    verify_manifest,
+)
 
 log = logging.getLogger("agentsession")
 
@@ -123,13 +133,18 @@ def upload_run(
     problems = verify_manifest(run_dir)
     if problems:
         raise UploadError(f"local copy does not match its manifest: {problems[0]}")
-    entries = _manifest(run_dir)
     location = run_location(dest, run_dir, local_root)
-    total = sum(int(e["size"]) for e in entries)
     if not is_s3(dest):
-        return UploadResult(True, location, str(run_dir), len(entries), total)
-    bucket, key_prefix = split_s3(location)
+        entries = _manifest(run_dir)
+        return UploadResult(True, location, str(run_dir), len(entries), _size(entries))
     client = s3_client(endpoint_url, region)
+    claimed = claim_prefix(client, location, claim_owner(run_dir))
+    if claimed != location:
+        _relocate_gate(run_dir, location, claimed)
+        location = claimed
+    entries = _manifest(run_dir)
+    total = _size(entries)
+    bucket, key_prefix = split_s3(location)
     manifest_bytes = (run_dir / MANIFEST).read_bytes()
     for entry in entries:
         data = (run_dir / entry["path"]).read_bytes()
@@ -138,6 +153,73 @@ def upload_run(
     _put_verified(client, bucket, f"{key_prefix}/{MANIFEST}", manifest_bytes, manifest_digest)
     log.info("uploaded %d files (%d bytes) to %s", len(entries) + 1, total, location)
     return UploadResult(True, location, str(run_dir), len(entries) + 1, total + len(manifest_bytes))
+
+
+def _size(entries: list[dict[str, Any]]) -> int:
+    return sum(int(e["size"]) for e in entries)
+
+
+def _relocate_gate(run_dir: Path, meant: str, claimed: str) -> None:
+    """gate.json names where the run lives: the twin prefix it got, not the one it was meant
+    for (another run's). The local copy is re-sealed before any file goes up."""
+    path = run_dir / "gate.json"
+    try:
+        gate = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return  # no readable gate.json: nothing names a location
+    if isinstance(gate, dict) and gate.get("location") == meant:
+        gate["location"] = claimed
+        sealed = RunDir(run_dir)
+        sealed.write_json("gate.json", gate)
+        sealed.write_manifest()
+
+
+def claim_owner(run_dir: Path) -> str:
+    """Who a claim names: this machine and the run's local directory, which is exclusive on
+    it (RunDir.create), so a retry of the same upload recognises its own claim."""
+    return f"{socket.gethostname()}:{run_dir.resolve()}"
+
+
+def claim_prefix(client: Any, location: str, owner: str) -> str:
+    """The s3:// prefix this run may write: `location`, or the first of ``<location>.2`` …
+    that no other run holds. A claim is the object ``<prefix>.claim`` (beside the prefix, so
+    the run's own listing holds only its files), put only if absent (If-None-Match: *); a
+    prefix that already holds objects without a claim (a run uploaded before claims existed)
+    is someone else's too."""
+    for copy in range(1, MAX_SAME_SECOND + 1):
+        candidate = location if copy == 1 else f"{location}.{copy}"
+        if _claim(client, candidate, owner):
+            if copy > 1:
+                log.warning(
+                    "%s already holds another run (same name and tag, same second): this run "
+                    "is uploaded to %s",
+                    location,
+                    candidate,
+                )
+            return candidate
+    raise UploadError(f"{location}: {MAX_SAME_SECOND} runs already hold this prefix and its twins")
+
+
+def _claim(client: Any, location: str, owner: str) -> bool:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, prefix = split_s3(location)
+    key = f"{prefix}.claim"
+    try:
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=owner.encode(), IfNoneMatch="*")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "412"):
+                raise
+            held = client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+            return bool(held == owner)  # ours: a retry of this upload
+        listed = client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/", MaxKeys=1)
+        if listed.get("KeyCount", 0):  # an older run without a claim: not ours to write into
+            client.delete_object(Bucket=bucket, Key=key)
+            return False
+    except (BotoCoreError, ClientError) as exc:
+        raise UploadError(f"s3://{bucket}/{key}: {exc}") from None
+    return True
 
 
 def _put_verified(client: Any, bucket: str, key: str, data: bytes, sha256_hex: str) -> None:

@@ -68,3 +68,53 @@ def test_a_missing_bucket_fails_naming_the_object(endpoint, run, tmp_path):
 def test_reading_a_missing_key_says_no_such_key(endpoint):
     with pytest.raises(UploadError, match="NoSuchKey"):
         read_object("s3://runs-bucket/nothing/here.json", endpoint_url=endpoint)
+
+
+def twin_runs(tmp_path, started: float) -> list[RunDir]:
+    """Two runs with the same name, tag and second on two machines: the same relative
+    layout under two local roots (each machine's exclusive directory is its own)."""
+    runs = []
+    for machine in ("a", "b"):
+        run_dir = RunDir.create(str(tmp_path / machine), "nightly", "n1", started)
+        run_dir.write_text("logs.txt", f"machine {machine}\n")
+        run_dir.write_json("gate.json", {"verdict": "pass", "location": "?"})
+        run_dir.write_manifest()
+        runs.append(run_dir)
+    return runs
+
+
+def test_a_prefix_another_run_holds_is_never_written_into(endpoint, tmp_path):
+    """Issue 18 row 10, the s3 case: the second run with the same prefix goes to
+    run_tag=<tag>.2, its gate.json says so, and the first run's files are untouched."""
+    first, second = twin_runs(tmp_path, time.time())
+    dest = "s3://runs-bucket/twins"
+    one = upload_run(first.path, dest, local_root=tmp_path / "a", endpoint_url=endpoint)
+    meant = one.location
+    gate = orjson.loads((second.path / "gate.json").read_bytes())
+    gate["location"] = meant  # as the campaign writes it: where the run was meant to go
+    second.write_json("gate.json", gate)
+    second.write_manifest()
+    two = upload_run(second.path, dest, local_root=tmp_path / "b", endpoint_url=endpoint)
+    assert two.location == f"{meant}.2"
+    assert read_object(f"{meant}/logs.txt", endpoint_url=endpoint) == b"machine a\n"
+    assert read_object(f"{two.location}/logs.txt", endpoint_url=endpoint) == b"machine b\n"
+    uploaded_gate = orjson.loads(read_object(f"{two.location}/gate.json", endpoint_url=endpoint))
+    assert uploaded_gate["location"] == two.location
+    assert list_objects(two.location, endpoint_url=endpoint) == sorted(
+        ["gate.json", "logs.txt", "manifest.json"]
+    )
+    # A retry of an upload recognises its own claim: same prefix, not a third one.
+    again = upload_run(second.path, dest, local_root=tmp_path / "b", endpoint_url=endpoint)
+    assert again.location == two.location
+    assert list_objects(f"{meant}.3", endpoint_url=endpoint) == []
+
+
+def test_a_prefix_with_a_run_from_before_claims_is_not_written_into(endpoint, tmp_path):
+    first, second = twin_runs(tmp_path, time.time() + 7)
+    dest = "s3://runs-bucket/older"
+    meant = upload_run(first.path, dest, local_root=tmp_path / "a", endpoint_url=endpoint).location
+    bucket, key = meant.removeprefix("s3://").split("/", 1)
+    s3_client(endpoint).delete_object(Bucket=bucket, Key=f"{key}.claim")  # as before claims
+    two = upload_run(second.path, dest, local_root=tmp_path / "b", endpoint_url=endpoint)
+    assert two.location == f"{meant}.2"
+    assert read_object(f"{meant}/logs.txt", endpoint_url=endpoint) == b"machine a\n"

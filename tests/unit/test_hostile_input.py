@@ -4,7 +4,6 @@ numbers too long to read; no error message ever renders a huge value."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,9 @@ from agentsession_core.errors import UsageError, clip
 from agentsession_core.script import ScriptError, decode
 from agentsession_core.script.quantity import QuantityError, parse_duration, parse_quantity
 
-FAST_S = 2.0  # every refusal here takes microseconds; a hang would take forever
+# Every refusal here takes microseconds; a bomb that got expanded would take forever, which
+# the timeout catches (no wall-clock assertion: a loaded machine is slow, not wrong).
+pytestmark = pytest.mark.timeout(60)
 
 
 def laughs(levels: int = 9) -> str:
@@ -35,10 +36,8 @@ def nested_bomb(levels: int = 9) -> list:
 
 
 def refused_quickly(call, error=Exception) -> str:
-    started = time.monotonic()
     with pytest.raises(error) as info:
         call()
-    assert time.monotonic() - started < FAST_S
     text = str(info.value)
     assert "\n" not in text and len(text) < 1000, text
     return text
@@ -83,9 +82,8 @@ def test_sizes_and_durations_never_format_a_huge_value(value) -> None:
 
 def test_clip_is_short_and_cheap() -> None:
     for value in (nested_bomb(), "x" * 10**6, 10**5000, b"\0" * 10**6, float("inf")):
-        started = time.monotonic()
         text = clip(value)
-        assert time.monotonic() - started < 0.1 and len(text) <= 80 and "\n" not in text
+        assert len(text) <= 80 and "\n" not in text
     assert clip("2s") == "'2s'"
 
 

@@ -34,7 +34,9 @@ is no resident. Its slot is owed at once (booked as ResidentShortfall), a crashe
 actor (a resident's or a parked session's) is replaced, fill_concurrency at a time, and the
 ticks wake the owed slots at the catch-up rate. Without the check the engine would count a
 dead actor as awake until it next happened to park it, and wake the parked sessions of a
-substrate that lost its state one failed wake at a time.
+substrate that lost its state one failed wake at a time. The check runs again 1 s and 3 s
+later (CHECK_AFTER_S): a session inside a step, or moving, during one pass is judged by the
+next, once its step has ended on the actor the restart lost.
 
 Fill: `awake` sessions are woken, fill_concurrency at a time; a failed fill wake is retried
 (with the next parked session, after a short backoff) until the set is full or the fill
@@ -67,6 +69,8 @@ FILL_DONE_MARKER = "agentsession: turnover fill done"
 TICK_NS = 1_000_000_000
 NS_PER_S = 1_000_000_000
 FILL_RETRY_BACKOFF_S = 0.2  # a fill slot whose wake failed waits this long before the next
+# The passes of the check after an outage, from when the substrate answers again (the doc).
+CHECK_AFTER_S = (0.0, 1.0, 3.0)
 # What the substrate may say of an actor that still holds a worker: a resident's.
 SERVING = ("RUNNING", "RESUMING")
 DEAD = (None, "CRASHED")  # not listed, or crashed: replaced (docs/SPEC.md §3.4)
@@ -306,54 +310,64 @@ class TurnoverPopulation(Population):
         self.spawn(self._check_actors(), "check-actors")
 
     async def _check_actors(self) -> None:
-        """Residents and parked sessions against ListActors (module docstring). Only sessions
-        in the same place (and on the same actor) before and after the call are judged: one
-        that moved meanwhile was parked, woken or replaced on the way, and the list says
-        nothing about its new state."""
+        """The check after an outage, in passes (module docstring)."""
         try:
-            before = {s: s.actor for s in (*self.idle, *self.parked)}
-            try:
-                listed = await self.ctx.substrate.list_actors(self.ctx.atespace)
-            except SubstrateError as exc:
-                if exc.failure_class is not FailureClass.REPLACE:  # not "the atespace is gone"
-                    log.warning("after the outage: ListActors failed (%s): not checked", exc)
+            waited = 0.0
+            for after in CHECK_AFTER_S:
+                await asyncio.sleep(after - waited)
+                waited = after
+                if self.ctx.stopping.is_set():
                     return
-                listed = []
-            status = {actor.name: actor.status for actor in listed}
-
-            def unchanged(session: Session) -> bool:
-                return before.get(session) == session.actor
-
-            lost = {s for s in self.idle if unchanged(s) and status.get(s.actor) not in SERVING}
-            # A parked session whose actor is gone or crashed would fail its next wake: it is
-            # replaced now, before a tick picks it.
-            gone = {s for s in self.parked if unchanged(s) and status.get(s.actor) in DEAD}
-            if not lost and not gone:
-                return
-            self.idle = deque(s for s in self.idle if s not in lost)
-            self.parked = deque(s for s in self.parked if s not in gone)
-            dead = [s for s in lost if status.get(s.actor) in DEAD]
-            log.warning(
-                "after the outage: %d of %d residents no longer ran on the substrate (%d "
-                "crashed or gone) and %d parked actors were gone or crashed: replacing them; "
-                "the residents' gap is booked as ResidentShortfall and woken again at the "
-                "catch-up rate",
-                len(lost),
-                len(lost) + len(self.idle),
-                len(dead),
-                len(gone),
-            )
-            for session in lost.difference(dead):  # parked by the substrate (a clean stop)
-                session.awake = False
-                session.needs_hibernate = False
-                session.state = "parked"
-                self.parked.append(session)
-            # Bounded like the fill: each replacement primes its actor on a worker.
-            gate = asyncio.Semaphore(self.ctx.params.population.fill_concurrency)
-            for session in sorted((*dead, *gone), key=lambda s: s.id):
-                self.spawn(self._replace_lost(session, gate), f"replace-{session.id}")
+                await self._check_once()
         finally:
             self._checking = False
+
+    async def _check_once(self) -> None:
+        """Residents and parked sessions against ListActors. Only sessions in the same place
+        (and on the same actor) before and after the call are judged: one that moved meanwhile
+        was parked, woken or replaced on the way, and the list says nothing about its new
+        state (the next pass judges it)."""
+        before = {s: s.actor for s in (*self.idle, *self.parked)}
+        try:
+            listed = await self.ctx.substrate.list_actors(self.ctx.atespace)
+        except SubstrateError as exc:
+            if exc.failure_class is not FailureClass.REPLACE:  # not "the atespace is gone"
+                log.warning("after the outage: ListActors failed (%s): not checked", exc)
+                return
+            listed = []
+        status = {actor.name: actor.status for actor in listed}
+
+        def unchanged(session: Session) -> bool:
+            return before.get(session) == session.actor
+
+        lost = {s for s in self.idle if unchanged(s) and status.get(s.actor) not in SERVING}
+        # A parked session whose actor is gone or crashed would fail its next wake: it is
+        # replaced now, before a tick picks it.
+        gone = {s for s in self.parked if unchanged(s) and status.get(s.actor) in DEAD}
+        if not lost and not gone:
+            return
+        self.idle = deque(s for s in self.idle if s not in lost)
+        self.parked = deque(s for s in self.parked if s not in gone)
+        dead = [s for s in lost if status.get(s.actor) in DEAD]
+        log.warning(
+            "after the outage: %d of %d residents no longer ran on the substrate (%d "
+            "crashed or gone) and %d parked actors were gone or crashed: replacing them; "
+            "the residents' gap is booked as ResidentShortfall and woken again at the "
+            "catch-up rate",
+            len(lost),
+            len(lost) + len(self.idle),
+            len(dead),
+            len(gone),
+        )
+        for session in lost.difference(dead):  # parked by the substrate (a clean stop)
+            session.awake = False
+            session.needs_hibernate = False
+            session.state = "parked"
+            self.parked.append(session)
+        # Bounded like the fill: each replacement primes its actor on a worker.
+        gate = asyncio.Semaphore(self.ctx.params.population.fill_concurrency)
+        for session in sorted((*dead, *gone), key=lambda s: s.id):
+            self.spawn(self._replace_lost(session, gate), f"replace-{session.id}")
 
     async def _replace_lost(self, session: Session, gate: asyncio.Semaphore) -> None:
         """An actor that died with the substrate: a fresh one, parked, to be woken like any
