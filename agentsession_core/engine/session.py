@@ -26,7 +26,7 @@ from agentsession_core.engine.recovery import (
     Stopped,
 )
 from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND, TIME_TO_WAKE_ROW
-from agentsession_core.substrate.errors import FailureClass, SubstrateError
+from agentsession_core.substrate.errors import TIMEOUT, FailureClass, SubstrateError
 from agentsession_core.substrate.interface import reset_server_time, server_time_us
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class Session(Recovery):
         "needs_hibernate",
         "ready_ns",
         "state",
+        "wake_given_up",
     )
 
     def __init__(self, ctx: RunContext, sid: int) -> None:
@@ -74,6 +75,9 @@ class Session(Recovery):
         self.awake = False
         self.created = False
         self.needs_hibernate = False
+        # The last wake timed out on the client's side: the substrate may still complete it,
+        # and then the actor holds a worker no resident counts (turnover parks it at once).
+        self.wake_given_up = False
         self.ready_ns = now_ns()  # when the current think started
         self.state = "new"  # for the sessions-by-state gauge
         self._think_rng: random.Random | None = None
@@ -276,6 +280,7 @@ class Session(Recovery):
         if self.ctx.stopping.is_set():
             raise Stopped
         self.state = "waking"
+        self.wake_given_up = False
         rows = []
         if time_to_wake:
             rows.append((self.row(*TIME_TO_WAKE_ROW), intended_ns))
@@ -310,6 +315,7 @@ class Session(Recovery):
             if exc.crashed:
                 self.row("actor", "CrashCount").event(now_ns())
             self.state = "idle" if self.awake else "parked"
+            self.wake_given_up = exc.code == TIMEOUT and not self.awake
             raise StepFailed(exc, f"{self.actor}: wake probe") from None
         except asyncio.CancelledError:
             for row, intended in rows:

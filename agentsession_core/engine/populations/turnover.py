@@ -298,6 +298,20 @@ class TurnoverPopulation(Population):
             pass
         finally:
             self.waking.discard(session)
+            if session.wake_given_up and not self.ctx.stopping.is_set():
+                self.spawn(self._park_given_up(session), f"park-{session.id}")
+            else:
+                (self.idle if session.awake else self.parked).append(session)
+
+    async def _park_given_up(self, session: Session) -> None:
+        """A wake the client gave up on (no answer in time) may still complete on the
+        substrate, and its actor would then hold a worker that no resident counts until the
+        session is next woken (minutes, at sessions / rate). It is parked (SuspendActor, a
+        no-op for an actor that never woke) before it joins the parked sessions; a park that
+        fails is re-driven by its next turn."""
+        try:
+            await session.hibernate()
+        finally:
             (self.idle if session.awake else self.parked).append(session)
 
     # ------------------------------------------------------------ after an outage
