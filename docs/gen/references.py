@@ -225,7 +225,7 @@ def parameters_page(
     )
     sections: dict[str, list[str]] = {}
     for path, field in campaign_fields.items():
-        section = path.rpartition(".")[0] or "(top level)"
+        section = path.rpartition(".")[0] or "Top level"
         sections.setdefault(section, [])
         run_field = run_fields.get(path)
         flag = ""
@@ -278,16 +278,22 @@ def _expanded_help(parser: argparse.ArgumentParser, action: argparse.Action) -> 
     return " ".join(formatter._expand_help(action).split())
 
 
+def _metavar(action: argparse.Action) -> str:
+    metavar = action.metavar or action.dest.upper()
+    return " ".join(metavar) if isinstance(metavar, tuple) else metavar
+
+
 def _option_row(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
-    names = ", ".join(code(s) for s in action.option_strings) or code(action.dest)
+    many = " …" if action.nargs in ("+", "*") else ""
+    names = ", ".join(code(s) for s in action.option_strings) or code(_metavar(action) + many)
     if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
         value = " \\| ".join(code(str(c)) for c in action.choices)
     elif action.nargs == 0:
         value = ""
     else:
-        value = code(action.metavar or action.dest.upper()) if action.option_strings else ""
-        if action.nargs in ("+", "*"):
-            value += " …"
+        # `PORT|none`: a pipe inside a table cell is written outside the code spans.
+        parts = (_metavar(action) + many).split("|")
+        value = " \\| ".join(code(p) for p in parts) if action.option_strings else ""
     default = action.default
     if isinstance(action, argparse._AppendAction) or action.nargs == 0 or default in (None, []):
         shown = ""
@@ -309,7 +315,7 @@ def _command_text(name: str, parser: argparse.ArgumentParser, helps: dict[str, s
         if not a.option_strings and _visible(a) and not isinstance(a, argparse._SubParsersAction)
     ]
     usage_args = " ".join(
-        (a.metavar or a.dest.upper()) + (" …" if a.nargs in ("+", "*") else "") for a in positionals
+        _metavar(a) + (" …" if a.nargs in ("+", "*") else "") for a in positionals
     )
     text += f"```text\n{name}{' [options]' if _has_options(parser) else ''}"
     text += f"{' ' + usage_args if usage_args else ''}\n```\n\n"
