@@ -6,7 +6,7 @@ install -e .`) is what made this test's own environment, so its `agentsession ca
 --preset demo` is run with `--print-params` (the preset resolved and validated; the demo
 itself runs, shortened, in test_ate_demo.py); `bash .ci/run` is CI itself; `xdg-open` is
 replaced by a check that the file exists, `OTHER_RUN` by the run itself, and the engine run's
-`--hold 20s` by a 3 s hold. The run the page reads is a short judged campaign named like the
+`--hold 20s` by a 1 s hold. The run the page reads is a short judged campaign named like the
 demo's, written where the demo writes."""
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def clone(tmp_path: Path) -> Path:
         tag="demo",
         script="smoke",
         think_scale=0.05,
-        hold_minutes=10 / 60,
-        window_seconds=10,
+        hold_minutes=5 / 60,
+        window_seconds=5,
         abort={"rules": [], "delay_seconds": 5},
         population=pop,
         target={"local_workers": 3},
@@ -113,7 +113,7 @@ def test_every_getting_started_command_runs(clone: Path) -> None:
     assert "<html" in (clone / "compare.html").read_text()[:200].lower()
 
     assert "--hold 20s" in engine_run
-    ran = bash(engine_run.replace("--hold 20s", "--hold 3s"), clone)
+    ran = bash(engine_run.replace("--hold 20s", "--hold 1s"), clone)
     assert ran.returncode == 0, ran.stderr[-2000:]
     engine_dir = clone / ran.stdout.strip().splitlines()[-1]
     status = json.loads((engine_dir / "status.json").read_text())
