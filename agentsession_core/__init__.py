@@ -1,6 +1,6 @@
 """agentsession: replay scripted agent sessions against an actor substrate and measure them.
 
-The public Python API, in a few lines (the README's "From Python" section runs this):
+The public Python API, in a few lines (docs/how-to/python.md runs this):
 
     import agentsession_core as ag
 

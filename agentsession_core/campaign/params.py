@@ -254,7 +254,7 @@ class CampaignParams(RunParams):
         default_factory=lambda: list(DEFAULT_THRESHOLDS),
         max_length=MAX_RULES,
         description="judged per window, e.g. 'TimeToWake: p99 < 2s' (default: per population "
-        "kind, see README)",
+        "kind, listed in the parameter reference)",
         json_schema_extra=form_position(11),
     )
     baseline: str | None = Field(

@@ -16,6 +16,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from agentsession_core.engine.params import DURATION, Flag
 from agentsession_core.engine.params_io import set_path
@@ -82,7 +83,8 @@ def _options(leaf: Leaf) -> dict[str, Any]:
     field = leaf.field
     duration = any(m is DURATION for m in field.metadata)
     text = (field.description or leaf.path).replace("%", "%%")
-    if field.default is not None and not field.is_required():
+    # A default_factory field (a list) has no default to print: PydanticUndefined.
+    if field.default not in (None, PydanticUndefined) and not field.is_required():
         text += f" (default: {field.default:g}s)" if duration else f" (default: {field.default})"
     options: dict[str, Any] = {"help": text}
     choices = _literal(field.annotation)

@@ -27,8 +27,8 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 # Upper bounds (issue #11, docs/SPEC.md §6). A value past one is a typo or a hostile file, not a
 # plan, and each keeps a run's arithmetic, memory and duration finite: an `inf` or 1e7 must be
-# refused here, in one line, not found later as a dead ticker or a hang (README "Configuration
-# reference" lists them).
+# refused here, in one line, not found later as a dead ticker or a hang (the generated
+# parameter reference, docs/reference/parameters.md, lists them).
 MAX_SESSIONS = 1_000_000
 MAX_RATE = 100_000.0  # swaps or session starts per second
 MAX_THINK_SCALE = 1000.0
@@ -80,8 +80,10 @@ DURATION = BeforeValidator(_duration)
 Seconds = Annotated[Number, DURATION]
 # Seconds that may be left out (None: a default computed from other fields).
 OptionalSeconds = Annotated[float | None, AllowInfNan(False), DURATION]
-# Bytes, also given as a quantity, as sizes in scripts are (docs/SPEC.md §1.2).
-Bytes = Annotated[int, BeforeValidator(_size)]
+# Bytes, also given as a quantity, as sizes in scripts are (docs/SPEC.md §1.2; SIZE marks
+# such fields for the generated parameter reference).
+SIZE = BeforeValidator(_size)
+Bytes = Annotated[int, SIZE]
 
 
 class Flag:

@@ -68,6 +68,7 @@ FILES = {
     "failures.csv": "failures by row and error (Locust)",
     "gate.json": "the verdict, windows, ramp, drift, baseline",
     "gauges.jsonl": "sessions by state, CPU, per second",
+    "hold_seconds.jsonl": "the judged hold's seconds, which the intervals are computed from",
     "logs.txt": "the run's log",
     "manifest.json": "every file with size and sha256",
     "report.html": "this page",

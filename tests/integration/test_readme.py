@@ -1,4 +1,5 @@
-"""The README's commands and snippets do what it says: run as a person would paste them."""
+"""The documentation's Python snippet does what it says, run as a person would paste it (the
+getting-started page's shell commands: test_docs_commands.py)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def readme_block(heading: str, language: str) -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    match = re.search(rf"```{language}\n(.*?)```", section, re.S)
-    assert match, f"README section {heading!r} has no {language} block"
+def page_block(page: str, language: str) -> str:
+    """The first `language` block of a documentation page (a path under the repository)."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    match = re.search(rf"```{language}\n(.*?)```", text, re.S)
+    assert match, f"{page} has no {language} block"
     return match.group(1)
 
 
 @pytest.mark.timeout(240)
 def test_the_from_python_snippet_runs_a_judged_turnover_campaign(tmp_path: Path) -> None:
-    snippet = readme_block("From Python", "python")
+    snippet = page_block("docs/how-to/python.md", "python")
     assert len(snippet.strip().splitlines()) < 10
     done = subprocess.run(
         [sys.executable, "-c", snippet],

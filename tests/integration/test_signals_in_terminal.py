@@ -105,12 +105,12 @@ def test_sigterm_to_the_process_group_stops_a_campaign_mid_hold(tmp_path: Path) 
 # Alone under xdist: on a crowded machine this Ctrl-C was once lost and the campaign ran on.
 # In this round's full slow tier it was lost in 3 of 3 runs (the ^C echoed, the campaign ran
 # to its end), while the test alone, or after the whole Prefect module, passed every time:
-# the cause is not found yet (README known limits). Kept running, so an XPASS shows a fix.
+# the cause is not found yet (docs/limits.md, known limits). Kept running, so an XPASS shows a fix.
 @pytest.mark.alone
 @pytest.mark.xfail(
     strict=False,
     reason="a Ctrl-C during the temporary Prefect API's start is lost in a full slow tier "
-    "(README known limits)",
+    "(docs/limits.md, known limits)",
 )
 def test_ctrl_c_while_the_prefect_api_starts_leaves_nothing_behind(tmp_path: Path) -> None:
     env, marker = command_env()

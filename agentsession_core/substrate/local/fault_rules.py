@@ -1,6 +1,6 @@
 """The local substrate's fault language (docs/SPEC.md §2.4): one rule per line, parsed here,
 enacted by faults.py. LANGUAGE below is the grammar and what each rule does; `agentsession
-substrate serve --help` and the README show the same text.
+substrate serve --help` and the generated docs/reference/faults.md show the same text.
 """
 
 from __future__ import annotations
