@@ -21,6 +21,7 @@ from agentsession_core.script.quantity import (
 PopulationKind = Literal["closed", "turnover", "turns"]
 LifecycleMode = Literal["suspend", "suspend-async", "pause", "none"]
 ResumeMode = Literal["implicit", "explicit"]
+SwapPacing = Literal["tick", "even"]
 WireForm = Literal["ate", "json"]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")

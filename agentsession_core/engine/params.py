@@ -44,6 +44,7 @@ from agentsession_core.engine.param_types import (
     ResumeMode,
     Seconds,
     Section,
+    SwapPacing,
     WireForm,
     form_position,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "Seconds",
     "Section",
     "ServerParams",
+    "SwapPacing",
     "TargetParams",
     "WireForm",
     "describe",
@@ -137,6 +139,11 @@ class PopulationParams(Section):
         gt=0,
         description="turnover: wakes owed to the resident set per tick, at most "
         "max(1, ceil(ratio x swaps per tick))",
+    )
+    swap_pacing: SwapPacing = Field(
+        "tick",
+        description="turnover: tick = a second's swaps start together on the tick; "
+        "even = spread evenly over the second, each from its own intended time",
     )
 
     @field_validator("awake")

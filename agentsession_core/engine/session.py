@@ -125,8 +125,12 @@ class Session(Recovery):
         return self.ctx.script.steps[self.cursor]
 
     def think_ns(self, step: Step) -> int:
-        seconds = step.think_seconds * self.ctx.params.think_scale * think_jitter(self.think_rng)
-        gap = int(seconds * 1e9)
+        scale = self.ctx.params.think_scale
+        # Zero-think runs (the generator benches, capacity probes) skip the jitter draw: the
+        # think stream feeds nothing else, so every gap is 0 either way.
+        gap = 0
+        if scale:
+            gap = int(step.think_seconds * scale * think_jitter(self.think_rng) * 1e9)
         if self.ctx.intended_log is not None:
             self.ctx.intended_log.append(("think", self.id, gap))
         return gap

@@ -26,6 +26,7 @@ from agentsession_core.substrate.http import RouterClient
 from agentsession_core.substrate.router_client import FastRouterClient
 
 BIG = 4 * 1024 * 1024 + 17
+IDLE_408 = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
 
 class Server:
@@ -40,6 +41,10 @@ class Server:
         # Set when an answer without end (or with a length it never sends) finds its
         # connection closed by the client.
         self.abandoned = asyncio.Event()
+        # A keep-alive timeout that answers: after this long idle, a 408 and the close.
+        self.idle_408_after: float | None = None
+        self.timed_out = asyncio.Event()  # set when a 408 went out on an idle connection
+        self.answers_408_once = False  # the next request read gets a 408 and the close
 
     async def start(self) -> str:
         self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
@@ -51,8 +56,14 @@ class Server:
         try:
             while True:
                 try:
-                    head = await reader.readuntil(b"\r\n\r\n")
+                    async with asyncio.timeout(self.idle_408_after):
+                        head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                except TimeoutError:
+                    self.timed_out.set()
+                    writer.write(IDLE_408)
+                    await writer.drain()
                     return
                 lines = head.decode("latin-1").split("\r\n")
                 target = lines[0].split(" ")[1]
@@ -63,6 +74,10 @@ class Server:
                         headers[k.strip().lower()] = v.strip()
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 self.requests.append((target, headers, body))
+                if self.answers_408_once:  # its keep-alive timeout fired as the request came
+                    self.answers_408_once = False
+                    writer.write(IDLE_408)
+                    return
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 try:
@@ -275,7 +290,7 @@ async def seen_closed(client: FastRouterClient) -> None:
     """Until the client's loop has seen the server close every pooled connection (the FIN
     is on its way once the server closed; the loop notes it on its next turn)."""
     for _ in range(1000):
-        if all(conn.closed_by_peer() for conn in client._idle):
+        if all(conn.given_up_by_peer() for conn in client._idle):
             return
         await asyncio.sleep(0.005)
     raise AssertionError("the client never saw the server close its idle connection")
@@ -320,6 +335,55 @@ async def test_a_connection_closed_while_idle_is_set_aside_and_the_post_goes_onc
     assert orjson.loads(answer.body)["n"] == len(payload)
     assert sent(server, "/digest") == 1
     assert server.connections == 2
+
+
+async def test_an_idle_connection_the_server_answered_and_closed_costs_no_request(
+    server: Server, client: FastRouterClient
+) -> None:
+    # A server whose keep-alive timeout writes a 408 and closes (the case behind the
+    # README's known limit): the pooled connection holds that unasked-for answer, so it is
+    # set aside before the next POST is written, and the POST goes once, on a new connection.
+    server.idle_408_after = 0.05
+
+    async def idle_spell() -> None:
+        await asyncio.wait_for(server.timed_out.wait(), 5)
+        server.timed_out.clear()
+        await seen_closed(client)
+
+    await client.request("s/a", "ping", json={})
+    await idle_spell()
+    for n in range(3):  # and again after each idle spell: never a failure, never a resend
+        answer = await client.request("s/a", "digest", body=b"op")
+        assert orjson.loads(answer.body)["n"] == 2
+        assert sent(server, "/digest") == n + 1
+        await idle_spell()
+    assert server.connections == 4
+
+
+async def test_a_408_racing_a_post_on_a_reused_connection_is_resent_on_a_fresh_one(
+    server: Server, client: FastRouterClient
+) -> None:
+    await client.request("s/a", "ping", json={})
+    # The keep-alive timeout fired as the request arrived: the server says 408 and closes
+    # without serving it (RFC 9110 §15.5.9), so the POST may go again, once, on a fresh
+    # connection; the caller sees one request and its answer.
+    server.answers_408_once = True
+    answer = await client.request("s/a", "digest", body=b"once")
+    assert orjson.loads(answer.body)["n"] == 4
+    assert server.connections == 2
+    assert sent(server, "/digest") == 2  # the 408 and the one served
+    # A 408 on a fresh connection is the server's answer to this request: not resent.
+    assert server.server is not None
+    port = server.server.sockets[0].getsockname()[1]
+    fresh = FastRouterClient(f"http://127.0.0.1:{port}")
+    try:
+        server.answers_408_once = True
+        with pytest.raises(SubstrateError) as caught:
+            await fresh.request("s/a", "digest", body=b"x")
+        assert caught.value.status == 408
+        assert sent(server, "/digest") == 3
+    finally:
+        await fresh.aclose()
 
 
 async def test_a_write_refused_on_a_reused_connection_is_resent_on_a_fresh_one(

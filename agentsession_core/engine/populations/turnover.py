@@ -27,6 +27,11 @@ tick:
 A woken session whose step fails stays resident (only the conductor parks); one that has to
 be replaced comes back parked and its slot is owed like a failed wake's.
 
+swap_pacing `even` spreads a tick's swaps over the tick (swap j at tick + j·tick/R), each
+from its own intended time: a burst of R swaps on one instant costs R swaps' worth of the
+generator's CPU in start lag (about 0.3 ms each on the ate wire, bench/RESULTS.md), so above
+a few dozen swaps a second only an even pace keeps start lag to milliseconds.
+
 After an outage (the watchdog saw the substrate stop answering, then answer again), the
 residents are checked against what the substrate runs (ListActors): a substrate that
 restarted lost what was in its workers, and a resident whose actor is crashed, gone or parked
@@ -236,16 +241,33 @@ class TurnoverPopulation(Population):
             self._start_park(self.idle.popleft(), intended_ns)
         for _ in range(min(gap, self.catch_up(), len(self.parked))):
             self._start_wake(self.parked.popleft(), intended_ns)
+        if swaps > 1 and self.ctx.params.population.swap_pacing == "even":
+            self.spawn(self._paced_swaps(intended_ns, swaps), "turnover-pacer")
+            return
         for _ in range(swaps):
-            if not self.idle or not self.parked:
-                self._backlog.event(intended_ns)
-                continue
-            self.swaps_started += 1
-            if self._parks_failing:
-                self._start_swap_in_turn(self.idle.popleft(), self.parked.popleft(), intended_ns)
-                continue
-            self._start_park(self.idle.popleft(), intended_ns)
-            self._start_wake(self.parked.popleft(), intended_ns)
+            self._swap(intended_ns)
+
+    async def _paced_swaps(self, intended_ns: int, swaps: int) -> None:
+        """swap_pacing even: the tick's swaps at intended_ns + j·tick/swaps, each booked from
+        its own intended time; every swap already due goes at once (a late loop catches up,
+        it never drops a swap or restamps one)."""
+        for j in range(swaps):
+            due = intended_ns + j * self.tick_ns // swaps
+            if due > now_ns() and not await self.ctx.wait_until(due):
+                return
+            self._swap(due)
+
+    def _swap(self, intended_ns: int) -> None:
+        """One swap: park the longest-idle resident and wake the longest-parked session."""
+        if not self.idle or not self.parked:
+            self._backlog.event(intended_ns)
+            return
+        self.swaps_started += 1
+        if self._parks_failing:
+            self._start_swap_in_turn(self.idle.popleft(), self.parked.popleft(), intended_ns)
+            return
+        self._start_park(self.idle.popleft(), intended_ns)
+        self._start_wake(self.parked.popleft(), intended_ns)
 
     def _start_park(self, session: Session, intended_ns: int) -> None:
         self.spawn(self._park(session, intended_ns), f"park-{session.id}")

@@ -26,10 +26,23 @@ def _nested(descriptor: Descriptor) -> bool:
     return nested
 
 
+def _keeps_unknown_fields(message: Message) -> bool:
+    """Whether any message in `message`'s tree kept an unknown field: its encoded size
+    against that of a copy without them. All of it runs in the protobuf runtime (~3 µs for
+    an Actor answer), where walking the tree in Python takes ~15 µs: on the control plane's
+    hot path (a SuspendActor per turnover swap) most answers have none."""
+    bare = type(message)()
+    bare.CopyFrom(message)
+    bare.DiscardUnknownFields()
+    return bare.ByteSize() != message.ByteSize()
+
+
 def mismatched_field(message: Message, path: str = "") -> str | None:
     """The dotted path of the first declared field that arrived with the wrong wire type in
     `message` or any message inside it; None when there is none."""
     descriptor = message.DESCRIPTOR
+    if not path and _nested(descriptor) and not _keeps_unknown_fields(message):
+        return None
     unknowns = UnknownFieldSet(message)
     if len(unknowns):
         declared = descriptor.fields_by_number
