@@ -16,7 +16,7 @@ from agentsession_core.substrate.local.server import (
     ServerConfig,
     serve_forever,
 )
-from agentsession_core.substrate.protocol import TOKEN_ENV
+from agentsession_core.substrate.protocol import POOL_NAME_PATTERN, POOL_NAME_RULE, TOKEN_ENV
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,7 +32,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    serve.add_argument("--workers", type=int, default=8)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes (default 8; with --pool: their sum)",
+    )
+    serve.add_argument(
+        "--pool",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="a worker pool of N workers labelled pool=NAME (repeatable); actors are placed by "
+        "their worker selector and stay on their pool",
+    )
     serve.add_argument(
         "--store",
         type=Path,
@@ -160,6 +173,23 @@ def parse_templates(specs: list[str]) -> dict[tuple[str, str], int | None]:
     return templates
 
 
+def parse_pools(specs: list[str]) -> dict[str, int]:
+    """`--pool NAME=N` flags as {name: workers}; the error names the flag."""
+    pools: dict[str, int] = {}
+    for spec in specs:
+        where = f"--pool {spec!r}"
+        name, eq, count = spec.partition("=")
+        name = name.strip()
+        if not eq or not count.strip().isdigit() or int(count) < 1:
+            raise UsageError(f"{where}: expected NAME=N with N workers, at least 1 (e.g. fast=2)")
+        if not POOL_NAME_PATTERN.match(name):
+            raise UsageError(f"{where}: the pool name must be {POOL_NAME_RULE}")
+        if name in pools:
+            raise UsageError(f"{where}: pool {name!r} given twice")
+        pools[name] = int(count)
+    return pools
+
+
 def parse_grpc_port(text: str) -> int | None:
     if text.strip().lower() == "none":
         return None
@@ -202,7 +232,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             "--token: a token on the command line is visible in the process list; set "
             f"{TOKEN_ENV}, or give --token-file FILE"
         )
-    if args.workers < 1:
+    pools = parse_pools(args.pool)
+    if pools and args.workers is not None and args.workers != sum(pools.values()):
+        raise UsageError(
+            f"--workers {args.workers}: with --pool the workers are the pools' "
+            f"{sum(pools.values())}; leave --workers out"
+        )
+    workers = sum(pools.values()) if pools else (8 if args.workers is None else args.workers)
+    if workers < 1:
         raise UsageError(f"--workers {args.workers}: need at least 1")
     if args.park_timeout <= 0:
         raise UsageError(f"--park-timeout {args.park_timeout}: must be > 0")
@@ -219,7 +256,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     return ServerConfig(
         host=args.host,
         port=args.port,
-        workers=args.workers,
+        workers=workers,
+        pools=pools,
         store=args.store,
         templates=parse_templates(args.template),
         token=_token(args.token_file) or os.environ.get(TOKEN_ENV) or None,

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agentsession_core.engine.params import TargetParams
+from agentsession_core.engine.worker_pools import split_workers
 from agentsession_core.errors import UsageError
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.interface import Substrate
@@ -23,8 +24,11 @@ log = logging.getLogger("agentsession")
 async def local_substrate(target: TargetParams, log_path: Path) -> AsyncIterator[LocalSubstrate]:
     """An embedded local substrate for the run."""
     with tempfile.TemporaryDirectory(prefix="agentsession-store-") as store:
+        pools = target.worker_pools
         local = LocalSubstrate(
             workers=target.local_workers,
+            # One pool per entry, local_workers split by weight (docs/SPEC.md §2.6).
+            pools=split_workers(target.local_workers, pools) if pools else None,
             store=store,
             token=target.token,
             log_path=log_path,

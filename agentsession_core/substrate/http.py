@@ -16,6 +16,7 @@ with each is decided in errors.py, not here. Each answer's server time is noted 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -40,8 +41,10 @@ from agentsession_core.substrate.op_limits import OP_LIMITS_FIELD, OpLimits
 from agentsession_core.substrate.protocol import (
     ASYNC_PARAM,
     ELAPSED_HEADER,
+    MATCH_LABELS_FIELD,
     PAGE_TOKEN_PARAM,
     TARGET_HEADER,
+    WORKER_SELECTOR_FIELD,
     actor_path,
     actor_target,
     actors_path,
@@ -212,6 +215,7 @@ class HttpSubstrate:
                 status=payload["status"],
                 worker=payload.get("worker"),
                 version=int(payload.get("version", 0)),
+                pool=payload.get("pool"),
             )
         except (KeyError, TypeError, ValueError):
             raise SubstrateError(BAD_BODY, f"not an actor: {str(payload)[:200]}") from None
@@ -228,16 +232,21 @@ class HttpSubstrate:
         await self._call("PUT", atespace_path(atespace))
 
     async def create_actor(
-        self, atespace: str, name: str, template_namespace: str, template_name: str
+        self,
+        atespace: str,
+        name: str,
+        template_namespace: str,
+        template_name: str,
+        *,
+        worker_selector: Mapping[str, str] | None = None,
     ) -> ActorInfo:
-        _, body = await self._call(
-            "POST",
-            actors_path(atespace),
-            json={
-                "name": name,
-                "template": {"namespace": template_namespace, "name": template_name},
-            },
-        )
+        request: dict[str, Any] = {
+            "name": name,
+            "template": {"namespace": template_namespace, "name": template_name},
+        }
+        if worker_selector:
+            request[WORKER_SELECTOR_FIELD] = {MATCH_LABELS_FIELD: dict(worker_selector)}
+        _, body = await self._call("POST", actors_path(atespace), json=request)
         return self._actor(body)
 
     async def get_actor(self, atespace: str, name: str) -> ActorInfo:

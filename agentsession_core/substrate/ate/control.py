@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -189,9 +189,12 @@ class ControlClient:
         template_namespace: str,
         template_name: str,
         *,
+        worker_selector: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> Answer[pb.Actor]:
-        request = codec.create_actor_request(atespace, name, template_namespace, template_name)
+        request = codec.create_actor_request(
+            atespace, name, template_namespace, template_name, worker_selector
+        )
         return await self._call("CreateActor", request, timeout)
 
     async def get_actor(

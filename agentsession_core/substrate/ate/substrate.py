@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -134,9 +135,17 @@ class AteSubstrate:
                 raise
 
     async def create_actor(
-        self, atespace: str, name: str, template_namespace: str, template_name: str
+        self,
+        atespace: str,
+        name: str,
+        template_namespace: str,
+        template_name: str,
+        *,
+        worker_selector: Mapping[str, str] | None = None,
     ) -> ActorInfo:
-        answer = await self.control.create_actor(atespace, name, template_namespace, template_name)
+        answer = await self.control.create_actor(
+            atespace, name, template_namespace, template_name, worker_selector=worker_selector
+        )
         return codec.actor_info(self._noted(answer), atespace=atespace, name=name)
 
     async def get_actor(self, atespace: str, name: str) -> ActorInfo:

@@ -51,6 +51,7 @@ class LocalSubstrateProcess:
         self,
         *,
         workers: int = 4,
+        pools: dict[str, int] | None = None,
         store: Path | str | None = None,
         templates: dict[str, str] | None = None,
         park_timeout: float | None = None,
@@ -74,10 +75,14 @@ class LocalSubstrateProcess:
             "serve",
             "--port",
             "0",
-            "--workers",
-            str(workers),
             "--embedded",
         ]
+        # With pools the workers are theirs (docs/SPEC.md §2.6).
+        if pools:
+            workers = sum(pools.values())
+            self.args += [arg for name, n in pools.items() for arg in ("--pool", f"{name}={n}")]
+        else:
+            self.args += ["--workers", str(workers)]
         if store is not None:
             self.args += ["--store", str(store)]
         for ref, size in (templates or {}).items():

@@ -60,6 +60,9 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 0
     workers: int = 8
+    # Worker pools (docs/SPEC.md §2.6): name → workers, each labelled `pool: NAME`; when
+    # given, the substrate has exactly these workers (`workers` is their sum).
+    pools: dict[str, int] = field(default_factory=dict)
     store: Path | None = None  # None: a temp dir removed at exit
     templates: dict[tuple[str, str], int | None] = field(
         default_factory=lambda: {DEFAULT_TEMPLATE: 1 << 30}
@@ -153,6 +156,7 @@ class LocalSubstrateServer:
             ],
             self.lifecycle.worker_died,
             seed=cfg.seed,
+            pools=cfg.pools,
         )
         self.lifecycle.bind(self.pool, self.session)
         await self.pool.start()
@@ -174,11 +178,19 @@ class LocalSubstrateServer:
         saved = await asyncio.to_thread(persist.scan, self.store_root)
         for s in saved:
             actor = Actor(
-                s.atespace, s.name, s.template, s.limit, uid=s.uid, created_ns=s.created_ns
+                s.atespace,
+                s.name,
+                s.template,
+                s.limit,
+                uid=s.uid,
+                created_ns=s.created_ns,
+                selector=s.selector,
+                pool=s.pool,
             )
             actor.version = s.version
             actor.status = "CRASHED" if s.live else "SUSPENDED"
             self.lifecycle.actors[(s.atespace, s.name)] = actor
+            self.lifecycle.keep_placements(actor)
             self.control.atespaces.add(s.atespace)
         if saved:
             crashed = sum(s.live for s in saved)
@@ -281,9 +293,12 @@ async def serve_forever(config: ServerConfig) -> None:
         url = await server.start()
         # Two lines, in this order, always (launcher.py reads both): the first is unchanged
         # from before the ate wire, so older readers of "serving on http://..." still work.
+        assert server.pool is not None
+        pools = ", ".join(f"{name}={count}" for name, count in config.pools.items())
         print(
             f"agentsession: local substrate serving on {url} "
-            f"({config.workers} workers, store {server.store_root})",
+            f"({server.pool.size} workers{f' in pools {pools}' if pools else ''}, "
+            f"store {server.store_root})",
             flush=True,
         )
         ate = f"on {server.grpc_url}" if server.grpc_url else "off"
