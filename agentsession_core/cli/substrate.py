@@ -13,6 +13,7 @@ from agentsession_core.substrate.local.ate_control import GrpcTls
 from agentsession_core.substrate.local.fault_rules import LANGUAGE, parse_rules
 from agentsession_core.substrate.local.server import (
     DEFAULT_TEMPLATE,
+    RouterTlsServing,
     ServerConfig,
     serve_forever,
 )
@@ -101,6 +102,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="FILE",
         help="PEM CA: require client certificates it signed on the gRPC port (mTLS)",
+    )
+    serve.add_argument(
+        "--router-tls-cert",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="PEM certificate chain: also serve the router (and the JSON control API) over "
+        "TLS, on a port of its own (printed as 'router (TLS) on https://...')",
+    )
+    serve.add_argument(
+        "--router-tls-key", type=Path, default=None, metavar="FILE", help="its PEM private key"
+    )
+    serve.add_argument(
+        "--router-client-ca",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="PEM CA: require client certificates it signed on the TLS router port (mTLS)",
     )
     serve.add_argument("--park-timeout", type=float, default=30.0, metavar="SECONDS")
     serve.add_argument("--max-op-size", default="256Mi", help="per-op size cap")
@@ -224,6 +243,20 @@ def grpc_tls(args: argparse.Namespace, port: int | None) -> GrpcTls | None:
     )
 
 
+def router_tls(args: argparse.Namespace) -> RouterTlsServing | None:
+    cert, key, ca = args.router_tls_cert, args.router_tls_key, args.router_client_ca
+    if cert is None and key is None and ca is None:
+        return None
+    if cert is None or key is None:
+        raise UsageError("router TLS needs both --router-tls-cert and --router-tls-key")
+    serving = RouterTlsServing(cert, key, ca)
+    try:
+        serving.context()  # refused here, in one line, before anything starts
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--router-tls-cert/--router-tls-key/--router-client-ca: {exc}") from None
+    return serving
+
+
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if args.token is not None:
         # Kept as a flag so that it is refused by name: without it argparse would take
@@ -270,6 +303,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         seed=args.seed,
         grpc_port=grpc_port,
         grpc_tls=grpc_tls(args, grpc_port),
+        router_tls=router_tls(args),
         max_buffered_bytes=buffered,
         faults=[rule.strip() for rule in args.fault],
         fault_seed=args.fault_seed,

@@ -174,7 +174,7 @@ class RunContext:
 
 def credential_refused_line(exc: SubstrateError, where: str) -> str:
     """The one line that ends a run whose credential the substrate refused."""
-    who = f"the router (HTTP {exc.status})" if exc.status else "the control API"
+    who = exc.by or (f"the router (HTTP {exc.status})" if exc.status else "the control API")
     check = exc.check or (
         "target.token (or AGENTSESSION_TOKEN, or the Secret block target.token_secret names), "
         "target.token_file, or the client certificate (target.cert_file/key_file)"

@@ -16,6 +16,7 @@ from agentsession_core.errors import UsageError
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.interface import Substrate
 from agentsession_core.substrate.local.launcher import LocalSubstrate
+from agentsession_core.substrate.router_tls import RouterTls
 
 log = logging.getLogger("agentsession")
 
@@ -54,6 +55,18 @@ def local_endpoints(local: LocalSubstrate, target: TargetParams) -> tuple[str, s
     return str(grpc_url), local.url
 
 
+def router_tls(target: TargetParams) -> RouterTls | None:
+    """The https:// router's TLS settings (docs/SPEC.md §2.2); None for an http:// one."""
+    if not (target.router or target.substrate or "").startswith("https://"):
+        return None
+    return RouterTls(
+        ca_file=target.router_ca_file,
+        cert_file=target.router_cert_file,
+        key_file=target.router_key_file,
+        server_name=target.router_server_name,
+    )
+
+
 def client_for(target: TargetParams, control: str, router: str | None) -> Substrate:
     """The Substrate client for `target`'s wire form at these URLs."""
     timeout = target.request_timeout_seconds
@@ -65,6 +78,7 @@ def client_for(target: TargetParams, control: str, router: str | None) -> Substr
             control_timeout=timeout,
             router_timeout=timeout,
             max_answer_bytes=target.max_answer_bytes,
+            router_tls=router_tls(target),
         )
     # Imported here: only ate runs pay for loading gRPC.
     from agentsession_core.substrate.ate.substrate import AteSubstrate
@@ -83,6 +97,7 @@ def client_for(target: TargetParams, control: str, router: str | None) -> Substr
         control_timeout=timeout,
         router_timeout=timeout,
         max_answer_bytes=target.max_answer_bytes,
+        router_tls=router_tls(target),
     )
 
 

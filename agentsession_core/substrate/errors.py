@@ -98,6 +98,7 @@ class SubstrateError(AgentsessionError):
         status: int = 0,
         from_router: bool = True,
         check: str | None = None,
+        by: str | None = None,
     ) -> None:
         super().__init__(f"{code} ({status}): {message}" if status else f"{code}: {message}")
         self.code = code
@@ -107,6 +108,8 @@ class SubstrateError(AgentsessionError):
         # For a refused credential: which parameter to check, when the client knows
         # ("target.token (AGENTSESSION_TOKEN or a --params file)"); None: say all of them.
         self.check = check
+        # Who refused, when the code alone does not say ("the router": a TLS handshake).
+        self.by = by
 
     @property
     def failure_class(self) -> FailureClass:

@@ -16,6 +16,7 @@ with each is decided in errors.py, not here. Each answer's server time is noted 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +53,7 @@ from agentsession_core.substrate.protocol import (
     template_path,
 )
 from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES, FastRouterClient
+from agentsession_core.substrate.router_tls import RouterTls
 from agentsession_core.substrate.router_wire import router_answer, server_elapsed_us
 
 
@@ -144,14 +146,14 @@ def router_client(
     token: str | None = None,
     timeout: float = 120.0,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
-) -> RouterClient | FastRouterClient:
-    """The default router client: FastRouterClient for http:// (≈3× aiohttp's requests per
-    core, bench/RESULTS.md), aiohttp's RouterClient for anything else (https)."""
-    if base_url.startswith("http://"):
-        return FastRouterClient(
-            base_url, token=token, timeout=timeout, max_answer_bytes=max_answer_bytes
-        )
-    return RouterClient(base_url, token=token, timeout=timeout, max_answer_bytes=max_answer_bytes)
+    tls: RouterTls | None = None,
+) -> FastRouterClient:
+    """The router client: FastRouterClient, for http:// and https:// (≈3× aiohttp's requests
+    per core, bench/RESULTS.md; over TLS too, bench/wire.py). RouterClient above is the
+    aiohttp one the bench compares it with."""
+    return FastRouterClient(
+        base_url, token=token, timeout=timeout, max_answer_bytes=max_answer_bytes, tls=tls
+    )
 
 
 class HttpSubstrate:
@@ -167,17 +169,24 @@ class HttpSubstrate:
         control_timeout: float = 120.0,
         router_timeout: float = 120.0,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        router_tls: RouterTls | None = None,
     ) -> None:
         self.control_url = control_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # One server for both (no router URL of its own): the router's TLS settings are the
+        # control API's too.
+        verify: ssl.SSLContext | bool = True
+        if router_tls is not None and router_url is None:
+            verify = router_tls.context()
         self._control = httpx.AsyncClient(
-            base_url=self.control_url, headers=headers, timeout=control_timeout
+            base_url=self.control_url, headers=headers, timeout=control_timeout, verify=verify
         )
         self.router = router_client(
             router_url or control_url,
             token=token,
             timeout=router_timeout,
             max_answer_bytes=max_answer_bytes,
+            tls=router_tls,
         )
 
     async def _call(

@@ -102,12 +102,11 @@ async def test_a_missing_pool_is_refused_in_one_line_on_both_wires(tmp_path: Pat
                     "lost", actor, "benchmark-workloads", "glutton", worker_selector={"pool": "gpu"}
                 )
                 assert created.status == "SUSPENDED"
-                for call in (
-                    lambda: client.resume_actor("lost", actor),
-                    lambda: client.request("lost", actor, "ping", json={"message": "hi"}),
-                ):
+                resume = client.resume_actor("lost", actor)
+                probe = client.request("lost", actor, "ping", json={"message": "hi"})
+                for call in (resume, probe):
                     with pytest.raises(SubstrateError) as refused:
-                        await call()
+                        await call
                     error = refused.value
                     assert error.code == "FAILED_PRECONDITION", error
                     assert error.failure_class is FailureClass.MISCONFIGURED, error

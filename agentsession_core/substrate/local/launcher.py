@@ -42,6 +42,7 @@ from agentsession_core.substrate.protocol import DEBUG_FAULTS_PATH, DEBUG_WORKER
 START_TIMEOUT_SETTING = "target.local_start_timeout_seconds"
 _URL = re.compile(r"serving on (http://\S+)")
 _GRPC = re.compile(r"ate control \(gRPC\) (?:on (grpcs?://\S+)|off)")
+_TLS_ROUTER = re.compile(r"router \(TLS\) on (https://\S+)")
 
 
 class LocalSubstrateProcess:
@@ -60,6 +61,9 @@ class LocalSubstrateProcess:
         grpc_tls_cert: Path | str | None = None,
         grpc_tls_key: Path | str | None = None,
         grpc_client_ca: Path | str | None = None,
+        router_tls_cert: Path | str | None = None,
+        router_tls_key: Path | str | None = None,
+        router_client_ca: Path | str | None = None,
         faults: list[str] | None = None,
         fault_seed: int | None = None,
         extra_args: list[str] | None = None,
@@ -95,6 +99,9 @@ class LocalSubstrateProcess:
             ("--grpc-tls-cert", grpc_tls_cert),
             ("--grpc-tls-key", grpc_tls_key),
             ("--grpc-client-ca", grpc_client_ca),
+            ("--router-tls-cert", router_tls_cert),
+            ("--router-tls-key", router_tls_key),
+            ("--router-client-ca", router_client_ca),
         ):
             if path is not None:
                 self.args += [flag, str(path)]
@@ -116,6 +123,7 @@ class LocalSubstrateProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.grpc_url = ""  # empty when started with grpc=False
+        self.tls_url = ""  # the https router port: only with router_tls_cert/key
 
     def start(self) -> str:
         """Start the child and wait for both endpoint lines; the JSON wire's URL."""
@@ -146,6 +154,8 @@ class LocalSubstrateProcess:
                 lines.append(line + "\n")
                 if match := _URL.search(line):
                     self.url = match.group(1)
+                elif match := _TLS_ROUTER.search(line):
+                    self.tls_url = match.group(1)
                 elif (match := _GRPC.search(line)) and self.url:
                     self.grpc_url = match.group(1) or ""
                     return self.url
