@@ -33,6 +33,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 # HTTP/2's client connection preface and an empty SETTINGS frame: a gRPC server that accepted
@@ -203,6 +204,21 @@ def _server_certificate(
     )
 
 
+def _expired_on(cert_file: str) -> str | None:
+    """When our own certificate expired, if it has: a server that closes without an alert
+    (aiohttp's, Python's) does not say why it refused it."""
+    try:
+        # Imported here: only a refused client certificate pays for it (prefect needs it
+        # anyway, so it is installed wherever agentsession is).
+        from cryptography import x509
+
+        certificate = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())
+    except (ImportError, OSError, ValueError):
+        return None
+    ends = certificate.not_valid_after_utc
+    return ends.isoformat(timespec="seconds") if ends < datetime.now(UTC) else None
+
+
 def _client_certificate(tls: TlsSettings, what: str) -> Diagnosis:
     peer = tls.peer
     if not tls.cert_file:
@@ -210,10 +226,12 @@ def _client_certificate(tls: TlsSettings, what: str) -> Diagnosis:
             f"TLS: {peer.who} wants a client certificate (mTLS) and none was given ({what})",
             peer.cert,
         )
-    if "EXPIRED" in what.upper():
+    expired = "EXPIRED" in what.upper() or _expired_on(tls.cert_file)
+    if expired:
+        when = f" on {expired}" if isinstance(expired, str) else ""
         return Diagnosis(
-            f"TLS: {peer.who} refused the client certificate {Path(tls.cert_file)}: it has "
-            f"expired ({what})",
+            f"TLS: {peer.who} refused the client certificate {Path(tls.cert_file)}: it "
+            f"expired{when} ({what})",
             f"{peer.cert}: a certificate that is valid now",
         )
     return Diagnosis(

@@ -83,6 +83,37 @@ async def test_a_run_over_an_https_router_with_mtls(
     assert sum(m["failure_count"] for m in steps) == 0
 
 
+async def test_a_run_with_the_wrong_router_ca_ends_in_one_line(
+    pki: Pki, tls_substrate: LocalSubstrateProcess, tmp_path: Path
+) -> None:
+    params = RunParams(
+        target={
+            "substrate": tls_substrate.url,
+            "router": tls_substrate.tls_url,
+            "router_ca_file": str(pki.other_ca),
+            "router_cert_file": str(pki.client_cert),
+            "router_key_file": str(pki.client_key),
+            "router_server_name": ROUTER_NAME,
+            "atespace": "tls-wrong-ca",
+        },
+        script="smoke",
+        population={"kind": "closed", "sessions": 2},
+        out=str(tmp_path),
+        name="router-tls-wrong-ca",
+    )
+    run = Run(params, handle_signals=False)
+    async with run:
+        await run.preflight()
+        await run.register()
+        await run.fill()
+        _, _, reason = await run.hold(30.0)
+        run.finish("completed" if reason is None else "failed", reason)
+    assert run.result is not None and run.result.status == "failed", run.result
+    reason = run.result.reason or ""
+    assert reason.startswith("credentials refused by the router"), reason
+    assert "check target.router_ca_file" in reason and "\n" not in reason, reason
+
+
 async def _refusal(url: str, tls: RouterTls) -> SubstrateError:
     client = FastRouterClient(url, timeout=5, tls=tls)
     try:
@@ -122,7 +153,7 @@ async def test_each_wrong_credential_is_named(
                 str(pki.ca), str(pki.expired_client_cert), str(pki.expired_client_key), ROUTER_NAME
             ),
             "target.router_cert_file",
-            "expired",
+            "it expired on",
         ),
         "client certificate of another CA": (
             RouterTls(str(pki.ca), str(pki.stranger_cert), str(pki.stranger_key), ROUTER_NAME),
