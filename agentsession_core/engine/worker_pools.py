@@ -4,8 +4,8 @@ A micro-VM snapshot records the CPU it was taken on and cannot be restored on an
 model, so an actor keeps one pool for its whole life. Its pool is a function of the run seed
 and the actor's name alone: drawn from the seeded stream of that name, so the same name gets
 the same pool whenever it is created again (after a failed resume, in another shard, after a
-restart), and a replacement, which has a new name and no snapshot yet, draws afresh. Over many
-names the shares follow the weights.
+restart, with the pools listed in another order), and a replacement, which has a new name and
+no snapshot yet, draws afresh. Over many names the shares follow the weights.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ class PoolDraw:
         if not weights or min(weights.values()) < 1:
             raise ValueError("worker pools need at least one pool, every weight at least 1")
         self.seed = seed
-        self._names = list(weights)
-        self._bounds = list(accumulate(weights.values()))
+        # In name order: the same pools and weights draw the same, however they were listed.
+        self._names = sorted(weights)
+        self._bounds = list(accumulate(weights[name] for name in self._names))
 
     @classmethod
     def of(cls, seed: int, weights: Mapping[str, int] | None) -> PoolDraw | None:
