@@ -36,7 +36,9 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["target.metrics_url"] == "--metrics-url"
     assert flags["target.max_answer_bytes"] == "--max-answer-bytes"
     assert flags["target.local_start_timeout_seconds"] == "--local-start-timeout-seconds"
-    assert len(flags) == 47
+    assert flags["target.worker_pools"] == "--worker-pools"
+    assert flags["target.router_ca_file"] == "--router-ca-file"
+    assert len(flags) == 52
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = capsys.readouterr().out
