@@ -5,11 +5,15 @@ for the engine when no substrate URL is given and for tests.
         sub.url        # http://127.0.0.1:PORT: the JSON control API and the router
         sub.grpc_url   # grpc://127.0.0.1:PORT (grpcs:// with TLS): ateapi.Control
 
+    with LocalSubstrateProcess(pools={"fast": 2, "slow": 2}) as sub:  # worker pools
+
     with LocalSubstrateProcess(workers=4, faults=["wake:refuse:0.2"]) as sub:  # non-async
         sub.set_faults(["router:latency:exp:50ms"])   # PUT /v1/debug/faults, while it runs
 
 The child prints two lines (server.serve_forever): `... serving on http://...` and
-`... ate control (gRPC) on grpc://...` (or `... off`); both are read, then stderr goes to
+`... ate control (gRPC) on grpc://...` (or `... off`), and between them, with a TLS router
+port (router_tls_cert/key), `... router (TLS) on https://...` (`tls_url`); all are read,
+then stderr goes to
 `log_path` (or is discarded). The token reaches the child in its environment (TOKEN_ENV),
 never on its command line, which any local user can read. Exit sends SIGTERM and waits
 `stop_timeout`, then kills.
