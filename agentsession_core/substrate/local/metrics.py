@@ -177,7 +177,7 @@ class SubstrateCollector(Collector):
         pools, by_pool = _pool_label(lifecycle.pool.pools)
         yield _counter(
             "wakes",
-            "Actors resumed, by what woke them (and by pool)",
+            "Actors resumed, by what woke them",
             [*by_pool, "via"],
             [
                 ([*[p] * len(by_pool), v], counts.wakes.get((p, v), 0))
@@ -232,7 +232,7 @@ class SubstrateCollector(Collector):
         alive_in = Counter(w.pool for w in alive)
         yield _gauge(
             "workers",
-            "Worker processes: busy (hosting or loading an actor) or free (and by pool)",
+            "Worker processes: busy (hosting or loading an actor) or free",
             [*by_pool, "state"],
             [
                 ([*[p] * len(by_pool), state], value)
@@ -247,7 +247,7 @@ class SubstrateCollector(Collector):
         measured = [(w, value) for w, value in rss if value is not None]
         yield _gauge(
             "worker_rss_bytes",
-            "Resident memory of each worker process (and its pool)",
+            "Resident memory of each worker process",
             [*by_pool, "worker"],
             [([*[w.pool] * len(by_pool), w.name], value) for w, value in measured],
         )
@@ -271,7 +271,7 @@ class SubstrateCollector(Collector):
         )
         yield _gauge(
             "wake_queue",
-            "Resumes waiting for a free worker (and the pool they wait for)",
+            "Resumes waiting for a free worker",
             by_pool,
             [([p] * len(by_pool), pool.waiting(p or None)) for p in pools],
         )
