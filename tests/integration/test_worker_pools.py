@@ -6,9 +6,12 @@ JSON wire and on the ate wire, and ends a run as misconfigured instead of replac
 from __future__ import annotations
 
 import json
+import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
@@ -26,6 +29,11 @@ POOLS = {"fast": 2, "slow": 2}
 SESSIONS, AWAKE, RATE, HOLD = 4, 2, 20.0, 6.0
 TICK_NS = 100_000_000  # 2 swaps every 0.1 s: each actor parked and woken 5 times a second
 SWAPS_EACH = 20  # the wakes every actor must have had, all on its own pool
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+        return str(answer.read().decode())
 
 
 def balanced_seed() -> int:
@@ -71,6 +79,7 @@ async def test_every_actor_stays_on_its_pool(tmp_path: Path) -> None:
             _, _, reason = await run.hold(HOLD)
             run.finish("completed" if reason is None else "failed", reason)
         placements = sub.debug_workers()["placements"]
+        families = {f.name: f for f in text_string_to_metric_families(scrape(sub.url))}
     assert run.result is not None and run.result.status == "completed", run.result
     draw = PoolDraw(seed, {"fast": 1, "slow": 1})
     for i in range(SESSIONS):
@@ -79,6 +88,16 @@ async def test_every_actor_stays_on_its_pool(tmp_path: Path) -> None:
         # One pool only, the one the name drew, across every one of its wakes.
         assert list(ran_on) == [draw.pool_of(name)], (name, ran_on)
         assert ran_on[draw.pool_of(name)] >= SWAPS_EACH, (name, ran_on)
+    # The substrate's figures carry the pool: each pool's wakes, its workers by state.
+    wakes = Counter()
+    for sample in families["agentsession_substrate_wakes"].samples:
+        if sample.name.endswith("_total"):
+            wakes[sample.labels["pool"]] += sample.value
+    assert set(wakes) == set(POOLS) and min(wakes.values()) >= 2 * SWAPS_EACH, wakes
+    workers = families["agentsession_substrate_workers"].samples
+    assert {(s.labels["pool"], s.labels["state"]) for s in workers} == {
+        (pool, state) for pool in POOLS for state in ("busy", "free")
+    }
     # Rows carry the pool beside the overall wake row, which keeps its name.
     rows = {
         json.loads(line)["metric"]: json.loads(line)["measurements"]
