@@ -25,18 +25,24 @@ log = logging.getLogger("agentsession")
 async def local_substrate(target: TargetParams, log_path: Path) -> AsyncIterator[LocalSubstrate]:
     """An embedded local substrate for the run."""
     with tempfile.TemporaryDirectory(prefix="agentsession-store-") as store:
-        pools = target.worker_pools
+        # One pool per entry, local_workers split by weight (docs/SPEC.md §2.6).
+        pools = split_workers(target.local_workers, target.worker_pools or {}) or None
         local = LocalSubstrate(
             workers=target.local_workers,
-            # One pool per entry, local_workers split by weight (docs/SPEC.md §2.6).
-            pools=split_workers(target.local_workers, pools) if pools else None,
+            pools=pools,
             store=store,
             token=target.token,
             log_path=log_path,
             start_timeout=target.local_start_timeout_seconds,
         )
         async with local:
-            log.info("local substrate on %s (%d workers)", local.url, target.local_workers)
+            shown = ", ".join(f"{name}={n}" for name, n in (pools or {}).items())
+            log.info(
+                "local substrate on %s (%d workers%s)",
+                local.url,
+                target.local_workers,
+                f" in pools {shown}" if shown else "",
+            )
             yield local
 
 
