@@ -6,6 +6,7 @@ breakdown rows stay out of every total."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,8 @@ from agentsession_core.measure.stats import TIME_TO_WAKE_ROW, breakdown
 from agentsession_core.substrate.ate import control_codec
 from agentsession_core.substrate.errors import FailureClass, ate_router_error, classify
 from agentsession_core.substrate.fake import FakeSubstrate
+from agentsession_core.substrate.local import persist, store
+from agentsession_core.substrate.local.actors import Actor
 from agentsession_core.substrate.protocol import NO_POOL_MATCH
 
 WEIGHTS = {"fast": 3, "slow": 1}
@@ -133,3 +136,14 @@ def test_breakdown_rows_are_never_counted_twice() -> None:
     rule = parse_threshold("TimeToWake:pool=slow: p99 < 2s")
     assert (rule.rows, rule.stat) == ("TimeToWake:pool=slow", "p99")
     assert parse_threshold("TimeToWake: p99 < 2s").rows == "TimeToWake"
+
+
+def test_the_store_keeps_an_actors_selector_and_pool(tmp_path: Path) -> None:
+    """A restart on the same store (persist.py) finds each actor bound to its pool."""
+    bound = Actor("s", "a", ("ns", "t"), None, selector={"pool": "fast"}, pool="fast")
+    free = Actor("s", "b", ("ns", "t"), None)
+    for actor in (bound, free):
+        persist.record_actor(store.actor_dir(tmp_path, actor.atespace, actor.name), actor)
+    saved = {s.name: s for s in persist.scan(tmp_path)}
+    assert (saved["a"].selector, saved["a"].pool) == ({"pool": "fast"}, "fast")
+    assert (saved["b"].selector, saved["b"].pool) == ({}, None)

@@ -333,12 +333,20 @@ class ActorLifecycle:
     def placement(self, actor: Actor, *, router: bool) -> str | None:
         """The pool the actor may run on (None: any worker); FAILED_PRECONDITION when its
         selector matches no pool's workers."""
+        have = ", ".join(self.pool.pools) or "none"
         if actor.pool is not None:
-            return actor.pool
+            if actor.pool in self.pool.pools:
+                return actor.pool
+            # A store reused by a substrate with other pools: the snapshot cannot move.
+            raise WireError(
+                "FAILED_PRECONDITION",
+                f"{NO_POOL_MATCH}: actor {actor.key}'s snapshot belongs to pool "
+                f"{actor.pool}, this substrate's pools: {have}",
+                router=router,
+            )
         try:
             return self.pool.pool_matching(actor.selector)
         except KeyError:
-            have = ", ".join(self.pool.pools) or "none"
             raise WireError(
                 "FAILED_PRECONDITION",
                 f"{NO_POOL_MATCH}: actor {actor.key} selects {actor.selector}, "
@@ -356,11 +364,11 @@ class ActorLifecycle:
             worker = await pool.acquire(actor.paused_on, self.park_timeout, wanted)
         except TimeoutError:
             actor.status = before
-            which = f"pool {wanted!r}'s {pool.pool_size(wanted)}" if wanted else str(pool.size)
+            which = f"the {pool.pool_size(wanted)} workers of pool {wanted}" if wanted else None
             raise WireError(
                 "RESOURCE_EXHAUSTED",
                 f"no worker freed up for actor {actor.key} within the park timeout of "
-                f"{self.park_timeout}s ({which} workers, all busy)",
+                f"{self.park_timeout}s ({which or f'{pool.size} workers'}, all busy)",
                 router=router,
             ) from None
         try:

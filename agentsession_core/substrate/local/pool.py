@@ -49,11 +49,7 @@ class WorkerProc:
     hosting: str | None = None  # "atespace/name" of the running actor
     paused: dict[str, int] = field(default_factory=dict)  # actor → bytes held here
     alive: bool = True
-    pool: str = ""  # its pool's name; "" when the substrate has no pools
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return {POOL_LABEL: self.pool} if self.pool else {}
+    pool: str = ""  # its pool's name, its one label (pool: NAME); "" without pools
 
     @property
     def name(self) -> str:
@@ -170,7 +166,7 @@ class Pool:
         if not selector:
             return None
         for name in self.pools:
-            if selector == {POOL_LABEL: name}:
+            if selector.items() <= {POOL_LABEL: name}.items():
                 return name
         raise KeyError(selector)
 
