@@ -54,7 +54,9 @@ async def test_every_actor_stays_on_its_pool(tmp_path: Path) -> None:
                 "substrate": sub.url,
                 "atespace": "pools",
                 "worker_pools": {"fast": 1, "slow": 1},
+                "metrics_url": f"{sub.url}/metrics",  # server figures, per pool too
             },
+            server={"interval_seconds": 1.0},
             script="smoke",
             population={
                 "kind": "turnover",
@@ -76,7 +78,9 @@ async def test_every_actor_stays_on_its_pool(tmp_path: Path) -> None:
             assert isinstance(population, TurnoverPopulation)
             population.tick_ns = TICK_NS
             await run.fill()
-            _, _, reason = await run.hold(HOLD)
+            start, end, reason = await run.hold(HOLD)
+            assert run.server is not None
+            await run.server.cut(start, end, index=0, level=1.0)  # as the CLI's run does
             run.finish("completed" if reason is None else "failed", reason)
         placements = sub.debug_workers()["placements"]
         families = {f.name: f for f in text_string_to_metric_families(scrape(sub.url))}
@@ -98,6 +102,11 @@ async def test_every_actor_stays_on_its_pool(tmp_path: Path) -> None:
     assert {(s.labels["pool"], s.labels["state"]) for s in workers} == {
         (pool, state) for pool in POOLS for state in ("busy", "free")
     }
+    # So do the run's server figures (server_summary.json): each pool's own wake series.
+    server = json.loads((run.result.run_dir / "server_summary.json").read_text())
+    figures = server["steady"]["figures"]
+    for pool in POOLS:
+        assert figures[f"wakes_{pool}_router"]["increase"] > 0, sorted(figures)
     # Rows carry the pool beside the overall wake row, which keeps its name.
     rows = {
         json.loads(line)["metric"]: json.loads(line)["measurements"]
