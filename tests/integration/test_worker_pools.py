@@ -143,5 +143,26 @@ async def test_a_missing_pool_is_refused_in_one_line_on_both_wires(tmp_path: Pat
         finally:
             await json_wire.aclose()
             await ate_wire.aclose()
+        # A run whose worker_pools name that pool ends at once, in one line, replacing nothing.
+        params = RunParams(
+            target={"substrate": sub.url, "worker_pools": "gpu:1", "atespace": "lost-run"},
+            script="smoke",
+            population={"kind": "closed", "sessions": 2},
+            think_scale=0.05,
+            out=str(tmp_path),
+            name="lost-pool",
+        )
+        run = Run(params, handle_signals=False)
+        async with run:
+            await run.preflight()
+            await run.register()
+            await run.fill()
+            _, _, reason = await run.hold(20.0)
+            run.finish("completed" if reason is None else "failed", reason)
+        assert run.result is not None and run.result.status == "failed"
+        lines.append(run.result.reason or "")
+        assert lines[-1].startswith("misconfigured: "), lines[-1]
+        assert run.engine is not None
+        assert all(s.generation == 0 for s in run.engine.population.sessions)  # none replaced
     for line in lines:  # one line, naming what was asked and what there is
         assert "\n" not in line and NO_POOL_MATCH in line and "gpu" in line and "fast" in line
