@@ -1,7 +1,8 @@
 """The Substrate interface over HTTP (docs/SPEC.md §2): control calls with httpx, router requests
 through the router client, the one small class the hot path goes through: FastRouterClient
-(router_client.py, a lean keep-alive HTTP/1.1 client) for http:// routers, the aiohttp
-`RouterClient` below otherwise. Paths and header names come from protocol.py.
+(router_client.py, a lean keep-alive HTTP/1.1 client) for http:// and https:// routers (its
+TLS settings: router_tls.py). The aiohttp `RouterClient` below is what bench/ compares it
+with. Paths and header names come from protocol.py.
 
 Every failure becomes a SubstrateError: an error body's code and message when the server
 answered, `from_router` true for control answers and router verdicts (`x-ate-router: 1`),
