@@ -54,7 +54,12 @@ def _tls_only(value: str | None, info: ValidationInfo) -> str | None:
 def _router_tls_only(value: str | None, info: ValidationInfo) -> str | None:
     if not value:
         return None
-    if not (info.data.get("router") or "").startswith("https://"):
+    # The router is target.router, or on the json wire without one the control URL itself.
+    data = info.data
+    router = data.get("router")
+    if router is None and wire_of(data.get("protocol"), data.get("substrate")) == "json":
+        router = data.get("substrate")
+    if not (router or "").startswith("https://"):
         raise ValueError("router TLS settings apply to an https:// router (target.router)")
     return value
 

@@ -147,3 +147,15 @@ def test_the_store_keeps_an_actors_selector_and_pool(tmp_path: Path) -> None:
     saved = {s.name: s for s in persist.scan(tmp_path)}
     assert (saved["a"].selector, saved["a"].pool) == ({"pool": "fast"}, "fast")
     assert (saved["b"].selector, saved["b"].pool) == ({}, None)
+
+
+def test_router_tls_settings_need_an_https_router() -> None:
+    one_server = parse_params({"target": {"substrate": "https://s.test", "router_ca_file": "ca"}})
+    assert one_server.target.router_ca_file == "ca"  # the json wire's router is that URL
+    for target in (
+        {"substrate": "http://s.test", "router_ca_file": "ca"},
+        {"substrate": "https://s.test", "router": "http://r.test", "router_ca_file": "ca"},
+        {"router_server_name": "r.test"},  # the embedded substrate's router is http://
+    ):
+        with pytest.raises(UsageError, match=r"apply to an https:// router"):
+            parse_params({"target": target})
