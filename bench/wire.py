@@ -7,6 +7,7 @@ core 0.
   .venv/bin/python bench/wire.py --quick           # about 40 s (what bench/run.py --quick runs)
   .venv/bin/python bench/wire.py --json            # one JSON object on stdout
   .venv/bin/python bench/wire.py --write-results   # also rewrites bench/RESULTS.md's section
+  .venv/bin/python bench/wire.py --tls [--quick] [--write-results]   # https vs http, ~1 min
 
 Two paths; in each, the wires alternate in short slices inside one generator process
 (json, ate | ate, json | ...), so both meet the same machine:
@@ -23,6 +24,12 @@ rate. On a quiet machine the generator's core is the bottleneck and both figures
 shared one the target's core is often busy with other work, the generator idles, and req/s
 swings by 2x from one second to the next, so the goal is judged on requests per CPU-second (what the
 wire form costs the generator), with req/s beside it.
+
+`--tls` (issue 20) measures the router call of the JSON wire over an https:// router against
+plain http, the same way (alternating slices in one generator process, per CPU-second): one
+nginx worker answers the same ping on a plain port and a TLS 1.3 port
+(bench/nginx/wire-tls.conf.template, a certificate from tests/integration/ate_pki.py's CA).
+Goal: TLS keeps at least 70 % of plain HTTP's requests per CPU-second.
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ GEN_CORE, TARGET_CORE = "0", "1"
 TEMPLATE = HERE / "nginx" / "wire.conf.template"
 ANSWER = "agentsession-agentsession-agents"  # what the template answers on both wires
 GOAL = 0.8
+TLS_TEMPLATE = HERE / "nginx" / "wire-tls.conf.template"
+TLS_GOAL = 0.7
+TLS_PAIR = ("http", "https")
 WIRES = ("json", "ate")
 MODES = ("client", "engine")
 
@@ -235,16 +245,65 @@ async def engine_slices(url: str, concurrency: int, seconds: float, slices: int)
     return out
 
 
+async def tls_slices(
+    url: str, tls_url: str, ca: str, concurrency: int, seconds: float, slices: int
+) -> dict:
+    """`HttpSubstrate.request` against a plain and a TLS router (the same nginx), alternating
+    in slices within this one process, as client_slices does for the two wires."""
+    from generators import PING_BODY, POOL
+
+    from agentsession_core.substrate.http import HttpSubstrate
+    from agentsession_core.substrate.router_tls import RouterTls
+
+    substrates = {
+        "http": HttpSubstrate(url),
+        "https": HttpSubstrate(url, tls_url, router_tls=RouterTls(ca_file=ca)),
+    }
+    tallies = {name: Tally() for name in TLS_PAIR}
+    counted, counting = [0], [False]
+    for substrate in substrates.values():
+        substrate.router.max_connections = POOL
+        await check(substrate, "json")
+    try:
+        for i in range(slices):
+            for name in TLS_PAIR if i % 2 == 0 else TLS_PAIR[::-1]:
+                substrate = substrates[name]
+
+                async def worker(substrate: Any = substrate) -> None:
+                    while True:
+                        await substrate.request("bench", "agent-0", "ping", json=PING_BODY)
+                        if counting[0]:
+                            counted[0] += 1
+
+                tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
+                try:
+                    await timed_slice(tallies[name], counted, seconds, 0.3, counting)
+                finally:
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        for substrate in substrates.values():
+            await substrate.aclose()
+    return {name: tally.summary() for name, tally in tallies.items()}
+
+
 def generate(argv: list[str]) -> int:
     import uvloop
 
     parser = argparse.ArgumentParser(prog="wire.py gen")
-    parser.add_argument("mode", choices=MODES)
+    parser.add_argument("mode", choices=(*MODES, "tls"))
     parser.add_argument("--url", required=True)
+    parser.add_argument("--tls-url")
+    parser.add_argument("--ca")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=1.5)
     parser.add_argument("--slices", type=int, default=6)
     a = parser.parse_args(argv)
+    if a.mode == "tls":
+        job = tls_slices(a.url, a.tls_url, a.ca, a.concurrency, a.seconds, a.slices)
+        print(json.dumps({"mode": a.mode, **uvloop.run(job)}), flush=True)
+        return 0
     job = client_slices if a.mode == "client" else engine_slices
     result = uvloop.run(job(a.url, a.concurrency, a.seconds, a.slices))
     print(json.dumps({"mode": a.mode, **result}), flush=True)
@@ -256,8 +315,8 @@ def pinned(cmd: list[str]) -> list[str]:
     return ["taskset", "-c", GEN_CORE, *cmd] if shutil.which("taskset") else cmd
 
 
-def one(mode: str, url: str, seconds: float, slices: int, concurrency: int) -> dict:
-    cmd = [PY, str(Path(__file__).resolve()), "gen", mode, "--url", url]
+def one(mode: str, url: str, seconds: float, slices: int, concurrency: int, *extra: str) -> dict:
+    cmd = [PY, str(Path(__file__).resolve()), "gen", mode, "--url", url, *extra]
     cmd += ["--seconds", str(seconds), "--slices", str(slices), "--concurrency", str(concurrency)]
     budget = 2 * slices * (seconds + 3) + 60
     done = subprocess.run(pinned(cmd), capture_output=True, text=True, timeout=budget)
@@ -301,6 +360,126 @@ def measure(quick: bool, concurrency: int = 64) -> dict[str, Any]:
 
     out["machine"] = machine()
     return out
+
+
+def measure_tls(quick: bool, concurrency: int = 64) -> dict[str, Any]:
+    """The router call over https against http, alternating in slices; the https/http ratio."""
+    import tempfile
+
+    from nginx_target import free_port, nginx_target
+
+    sys.path.insert(0, str(HERE.parent))
+    from tests.integration.ate_pki import make_pki
+
+    seconds, slices = (1.5, 4) if quick else (2.0, 10)
+    started = time.monotonic()
+    out: dict[str, Any] = {
+        "mode": "quick" if quick else "full",
+        "concurrency": concurrency,
+        "slice_seconds": seconds,
+        "slices": slices,
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
+        pki = make_pki(Path(tmp))
+        # The router certificate names a service; the client checks it as 127.0.0.1 here,
+        # so the bench's own certificate carries that address (made by the same CA).
+        cert, key = _loopback_certificate(Path(tmp))
+        tls_port = free_port()
+        template = Path(tmp) / "wire-tls.conf.template"
+        template.write_text(
+            TLS_TEMPLATE.read_text()
+            .replace("@TLS_PORT@", str(tls_port))
+            .replace("@CERT@", str(cert))
+            .replace("@KEY@", str(key))
+        )
+        with nginx_target(int(TARGET_CORE), template=template) as url:
+            tls_url = f"https://127.0.0.1:{tls_port}"
+            say(f"wire --tls: {slices} slices of {seconds:g} s each, http and https alternating")
+            extra = ("--tls-url", tls_url, "--ca", str(pki.ca))
+            result = one("tls", url, seconds, slices, concurrency, *extra)
+    for name in TLS_PAIR:
+        figures = result[name]
+        out[f"{name}_rps"] = round(figures["rps"], 1)
+        out[f"{name}_rps_all"] = figures["slices_rps"]
+        out[f"{name}_per_cpu_s"] = round(figures["per_cpu_s"], 1)
+        out[f"{name}_cpu"] = round(figures["cpu_fraction"], 3)
+    out["ratio"] = round(out["https_rps"] / out["http_rps"], 3)
+    out["cpu_ratio"] = round(out["https_per_cpu_s"] / out["http_per_cpu_s"], 3)
+    out["goal_met"] = out["cpu_ratio"] >= TLS_GOAL
+    out["seconds_taken"] = round(time.monotonic() - started, 1)
+    out["date"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    from run import machine
+
+    out["machine"] = machine()
+    return out
+
+
+def _loopback_certificate(root: Path) -> tuple[Path, Path]:
+    """A serving certificate for 127.0.0.1 signed by make_pki's CA (ca.crt / ca.key)."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    ca_cert = x509.load_pem_x509_certificate((root / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((root / "ca.key").read_bytes(), None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench-router")]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    )
+    cert_path, key_path = root / "bench-router.crt", root / "bench-router.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def render_tls(r: dict[str, Any], command: str) -> str:
+    def rate(name: str) -> str:
+        return (
+            f"{r[f'{name}_rps']:,.0f} req/s (CPU {r[f'{name}_cpu']:.0%}); "
+            f"{r[f'{name}_per_cpu_s']:,.0f} per CPU-s"
+        )
+
+    verdict = "met" if r["cpu_ratio"] >= TLS_GOAL else "NOT met"
+    runs = f"http {r['http_rps_all']}, https {r['https_rps_all']}"
+    ratio = f"**{r['cpu_ratio']:.0%}** ({verdict}); req/s {r['ratio']:.0%}"
+    return f"""## Router over TLS: https:// against http://, same target, one core each
+
+Run {r["date"]} ({r["mode"]} mode, `{command}`, {r["seconds_taken"]:.0f} s) on {r["machine"]}.
+One private nginx worker (`bench/nginx/wire-tls.conf.template`, core 1) answered the JSON
+wire's ping with the same fixed answer on a plain port and on a TLS 1.3 port (ECDSA P-256
+certificate from the tests' CA). One generator process pinned to core 0, {r["concurrency"]}
+concurrent workers calling `HttpSubstrate.request` (FastRouterClient, keep-alive: each
+connection's handshake is paid once, every request pays for its records); the two routers
+alternate ({r["slices"]} slices of {r["slice_seconds"]:g} s each, http first then https first,
+after a warm-in), so both meet the same machine, which other work shares: the figures are a
+side-by-side ratio from one run, not absolute rates.
+Goal: https keeps at least {TLS_GOAL:.0%} of http's requests per CPU-second of the generator.
+
+| path | http:// router | https:// router | https / http | slices (req/s) |
+|---|---|---|---|---|
+| router call: `HttpSubstrate.request` | {rate("http")} | {rate("https")} | {ratio} | {runs} |
+"""
 
 
 def render(r: dict[str, Any], command: str) -> str:
@@ -364,7 +543,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--write-results", action="store_true", help="rewrite the wire section of RESULTS.md"
     )
+    parser.add_argument("--tls", action="store_true", help="https vs http router instead")
     args = parser.parse_args(argv)
+    if args.tls:
+        result = measure_tls(args.quick)
+        command = "python bench/wire.py --tls" + (" --quick" if args.quick else "")
+        if args.write_results:
+            write_section("wire-tls", render_tls(result, command))
+            say(f"wrote {RESULTS}")
+        print(json.dumps(result) if args.json else render_tls(result, command))
+        return 0 if result["goal_met"] else 1
     result = measure(args.quick)
     command = "python bench/wire.py" + (" --quick" if args.quick else "")
     if args.write_results:

@@ -13,10 +13,11 @@ from agentsession_core.substrate.local.ate_control import GrpcTls
 from agentsession_core.substrate.local.fault_rules import LANGUAGE, parse_rules
 from agentsession_core.substrate.local.server import (
     DEFAULT_TEMPLATE,
+    RouterTlsServing,
     ServerConfig,
     serve_forever,
 )
-from agentsession_core.substrate.protocol import TOKEN_ENV
+from agentsession_core.substrate.protocol import POOL_NAME_PATTERN, POOL_NAME_RULE, TOKEN_ENV
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,7 +33,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    serve.add_argument("--workers", type=int, default=8)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes (default 8; with --pool: their sum)",
+    )
+    serve.add_argument(
+        "--pool",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="a worker pool of N workers labelled pool=NAME (repeatable); actors are placed by "
+        "their worker selector and stay on their pool",
+    )
     serve.add_argument(
         "--store",
         type=Path,
@@ -88,6 +102,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="FILE",
         help="PEM CA: require client certificates it signed on the gRPC port (mTLS)",
+    )
+    serve.add_argument(
+        "--router-tls-cert",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="PEM certificate chain: also serve the router (and the JSON control API) over "
+        "TLS, on a port of its own (printed as 'router (TLS) on https://...')",
+    )
+    serve.add_argument(
+        "--router-tls-key", type=Path, default=None, metavar="FILE", help="its PEM private key"
+    )
+    serve.add_argument(
+        "--router-client-ca",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="PEM CA: require client certificates it signed on the TLS router port (mTLS)",
     )
     serve.add_argument("--park-timeout", type=float, default=30.0, metavar="SECONDS")
     serve.add_argument("--max-op-size", default="256Mi", help="per-op size cap")
@@ -160,6 +192,23 @@ def parse_templates(specs: list[str]) -> dict[tuple[str, str], int | None]:
     return templates
 
 
+def parse_pools(specs: list[str]) -> dict[str, int]:
+    """`--pool NAME=N` flags as {name: workers}; the error names the flag."""
+    pools: dict[str, int] = {}
+    for spec in specs:
+        where = f"--pool {spec!r}"
+        name, eq, count = spec.partition("=")
+        name = name.strip()
+        if not eq or not count.strip().isdigit() or int(count) < 1:
+            raise UsageError(f"{where}: expected NAME=N with N workers, at least 1 (e.g. fast=2)")
+        if not POOL_NAME_PATTERN.match(name):
+            raise UsageError(f"{where}: the pool name must be {POOL_NAME_RULE}")
+        if name in pools:
+            raise UsageError(f"{where}: pool {name!r} given twice")
+        pools[name] = int(count)
+    return pools
+
+
 def parse_grpc_port(text: str) -> int | None:
     if text.strip().lower() == "none":
         return None
@@ -194,6 +243,20 @@ def grpc_tls(args: argparse.Namespace, port: int | None) -> GrpcTls | None:
     )
 
 
+def router_tls(args: argparse.Namespace) -> RouterTlsServing | None:
+    cert, key, ca = args.router_tls_cert, args.router_tls_key, args.router_client_ca
+    if cert is None and key is None and ca is None:
+        return None
+    if cert is None or key is None:
+        raise UsageError("router TLS needs both --router-tls-cert and --router-tls-key")
+    serving = RouterTlsServing(cert, key, ca)
+    try:
+        serving.context()  # refused here, in one line, before anything starts
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--router-tls-cert/--router-tls-key/--router-client-ca: {exc}") from None
+    return serving
+
+
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if args.token is not None:
         # Kept as a flag so that it is refused by name: without it argparse would take
@@ -202,7 +265,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             "--token: a token on the command line is visible in the process list; set "
             f"{TOKEN_ENV}, or give --token-file FILE"
         )
-    if args.workers < 1:
+    pools = parse_pools(args.pool)
+    if pools and args.workers is not None and args.workers != sum(pools.values()):
+        raise UsageError(
+            f"--workers {args.workers}: with --pool the workers are the pools' "
+            f"{sum(pools.values())}; leave --workers out"
+        )
+    workers = sum(pools.values()) if pools else (8 if args.workers is None else args.workers)
+    if workers < 1:
         raise UsageError(f"--workers {args.workers}: need at least 1")
     if args.park_timeout <= 0:
         raise UsageError(f"--park-timeout {args.park_timeout}: must be > 0")
@@ -219,7 +289,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     return ServerConfig(
         host=args.host,
         port=args.port,
-        workers=args.workers,
+        workers=workers,
+        pools=pools,
         store=args.store,
         templates=parse_templates(args.template),
         token=_token(args.token_file) or os.environ.get(TOKEN_ENV) or None,
@@ -232,6 +303,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         seed=args.seed,
         grpc_port=grpc_port,
         grpc_tls=grpc_tls(args, grpc_port),
+        router_tls=router_tls(args),
         max_buffered_bytes=buffered,
         faults=[rule.strip() for rule in args.fault],
         fault_seed=args.fault_seed,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from agentsession_core.engine.failure_log import FailureLog
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.worker_pools import PoolDraw
 from agentsession_core.log_limit import LogLimiter
 from agentsession_core.measure.health import DISPATCH_LAG_ROW
 from agentsession_core.substrate.errors import SubstrateError
@@ -99,11 +100,14 @@ class RunContext:
     # When the steady load starts (see steady_start); set by a shard of a sharded run.
     common_t0: Callable[[], Awaitable[int]] | None = None
     dispatch_lag: Row = field(init=False)
+    # Each actor name's worker pool (target.worker_pools; None: no pools, no selector).
+    pools: PoolDraw | None = field(init=False)
 
     def __post_init__(self) -> None:
         # How late the loop wakes a sleeper past its intended time: the generator-health
         # signal that judges a window void (telemetry.GeneratorHealth).
         self.dispatch_lag = self.recorder.row(*DISPATCH_LAG_ROW)
+        self.pools = PoolDraw.of(self.params.seed, self.params.target.worker_pools)
 
     async def steady_start(self) -> int:
         """The intended start of the steady load (the fill is done): now, or in a sharded run
@@ -170,7 +174,7 @@ class RunContext:
 
 def credential_refused_line(exc: SubstrateError, where: str) -> str:
     """The one line that ends a run whose credential the substrate refused."""
-    who = f"the router (HTTP {exc.status})" if exc.status else "the control API"
+    who = exc.by or (f"the router (HTTP {exc.status})" if exc.status else "the control API")
     check = exc.check or (
         "target.token (or AGENTSESSION_TOKEN, or the Secret block target.token_secret names), "
         "target.token_file, or the client certificate (target.cert_file/key_file)"

@@ -172,12 +172,17 @@ class Session(Recovery):
         ctx = self.ctx
         namespace, template = ctx.params.target.template_ref
         retrying = ctx.ledger.creating(self.actor)
+        # The name's pool, the same whenever this name is created (docs/SPEC.md §2.6); no
+        # pools, no selector argument at all.
+        pool = {} if ctx.pools is None else {"worker_selector": ctx.pools.selector(self.actor)}
         try:
             await self._booked(
                 CONTROL_KIND,
                 "CreateActor",
                 intended_ns,
-                lambda: ctx.substrate.create_actor(ctx.atespace, self.actor, namespace, template),
+                lambda: ctx.substrate.create_actor(
+                    ctx.atespace, self.actor, namespace, template, **pool
+                ),
             )
         except SubstrateError as exc:
             if retrying and exc.code == "ALREADY_EXISTS":
@@ -288,6 +293,8 @@ class Session(Recovery):
         rows = []
         if time_to_wake:
             rows.append((self.row(*TIME_TO_WAKE_ROW), intended_ns))
+            if self.ctx.pools is not None:  # beside it, per pool, so a slow pool shows
+                rows.append((self.row(*self.ctx.pools.wake_row(self.actor)), intended_ns))
         population = self.ctx.params.population
         if population.resume_mode == "explicit" and population.lifecycle_mode != "none":
             sent = now_ns()

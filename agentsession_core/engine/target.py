@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agentsession_core.engine.params import TargetParams
+from agentsession_core.engine.worker_pools import split_workers
 from agentsession_core.errors import UsageError
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.interface import Substrate
 from agentsession_core.substrate.local.launcher import LocalSubstrate
+from agentsession_core.substrate.router_tls import RouterTls
 
 log = logging.getLogger("agentsession")
 
@@ -23,15 +25,24 @@ log = logging.getLogger("agentsession")
 async def local_substrate(target: TargetParams, log_path: Path) -> AsyncIterator[LocalSubstrate]:
     """An embedded local substrate for the run."""
     with tempfile.TemporaryDirectory(prefix="agentsession-store-") as store:
+        # One pool per entry, local_workers split by weight (docs/SPEC.md §2.6).
+        pools = split_workers(target.local_workers, target.worker_pools or {}) or None
         local = LocalSubstrate(
             workers=target.local_workers,
+            pools=pools,
             store=store,
             token=target.token,
             log_path=log_path,
             start_timeout=target.local_start_timeout_seconds,
         )
         async with local:
-            log.info("local substrate on %s (%d workers)", local.url, target.local_workers)
+            shown = ", ".join(f"{name}={n}" for name, n in (pools or {}).items())
+            log.info(
+                "local substrate on %s (%d workers%s)",
+                local.url,
+                target.local_workers,
+                f" in pools {shown}" if shown else "",
+            )
             yield local
 
 
@@ -50,6 +61,18 @@ def local_endpoints(local: LocalSubstrate, target: TargetParams) -> tuple[str, s
     return str(grpc_url), local.url
 
 
+def router_tls(target: TargetParams) -> RouterTls | None:
+    """The https:// router's TLS settings (docs/SPEC.md §2.2); None for an http:// one."""
+    if not (target.router or target.substrate or "").startswith("https://"):
+        return None
+    return RouterTls(
+        ca_file=target.router_ca_file,
+        cert_file=target.router_cert_file,
+        key_file=target.router_key_file,
+        server_name=target.router_server_name,
+    )
+
+
 def client_for(target: TargetParams, control: str, router: str | None) -> Substrate:
     """The Substrate client for `target`'s wire form at these URLs."""
     timeout = target.request_timeout_seconds
@@ -61,6 +84,7 @@ def client_for(target: TargetParams, control: str, router: str | None) -> Substr
             control_timeout=timeout,
             router_timeout=timeout,
             max_answer_bytes=target.max_answer_bytes,
+            router_tls=router_tls(target),
         )
     # Imported here: only ate runs pay for loading gRPC.
     from agentsession_core.substrate.ate.substrate import AteSubstrate
@@ -79,6 +103,7 @@ def client_for(target: TargetParams, control: str, router: str | None) -> Substr
         control_timeout=timeout,
         router_timeout=timeout,
         max_answer_bytes=target.max_answer_bytes,
+        router_tls=router_tls(target),
     )
 
 

@@ -1,12 +1,16 @@
 """Where the load goes: the substrate's URLs, its wire form (ate or json), credentials and
-TLS files, the template, the embedded local substrate's size. A section of RunParams."""
+TLS files (the control API's and the router's), the template, the worker pools, the embedded
+local substrate's size. A section of RunParams."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from agentsession_core.engine.param_types import (
@@ -21,7 +25,12 @@ from agentsession_core.engine.param_types import (
     WireForm,
 )
 from agentsession_core.errors import clip
-from agentsession_core.substrate.protocol import ATE_API_SERVER_NAME, ATE_SCHEMES
+from agentsession_core.substrate.protocol import (
+    ATE_API_SERVER_NAME,
+    ATE_SCHEMES,
+    POOL_NAME_PATTERN,
+    POOL_NAME_RULE,
+)
 from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES
 
 
@@ -42,6 +51,51 @@ def _tls_only(value: str | None, info: ValidationInfo) -> str | None:
     return value
 
 
+def _router_tls_only(value: str | None, info: ValidationInfo) -> str | None:
+    if not value:
+        return None
+    # The router is target.router, or on the json wire without one the control URL itself.
+    data = info.data
+    router = data.get("router")
+    if router is None and wire_of(data.get("protocol"), data.get("substrate")) == "json":
+        router = data.get("substrate")
+    if not (router or "").startswith("https://"):
+        raise ValueError("router TLS settings apply to an https:// router (target.router)")
+    return value
+
+
+def pool_weights(value: Any) -> dict[str, int] | None:
+    """`target.worker_pools` as {name: weight}: a mapping, or the platform's flag form
+    `name:weight,name:weight`; each entry checked, the refusal naming it (docs/SPEC.md §2.6)."""
+    if value is None or value == "" or value == {}:
+        return None
+    if isinstance(value, str):
+        entries: list[tuple[Any, Any]] = []
+        for part in value.split(","):
+            name, colon, text = part.strip().partition(":")
+            if not colon:
+                raise ValueError(f"entry {part.strip()!r}: expected name:weight (e.g. fast:3)")
+            entries.append((name.strip(), text.strip()))
+    elif isinstance(value, dict):
+        entries = list(value.items())
+    else:
+        raise ValueError("a mapping {pool: weight} or 'name:weight,name:weight'")
+    weights: dict[str, int] = {}
+    for name, given in entries:
+        shown = clip(str(name))
+        if not isinstance(name, str) or not POOL_NAME_PATTERN.match(name):
+            raise ValueError(f"pool {shown}: a pool name is {POOL_NAME_RULE}")
+        # The flag form's weights are text; a mapping's must be integers already (2.0, True
+        # and "2" from a YAML file are refused, not rounded or read).
+        weight = int(given) if isinstance(value, str) and given.isdigit() else given
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+            raise ValueError(f"pool {shown}: weight {clip(weight)} is not a positive integer")
+        if name in weights:
+            raise ValueError(f"pool {shown} given twice")
+        weights[name] = weight
+    return weights
+
+
 class TargetParams(Section):
     """Where the load goes. No substrate URL: an embedded local substrate is started."""
 
@@ -58,8 +112,23 @@ class TargetParams(Section):
         None,
         max_length=MAX_TEXT,
         validate_default=True,
-        description="router URL (http://); required with a grpc(s):// substrate, else only when "
-        "it differs from the control URL",
+        description="router URL (http:// or https://); required with a grpc(s):// substrate, "
+        "else only when it differs from the control URL",
+    )
+    router_ca_file: str | None = Field(
+        None, description="https:// router: CA bundle its certificate is checked against"
+    )
+    router_cert_file: str | None = Field(
+        None, description="https:// router: client certificate (mTLS)"
+    )
+    router_key_file: str | None = Field(
+        None, validate_default=True, description="https:// router: the client certificate's key"
+    )
+    router_server_name: str | None = Field(
+        None,
+        max_length=MAX_TEXT,
+        description="https:// router: the name sent as SNI and its certificate is checked "
+        "against, whatever address is dialled (none: the router URL's host)",
     )
     token: str | None = Field(
         None,
@@ -83,6 +152,12 @@ class TargetParams(Section):
         "whatever address is dialled (empty: the dialled host)",
     )
     template: str = Field("benchmark-workloads/glutton", description="actor template NS/NAME")
+    worker_pools: dict[str, int] | None = Field(
+        None,
+        description="worker pools by weight, {pool: weight} or 'name:weight,name:weight': each "
+        "actor name draws one pool for life and is created with the selector {pool: NAME} "
+        "(none: no selector of its own; the embedded substrate splits local_workers by weight)",
+    )
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
     local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
     local_start_timeout_seconds: Seconds = Field(
@@ -158,9 +233,35 @@ class TargetParams(Section):
         if value is None and substrate is not None:
             # The ate wire's router is an HTTP service apart from the gRPC control API.
             raise ValueError("required with the ate wire: the router's http:// URL")
-        if value is not None and not value.startswith("http://"):
-            raise ValueError(f"the ate wire's router client speaks http:// only, not {clip(value)}")
         return value
+
+    @field_validator("router_ca_file", "router_cert_file", "router_server_name")
+    @classmethod
+    def _router_tls(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _router_tls_only(value, info)
+
+    @field_validator("router_key_file")
+    @classmethod
+    def _router_key_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        value = _router_tls_only(value, info)
+        if (value is None) != (info.data.get("router_cert_file") is None):
+            raise ValueError("router mTLS needs both router_cert_file and router_key_file")
+        return value
+
+    @field_validator("worker_pools", mode="before")
+    @classmethod
+    def _worker_pools(cls, value: Any) -> dict[str, int] | None:
+        return pool_weights(value)
+
+    @model_validator(mode="after")
+    def _embedded_pools(self) -> TargetParams:
+        pools = self.worker_pools or {}
+        if self.substrate is None and len(pools) > self.local_workers:
+            raise ValueError(
+                f"target.worker_pools: {len(pools)} pools need at least as many "
+                f"target.local_workers, not {self.local_workers}"
+            )
+        return self
 
     @field_validator("token_file")
     @classmethod

@@ -44,15 +44,17 @@ from agentsession_core.judge.thresholds import (
     References,
     Threshold,
 )
-from agentsession_core.measure.health import HEALTH_KIND, is_request_row
+from agentsession_core.measure.health import HEALTH_KIND, counts_requests
 from agentsession_core.measure.server_metrics import ServerWindow
 from agentsession_core.measure.stats import (
+    BREAKDOWN_MARK,
     INTENDED_ROWS,
     ROUTER_KIND,
     TIME_TO_WAKE_ROW,
     RowKey,
     RowStats,
     Window,
+    is_breakdown,
 )
 
 Outcome = Literal["pass", "break", "void", "aborted"]
@@ -124,7 +126,11 @@ class WindowVerdict:
 
 # --------------------------------------------------------------------------- measuring
 def matches(key: RowKey, pattern: str) -> bool:
-    """Whether the row's name, or its metric name `<kind>_<name>`, matches `pattern`."""
+    """Whether the row's name, or its metric name `<kind>_<name>`, matches `pattern`. A
+    breakdown row (`TimeToWake:pool=fast`) only matches a pattern that names a label too,
+    so `rps_*` does not count its requests twice (stats.py)."""
+    if is_breakdown(key) and BREAKDOWN_MARK not in pattern:
+        return False
     kind, name = key
     return fnmatchcase(name, pattern) or fnmatchcase(f"{kind}_{name}", pattern)
 
@@ -133,7 +139,7 @@ def select(window: Window, pattern: str | None) -> RowStats:
     """Rows matching `pattern` (never the generator's own), merged; for None, every
     request row (not the load's own rows either)."""
     if pattern is None:
-        return window.aggregate(is_request_row)
+        return window.aggregate(counts_requests)
     return window.aggregate(lambda key: key[0] != HEALTH_KIND and matches(key, pattern))
 
 

@@ -24,7 +24,7 @@ import psutil
 
 from agentsession_core.measure.histogram import PERCENTILES
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
-from agentsession_core.measure.stats import LOAD_KINDS, RowKey, Window
+from agentsession_core.measure.stats import LOAD_KINDS, RowKey, Window, is_breakdown
 
 # The kind of every row this module books. They measure the generator, not the substrate, so
 # the CSVs, the Aggregated row and the judge's request rows leave them out.
@@ -42,6 +42,12 @@ VOID_FRACTION = 0.01
 def is_request_row(key: RowKey) -> bool:
     """A row of requests: not the generator's health, not the load's own shape."""
     return key[0] != HEALTH_KIND and key[0] not in LOAD_KINDS
+
+
+def counts_requests(key: RowKey) -> bool:
+    """A request row whose requests no other row counts (not a breakdown, stats.py): the
+    rows a total of requests adds up."""
+    return is_request_row(key) and not is_breakdown(key)
 
 
 class GeneratorHealth:
@@ -165,5 +171,6 @@ __all__ = [
     "LOOP_LAG_ROW",
     "VOID_FRACTION",
     "GeneratorHealth",
+    "counts_requests",
     "is_request_row",
 ]

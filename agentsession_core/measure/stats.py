@@ -49,6 +49,24 @@ BACKLOG_ROW: RowKey = ("turnover", "Backlog")
 RESIDENT_SHORTFALL_ROW: RowKey = ("turnover", "ResidentShortfall")
 INTENDED_ROWS: tuple[RowKey, ...] = (STEPS_DUE_ROW, ARRIVALS_ROW)
 
+# A breakdown row holds a subset of another row's requests, split by one label, and is
+# named after it: `TimeToWake:pool=fast` beside `TimeToWake` (docs/SPEC.md §5.1). Its
+# requests are already counted in the row it splits, so the Aggregated row, a window's
+# request totals and a threshold without ROWS leave it out, and a ROWS pattern selects it
+# only when the pattern names a label too (`TimeToWake:pool=*`).
+BREAKDOWN_MARK = ":"
+
+
+def breakdown(key: RowKey, label: str, value: str) -> RowKey:
+    """The row of `key`'s requests whose `label` is `value`."""
+    kind, name = key
+    return (kind, f"{name}{BREAKDOWN_MARK}{label}={value}")
+
+
+def is_breakdown(key: RowKey) -> bool:
+    return BREAKDOWN_MARK in key[1]
+
+
 # stats.jsonl carries p50 … p99_9 of the headline latency (docs/SPEC.md §7) and a shorter set
 # for service time and start lag, which are reported beside it (docs/SPEC.md §5.2).
 JSONL_PERCENTILES = percentiles_through("p99_9")
@@ -222,6 +240,7 @@ class Window:
 __all__ = [
     "ARRIVALS_ROW",
     "BACKLOG_ROW",
+    "BREAKDOWN_MARK",
     "CONTROL_KIND",
     "INTENDED_ROWS",
     "JSONL_PERCENTILES",
@@ -236,4 +255,6 @@ __all__ = [
     "RowKey",
     "RowStats",
     "Window",
+    "breakdown",
+    "is_breakdown",
 ]

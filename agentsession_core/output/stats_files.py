@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from agentsession_core.measure.health import HEALTH_KIND, is_request_row
+from agentsession_core.measure.health import HEALTH_KIND, counts_requests, is_request_row
 from agentsession_core.measure.histogram import PERCENTILES, LogHistogram, percentiles
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.stats import RowKey, RowStats, Window
@@ -130,7 +130,7 @@ def render_stats_csv(window: Window) -> str:
     rows = []
     entries = [
         *((k, s) for k, s in _request_rows(window)),
-        (("", AGGREGATED), window.aggregate(is_request_row)),
+        (("", AGGREGATED), window.aggregate(counts_requests)),
     ]
     for (kind, name), stats in entries:
         booked = _booked(stats)
@@ -281,7 +281,8 @@ class HistoryWriter:
                 records.append(record)
             if not is_request_row(key):
                 continue
-            this_second.merge(stats)
+            if counts_requests(key):
+                this_second.merge(stats)
             total = self._totals.setdefault(key, RowStats())
             total.merge(stats)
             out.append(self._line(second, users, key, stats, total))

@@ -21,6 +21,7 @@ from agentsession_core.substrate.protocol import (
     MESSAGE_FIELD,
     STALE_ASSIGNMENT_HEADER,
     router_says_actor_gone,
+    says_no_pool_matches,
 )
 
 
@@ -42,6 +43,8 @@ ANSWER_TOO_LARGE = "ANSWER_TOO_LARGE"
 # The ate router's 421 + `x-ate-assignment-stale: true`: the actor left the worker the router
 # picked before the request reached it, so the actor never saw the request.
 ASSIGNMENT_STALE = "ASSIGNMENT_STALE"
+
+HTTP_503 = "HTTP_503"  # the ate router's 503, whose text names the refusal
 
 # A refused credential: no retry can fix it, so the run stops (docs/SPEC.md §3.4).
 CREDENTIAL_CODES = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
@@ -66,6 +69,11 @@ def classify(code: str, status: int, *, from_router: bool, message: str = "") ->
         # actor that crashed must be replaced, not waited for.
         if code == "ABORTED" and "crashed" in message.lower():
             return FailureClass.REPLACE
+        # A worker selector no pool matches (target.worker_pools against a substrate without
+        # those pools): every wake of every actor would be refused the same way, and a
+        # replacement draws a pool from the same list (docs/SPEC.md §2.6).
+        if code in ("FAILED_PRECONDITION", HTTP_503) and says_no_pool_matches(message):
+            return FailureClass.MISCONFIGURED
         if code in _RETRY_LATER_CODES or status in _RETRY_LATER_STATUSES:
             return FailureClass.RETRY_LATER
         if code in ("ACTOR_NOT_FOUND", "NOT_FOUND", "FAILED_PRECONDITION"):
@@ -90,6 +98,7 @@ class SubstrateError(AgentsessionError):
         status: int = 0,
         from_router: bool = True,
         check: str | None = None,
+        by: str | None = None,
     ) -> None:
         super().__init__(f"{code} ({status}): {message}" if status else f"{code}: {message}")
         self.code = code
@@ -99,6 +108,8 @@ class SubstrateError(AgentsessionError):
         # For a refused credential: which parameter to check, when the client knows
         # ("target.token (AGENTSESSION_TOKEN or a --params file)"); None: say all of them.
         self.check = check
+        # Who refused, when the code alone does not say ("the router": a TLS handshake).
+        self.by = by
 
     @property
     def failure_class(self) -> FailureClass:
@@ -152,5 +163,8 @@ def ate_router_error(status: int, body: bytes, headers: Mapping[str, str]) -> Su
     if status == 503 and "crashed" in text.lower():
         # ResumeActor's ABORTED "crashed", passed on in the router's 503 with its status text.
         return SubstrateError("ABORTED", text, status=status)
+    if status == 503 and says_no_pool_matches(text):
+        # ResumeActor's FAILED_PRECONDITION for a selector no pool matches, in the 503's text.
+        return SubstrateError("FAILED_PRECONDITION", text, status=status)
     router = status in CREDENTIAL_STATUSES or status in _RETRY_LATER_STATUSES
     return SubstrateError(f"HTTP_{status}", text, status=status, from_router=router)

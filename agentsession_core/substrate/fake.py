@@ -111,6 +111,8 @@ class FakeSubstrate(Substrate):
         self.fail_wakes, self.crash_wakes = fail_wakes, crash_wakes
         self.max_actors = max_actors
         self.atespaces: set[str] = set()
+        # Each actor's worker selector as CreateActor gave it (docs/SPEC.md §2.6).
+        self.selectors: dict[tuple[str, str], dict[str, str]] = {}
         self.wakes = 0  # wakes that brought an actor to RUNNING
         self._actors: dict[tuple[str, str], _Actor] = {}
         self._rng = random.Random(seed)
@@ -153,7 +155,13 @@ class FakeSubstrate(Substrate):
 
     @_control_call
     async def create_actor(
-        self, atespace: str, name: str, template_namespace: str, template_name: str
+        self,
+        atespace: str,
+        name: str,
+        template_namespace: str,
+        template_name: str,
+        *,
+        worker_selector: Mapping[str, str] | None = None,
     ) -> ActorInfo:
         self._atespace(atespace)
         where = f"CreateActor in {atespace}"
@@ -169,6 +177,7 @@ class FakeSubstrate(Substrate):
         actor = _Actor(atespace, name, GluttonState(actor_target(atespace, name), limit))
         actor.idle.set()
         self._actors[(atespace, name)] = actor
+        self.selectors[(atespace, name)] = dict(worker_selector or {})
         return actor.info()
 
     @_control_call

@@ -1,7 +1,8 @@
 """The Substrate interface over HTTP (docs/SPEC.md §2): control calls with httpx, router requests
 through the router client, the one small class the hot path goes through: FastRouterClient
-(router_client.py, a lean keep-alive HTTP/1.1 client) for http:// routers, the aiohttp
-`RouterClient` below otherwise. Paths and header names come from protocol.py.
+(router_client.py, a lean keep-alive HTTP/1.1 client) for http:// and https:// routers (its
+TLS settings: router_tls.py). The aiohttp `RouterClient` below is what bench/ compares it
+with. Paths and header names come from protocol.py.
 
 Every failure becomes a SubstrateError: an error body's code and message when the server
 answered, `from_router` true for control answers and router verdicts (`x-ate-router: 1`),
@@ -16,6 +17,8 @@ with each is decided in errors.py, not here. Each answer's server time is noted 
 from __future__ import annotations
 
 import asyncio
+import ssl
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -40,8 +43,10 @@ from agentsession_core.substrate.op_limits import OP_LIMITS_FIELD, OpLimits
 from agentsession_core.substrate.protocol import (
     ASYNC_PARAM,
     ELAPSED_HEADER,
+    MATCH_LABELS_FIELD,
     PAGE_TOKEN_PARAM,
     TARGET_HEADER,
+    WORKER_SELECTOR_FIELD,
     actor_path,
     actor_target,
     actors_path,
@@ -49,6 +54,7 @@ from agentsession_core.substrate.protocol import (
     template_path,
 )
 from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES, FastRouterClient
+from agentsession_core.substrate.router_tls import RouterTls
 from agentsession_core.substrate.router_wire import router_answer, server_elapsed_us
 
 
@@ -141,14 +147,14 @@ def router_client(
     token: str | None = None,
     timeout: float = 120.0,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
-) -> RouterClient | FastRouterClient:
-    """The default router client: FastRouterClient for http:// (≈3× aiohttp's requests per
-    core, bench/RESULTS.md), aiohttp's RouterClient for anything else (https)."""
-    if base_url.startswith("http://"):
-        return FastRouterClient(
-            base_url, token=token, timeout=timeout, max_answer_bytes=max_answer_bytes
-        )
-    return RouterClient(base_url, token=token, timeout=timeout, max_answer_bytes=max_answer_bytes)
+    tls: RouterTls | None = None,
+) -> FastRouterClient:
+    """The router client: FastRouterClient, for http:// and https:// (≈3× aiohttp's requests
+    per core, bench/RESULTS.md; over TLS too, bench/wire.py). RouterClient above is the
+    aiohttp one the bench compares it with."""
+    return FastRouterClient(
+        base_url, token=token, timeout=timeout, max_answer_bytes=max_answer_bytes, tls=tls
+    )
 
 
 class HttpSubstrate:
@@ -164,17 +170,24 @@ class HttpSubstrate:
         control_timeout: float = 120.0,
         router_timeout: float = 120.0,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        router_tls: RouterTls | None = None,
     ) -> None:
         self.control_url = control_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # One server for both (no router URL of its own): the router's TLS settings are the
+        # control API's too.
+        verify: ssl.SSLContext | bool = True
+        if router_tls is not None and router_url is None:
+            verify = router_tls.context()
         self._control = httpx.AsyncClient(
-            base_url=self.control_url, headers=headers, timeout=control_timeout
+            base_url=self.control_url, headers=headers, timeout=control_timeout, verify=verify
         )
         self.router = router_client(
             router_url or control_url,
             token=token,
             timeout=router_timeout,
             max_answer_bytes=max_answer_bytes,
+            tls=router_tls,
         )
 
     async def _call(
@@ -212,6 +225,7 @@ class HttpSubstrate:
                 status=payload["status"],
                 worker=payload.get("worker"),
                 version=int(payload.get("version", 0)),
+                pool=payload.get("pool"),
             )
         except (KeyError, TypeError, ValueError):
             raise SubstrateError(BAD_BODY, f"not an actor: {str(payload)[:200]}") from None
@@ -228,16 +242,21 @@ class HttpSubstrate:
         await self._call("PUT", atespace_path(atespace))
 
     async def create_actor(
-        self, atespace: str, name: str, template_namespace: str, template_name: str
+        self,
+        atespace: str,
+        name: str,
+        template_namespace: str,
+        template_name: str,
+        *,
+        worker_selector: Mapping[str, str] | None = None,
     ) -> ActorInfo:
-        _, body = await self._call(
-            "POST",
-            actors_path(atespace),
-            json={
-                "name": name,
-                "template": {"namespace": template_namespace, "name": template_name},
-            },
-        )
+        request: dict[str, Any] = {
+            "name": name,
+            "template": {"namespace": template_namespace, "name": template_name},
+        }
+        if worker_selector:
+            request[WORKER_SELECTOR_FIELD] = {MATCH_LABELS_FIELD: dict(worker_selector)}
+        _, body = await self._call("POST", actors_path(atespace), json=request)
         return self._actor(body)
 
     async def get_actor(self, atespace: str, name: str) -> ActorInfo:

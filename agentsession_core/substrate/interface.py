@@ -16,6 +16,7 @@ all.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -60,6 +61,7 @@ class ActorInfo:
     status: str
     worker: str | None = None
     version: int = 0
+    pool: str | None = None  # the worker pool it runs on or is bound to, when the answer says
 
 
 @dataclass(slots=True)
@@ -81,8 +83,18 @@ class Substrate(Protocol):
     async def get_template(self, namespace: str, name: str) -> Template: ...
     async def ensure_atespace(self, atespace: str) -> None: ...
     async def create_actor(
-        self, atespace: str, name: str, template_namespace: str, template_name: str
-    ) -> ActorInfo: ...
+        self,
+        atespace: str,
+        name: str,
+        template_namespace: str,
+        template_name: str,
+        *,
+        worker_selector: Mapping[str, str] | None = None,
+    ) -> ActorInfo:
+        """`worker_selector`: the labels a worker must carry to run the actor ({pool: NAME},
+        docs/SPEC.md §2.6); None or empty: no selector of its own."""
+        ...
+
     async def get_actor(self, atespace: str, name: str) -> ActorInfo: ...
     async def list_actors(self, atespace: str) -> list[ActorInfo]: ...
     async def resume_actor(self, atespace: str, name: str) -> ActorInfo: ...

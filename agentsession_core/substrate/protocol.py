@@ -186,3 +186,29 @@ ROUTER_ACTOR_GONE = "actor {target} not found"
 def router_says_actor_gone(status: int, body: str) -> bool:
     """A 404 from the ate wire's router, not from the glutton inside the actor."""
     return status == 404 and "actor" in body.lower()
+
+
+# ---- worker pools (docs/SPEC.md §2.6) ----------------------------------------------------------
+# An actor's worker selector: the ate wire's Actor.worker_selector (a Selector, equality on
+# labels), the JSON wire's `worker_selector: {"match_labels": {...}}` on CreateActor and in
+# every actor answer. A pool's label becomes its workers' labels, under this key (the
+# platform's own spelling: the selector is {pool: NAME}).
+POOL_LABEL = "pool"
+WORKER_SELECTOR_FIELD = "worker_selector"
+MATCH_LABELS_FIELD = "match_labels"
+MAX_SELECTOR_LABELS = 10  # the platform takes 1–10 labels in a selector
+# A pool's name: a lowercase DNS-1123 label of at most 47 characters (the platform's deploy
+# scripts prefix it to make the WorkerPool's own name).
+POOL_NAME_PATTERN = re.compile(r"^[a-z0-9](?:[-a-z0-9]{0,45}[a-z0-9])?$")
+POOL_NAME_RULE = (
+    "a lowercase DNS-1123 label (a-z, 0-9, '-', starting and ending alphanumeric) "
+    "of at most 47 characters"
+)
+# ResumeActor's FAILED_PRECONDITION when no pool's workers carry the selector's labels (the
+# platform's words start the same way); a router passes it on in its 503's text. Never
+# cured by retrying or by a replacement: the run is misconfigured (errors.py).
+NO_POOL_MATCH = "no worker pool matches the template and actor selectors"
+
+
+def says_no_pool_matches(message: str) -> bool:
+    return NO_POOL_MATCH in message.lower()

@@ -38,11 +38,23 @@ Failures are SubstrateErrors exactly as RouterClient raises them (http.py): an e
 keeps its body's code and `from_router` from `x-ate-router: 1`; TRANSPORT for connection
 failures and malformed answers; TIMEOUT when the per-request deadline passes;
 ANSWER_TOO_LARGE for an answer over the cap.
+
+https:// (docs/SPEC.md §2.2): the same streams over TLS (asyncio's own, one SSL context per
+client from router_tls.RouterTls, the SNI and checked name its server_name or the URL's
+host; the Host header stays the URL's). A handshake that fails on the credentials (a CA that
+does not sign the router's certificate, a certificate for another name, an expired one, a
+client certificate missing or refused under mTLS) is UNAUTHENTICATED naming the setting to
+check (router_tls.refused), never a TRANSPORT failure retried on every request: seen in-line
+from the handshake's exception or the server's alert on the first read, or, when a fresh
+connection closed without a word, by one handshake of tls_check's (at most once per
+TLS_RECHECK_S).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
+import time
 from collections import deque
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -57,7 +69,9 @@ from agentsession_core.substrate.errors import (
 )
 from agentsession_core.substrate.interface import RouterResponse
 from agentsession_core.substrate.protocol import TARGET_HEADER
+from agentsession_core.substrate.router_tls import RouterTls, refused
 from agentsession_core.substrate.router_wire import router_answer
+from agentsession_core.substrate.tls_check import Diagnosis, diagnose, in_line
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers of one answer
 _DRAIN_ABOVE = 64 * 1024  # wait for the socket buffer only when a body is this large
@@ -69,6 +83,7 @@ DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
 # RFC 9110 §9.2.2: methods whose effect on the server is the same sent once or twice, so a
 # request whose fate is unknown may be repeated (docs/SPEC.md §2.2).
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+TLS_RECHECK_S = 5.0  # a handshake diagnosis is reused this long (a storm of failures makes one)
 
 
 class ProtocolError(Exception):
@@ -276,13 +291,21 @@ class FastRouterClient:
         timeout: float = 120.0,
         max_connections: int = 0,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        tls: RouterTls | None = None,
     ) -> None:
         url = urlsplit(base_url)
-        if url.scheme != "http" or not url.hostname:
-            raise ValueError(f"router URL {base_url!r}: only http://host[:port] is supported")
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"router URL {base_url!r}: only http(s)://host[:port] is supported")
+        if tls is not None and url.scheme != "https":
+            raise ValueError(f"router URL {base_url!r}: TLS settings need an https:// router")
         self.base_url = base_url.rstrip("/")
         self.host = url.hostname
-        self.port = url.port or 80
+        secure = url.scheme == "https"
+        self.port = url.port or (443 if secure else 80)
+        self.tls = (tls or RouterTls()) if secure else None
+        self._ssl = self.tls.context() if self.tls is not None else None
+        self._server_name = (self.tls.server_name if self.tls else None) or self.host
+        self._tls_verdict: tuple[float, Diagnosis | None] | None = None
         self.prefix = url.path.rstrip("/")
         self.timeout = timeout
         self.max_connections = max_connections
@@ -318,9 +341,18 @@ class FastRouterClient:
             if not self.max_connections or self._open < self.max_connections:
                 self._open += 1
                 try:
-                    reader, writer = await asyncio.open_connection(
-                        self.host, self.port, limit=MAX_HEAD_BYTES
-                    )
+                    if self._ssl is None:
+                        reader, writer = await asyncio.open_connection(
+                            self.host, self.port, limit=MAX_HEAD_BYTES
+                        )
+                    else:
+                        reader, writer = await asyncio.open_connection(
+                            self.host,
+                            self.port,
+                            limit=MAX_HEAD_BYTES,
+                            ssl=self._ssl,
+                            server_hostname=self._server_name,
+                        )
                 except BaseException:
                     self._open -= 1
                     self._wake_one()
@@ -467,9 +499,26 @@ class FastRouterClient:
                 ANSWER_TOO_LARGE, f"router {route}: {exc} (target.max_answer_bytes)"
             ) from None
         except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
+            if self.tls is not None and (diagnosis := await self._tls_diagnosis(exc)):
+                raise refused(diagnosis, route) from None
             raise SubstrateError(TRANSPORT, f"router {route}: {exc!r}") from None
         finally:
             deadlines.forget(task)
+
+    async def _tls_diagnosis(self, exc: BaseException) -> Diagnosis | None:
+        """Whether a failure on an https:// router is the credentials (the module's doc)."""
+        assert self.tls is not None
+        if isinstance(exc, ssl.SSLError):
+            return in_line(self.tls.settings(self.host, self.port), exc)
+        if not isinstance(exc, ClosedBeforeAnswer | ConnectionResetError):
+            return None
+        cached = self._tls_verdict
+        if cached is not None and time.monotonic() - cached[0] < TLS_RECHECK_S:
+            return cached[1]
+        settings = await asyncio.to_thread(self.tls.settings, self.host, self.port, read_ca=True)
+        verdict = await asyncio.to_thread(diagnose, settings)
+        self._tls_verdict = (time.monotonic(), verdict)
+        return verdict
 
     async def aclose(self) -> None:
         self._closed = True

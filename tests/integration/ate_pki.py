@@ -1,6 +1,8 @@
 """Certificates for the ate wire's TLS tests, made with `cryptography`: a CA, the control API's
 serving certificate (naming only the service, like the real API server's, never 127.0.0.1), a
-client certificate the CA signed, and a stranger: a client certificate from another CA.
+client certificate the CA signed, and a stranger: a client certificate from another CA; for
+the https router (docs/SPEC.md §2.2) its serving certificate (ROUTER_NAME) and expired ones,
+a router certificate and a client certificate, both signed by the CA.
 Use `make_pki(directory)` from a module-scoped fixture."""
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ class Pki:
     other_ca: Path
     stranger_cert: Path  # signed by other_ca
     stranger_key: Path
+    router_cert: Path  # names ROUTER_NAME only
+    router_key: Path
+    expired_router_cert: Path
+    expired_router_key: Path
+    expired_client_cert: Path
+    expired_client_key: Path
+
+
+ROUTER_NAME = "router.ate-system.svc"
 
 
 def _issue(
@@ -34,9 +45,12 @@ def _issue(
     stem: str,
     issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None,
     dns: str | None = None,
+    expired: bool = False,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
+    if expired:  # valid for an hour that ended a day ago
+        now -= datetime.timedelta(days=1, hours=1)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, stem)])
     builder = (
         x509.CertificateBuilder()
@@ -68,9 +82,18 @@ def make_pki(root: Path) -> Pki:
     _issue(root, "server", ca, dns=DEFAULT_SERVER_NAME)
     _issue(root, "client", ca, dns="bench.client")
     _issue(root, "stranger", other, dns="bench.client")
+    _issue(root, "router", ca, dns=ROUTER_NAME)
+    _issue(root, "expired-router", ca, dns=ROUTER_NAME, expired=True)
+    _issue(root, "expired-client", ca, dns="bench.client", expired=True)
     return Pki(
         *(root / f for f in ("ca.crt", "server.crt", "server.key", "client.crt", "client.key")),
         other_ca=root / "other-ca.crt",
         stranger_cert=root / "stranger.crt",
         stranger_key=root / "stranger.key",
+        router_cert=root / "router.crt",
+        router_key=root / "router.key",
+        expired_router_cert=root / "expired-router.crt",
+        expired_router_key=root / "expired-router.key",
+        expired_client_cert=root / "expired-client.crt",
+        expired_client_key=root / "expired-client.key",
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.substrate.ate.control import DEFAULT_SERVER_NAME
-from agentsession_core.substrate.ate.tls_check import TlsSettings, diagnose, looks_like_tls
+from agentsession_core.substrate.tls_check import TlsSettings, diagnose, looks_like_tls
 from tests.integration.ate_pki import Pki, make_pki
 
 

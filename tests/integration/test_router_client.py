@@ -24,6 +24,7 @@ from agentsession_core.substrate.errors import (
 )
 from agentsession_core.substrate.http import RouterClient
 from agentsession_core.substrate.router_client import FastRouterClient
+from agentsession_core.substrate.router_tls import RouterTls
 
 BIG = 4 * 1024 * 1024 + 17
 IDLE_408 = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
@@ -537,6 +538,9 @@ async def test_the_aiohttp_router_client_caps_answers_alike(server: Server, rout
         await c.aclose()
 
 
-def test_only_http_urls_are_accepted() -> None:
-    with pytest.raises(ValueError, match="only http://"):
-        FastRouterClient("https://example.invalid")
+def test_only_http_and_https_urls_are_accepted() -> None:
+    with pytest.raises(ValueError, match=r"only http\(s\)://"):
+        FastRouterClient("ftp://example.invalid")
+    with pytest.raises(ValueError, match="TLS settings need an https:// router"):
+        FastRouterClient("http://example.invalid", tls=RouterTls())
+    assert FastRouterClient("https://example.invalid").port == 443

@@ -37,7 +37,9 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["target.max_answer_bytes"] == "--max-answer-bytes"
     assert flags["target.local_start_timeout_seconds"] == "--local-start-timeout-seconds"
     assert flags["population.swap_pacing"] == "--swap-pacing"
-    assert len(flags) == 48
+    assert flags["target.worker_pools"] == "--worker-pools"
+    assert flags["target.router_ca_file"] == "--router-ca-file"
+    assert len(flags) == 53
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = capsys.readouterr().out

@@ -196,7 +196,16 @@ def test_ate_tls_and_token_file_fields() -> None:
     ("target", "population", "where"),
     [
         ({"substrate": "grpc://api.test:1"}, {}, "parameter target.router: required"),
-        ({**ATE, "router": "https://r.test"}, {}, "parameter target.router: the ate wire's"),
+        (
+            {**ATE, "router_ca_file": "ca"},
+            {},
+            "parameter target.router_ca_file: router TLS settings apply to an https:// router",
+        ),
+        (
+            {**ATE, "router": "https://r.test", "router_key_file": "k"},
+            {},
+            "parameter target.router_key_file: router mTLS needs both",
+        ),
         ({**ATE, "router": "grpc://r.test:1"}, {}, "parameter target.router: 'grpc://"),
         ({"substrate": "http://h:1", "protocol": "ate"}, {}, "parameter target.protocol: ate's"),
         ({**ATE, "protocol": "json"}, {}, "parameter target.protocol: json needs"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.judge.verdict import achieved
-from agentsession_core.measure.health import is_request_row
+from agentsession_core.measure.health import counts_requests, is_request_row
 from agentsession_core.measure.stats import (
     BACKLOG_ROW,
     RESIDENT_SHORTFALL_ROW,
@@ -78,8 +78,9 @@ def turnover_measurements(
     for (kind, name), stats in sorted(window.rows.items()):
         if not is_request_row((kind, name)) or not stats.count:
             continue
-        requests += stats.count
-        failures += stats.failures
+        if counts_requests((kind, name)):
+            requests += stats.count
+            failures += stats.failures
         out[f"{kind}_{name}_count"] = stats.count
         out[f"{kind}_{name}_failures"] = stats.failures
         out[f"{kind}_{name}_rps"] = stats.rps(duration)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -48,15 +48,15 @@ from agentsession_core.errors import UsageError
 from agentsession_core.substrate.ate import control_codec as codec
 from agentsession_core.substrate.ate.proto import ateapi_pb2 as pb
 from agentsession_core.substrate.ate.proto import ateapi_pb2_grpc as pb_grpc
-from agentsession_core.substrate.ate.tls_check import (
+from agentsession_core.substrate.errors import SubstrateError
+from agentsession_core.substrate.protocol import ATE_API_SERVER_NAME
+from agentsession_core.substrate.router_wire import ELAPSED_HEADER, server_elapsed_us
+from agentsession_core.substrate.tls_check import (
     Diagnosis,
     TlsSettings,
     diagnose,
     looks_like_tls,
 )
-from agentsession_core.substrate.errors import SubstrateError
-from agentsession_core.substrate.protocol import ATE_API_SERVER_NAME
-from agentsession_core.substrate.router_wire import ELAPSED_HEADER, server_elapsed_us
 
 DEFAULT_SERVER_NAME = ATE_API_SERVER_NAME
 DEFAULT_TLS_PORT = 443
@@ -189,9 +189,12 @@ class ControlClient:
         template_namespace: str,
         template_name: str,
         *,
+        worker_selector: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> Answer[pb.Actor]:
-        request = codec.create_actor_request(atespace, name, template_namespace, template_name)
+        request = codec.create_actor_request(
+            atespace, name, template_namespace, template_name, worker_selector
+        )
         return await self._call("CreateActor", request, timeout)
 
     async def get_actor(

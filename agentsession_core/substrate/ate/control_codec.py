@@ -9,6 +9,7 @@ SubstrateError with code BAD_BODY.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
@@ -65,14 +66,21 @@ def create_atespace_request(atespace: str) -> pb.CreateAtespaceRequest:
 
 
 def create_actor_request(
-    atespace: str, name: str, template_namespace: str, template_name: str
+    atespace: str,
+    name: str,
+    template_namespace: str,
+    template_name: str,
+    worker_selector: Mapping[str, str] | None = None,
 ) -> pb.CreateActorRequest:
-    return pb.CreateActorRequest(
-        actor=pb.Actor(
-            metadata=pb.ResourceMetadata(atespace=atespace, name=name),
-            actor_template=object_ref(template_namespace, template_name),
-        )
+    """Actor.worker_selector carries the actor's own selector ({pool: NAME}, docs/SPEC.md
+    §2.6); left unset without one, so the template's selector alone decides."""
+    actor = pb.Actor(
+        metadata=pb.ResourceMetadata(atespace=atespace, name=name),
+        actor_template=object_ref(template_namespace, template_name),
     )
+    if worker_selector:
+        actor.worker_selector.match_labels.update(worker_selector)
+    return pb.CreateActorRequest(actor=actor)
 
 
 def get_actor_request(atespace: str, name: str) -> pb.GetActorRequest:
@@ -169,6 +177,7 @@ def actor_info(actor: pb.Actor, *, atespace: str = "", name: str = "") -> ActorI
         status=actor_status(actor.status.state),
         worker=worker_name(actor),
         version=meta.version,
+        pool=actor.status.worker_assignment.worker_pool or None,
     )
 
 

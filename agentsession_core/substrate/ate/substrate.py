@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ from agentsession_core.substrate.protocol import (
 )
 from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES, FastRouterClient
 from agentsession_core.substrate.router_client import Answer as RouterAnswer
+from agentsession_core.substrate.router_tls import RouterTls
 from agentsession_core.substrate.router_wire import server_elapsed_us
 
 STALE_RESENDS = 2  # resends of a 421-stale request (3 sends in all), all at once
@@ -85,6 +87,7 @@ class AteSubstrate:
         control_timeout: float = DEFAULT_TIMEOUT,
         router_timeout: float = 120.0,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        router_tls: RouterTls | None = None,
     ) -> None:
         self.control_url = control_url
         self.control = ControlClient(
@@ -98,7 +101,11 @@ class AteSubstrate:
             timeout=control_timeout,
         )
         self.router = FastRouterClient(
-            router_url, token=token, timeout=router_timeout, max_answer_bytes=max_answer_bytes
+            router_url,
+            token=token,
+            timeout=router_timeout,
+            max_answer_bytes=max_answer_bytes,
+            tls=router_tls,
         )
         # What to check when the router refuses who we are: it gets the plain token only.
         if token:
@@ -134,9 +141,17 @@ class AteSubstrate:
                 raise
 
     async def create_actor(
-        self, atespace: str, name: str, template_namespace: str, template_name: str
+        self,
+        atespace: str,
+        name: str,
+        template_namespace: str,
+        template_name: str,
+        *,
+        worker_selector: Mapping[str, str] | None = None,
     ) -> ActorInfo:
-        answer = await self.control.create_actor(atespace, name, template_namespace, template_name)
+        answer = await self.control.create_actor(
+            atespace, name, template_namespace, template_name, worker_selector=worker_selector
+        )
         return codec.actor_info(self._noted(answer), atespace=atespace, name=name)
 
     async def get_actor(self, atespace: str, name: str) -> ActorInfo:

@@ -23,6 +23,14 @@ A request in flight is counted on its actor (begin_request / end_request), so a 
 or pause waits for it to finish rather than snapshotting under it. Waiting for a free
 worker is bounded by `park_timeout`: RESOURCE_EXHAUSTED past it (§2.4).
 
+Worker pools (docs/SPEC.md §2.6): an actor's worker selector picks the pool it may run on;
+one that no pool's workers match is refused at every wake with FAILED_PRECONDITION
+(protocol.NO_POOL_MATCH), as the platform's ResumeActor refuses it. Once an actor has run on a
+pool it stays there (`Actor.pool`): its snapshot is restored only on that pool's workers,
+as a micro-VM snapshot can only be restored on the CPU model it was taken on. Each actor's
+wakes are counted per pool (`placements`, kept after delete for the debug view), the
+substrate's own record of where every actor ran.
+
 Faults (docs/SPEC.md §2.4): every wake asks `faults` (faults.py) first, which may delay it,
 refuse it, or have its worker killed once it has loaded; every create asks it for room.
 What the store keeps across a restart (actor.json, the LIVE marker) is persist.py's.
@@ -38,6 +46,7 @@ import contextlib
 import sys
 import time
 import uuid
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,10 +59,17 @@ from agentsession_core.substrate.local.metrics import SubstrateCounters
 from agentsession_core.substrate.local.pool import Pool, WorkerProc
 from agentsession_core.substrate.local.protocol import WireError
 from agentsession_core.substrate.protocol import (
+    MATCH_LABELS_FIELD,
+    NO_POOL_MATCH,
     WORKER_ADMIN_PREFIX,
     WORKER_SECRET_HEADER,
+    WORKER_SELECTOR_FIELD,
     actor_target,
 )
+
+# Actors whose placements the debug view keeps after they are deleted, the oldest dropped
+# first: enough for a test or a short run to check every actor it made.
+PLACEMENTS_KEPT = 10_000
 
 
 @dataclass(eq=False)
@@ -73,6 +89,11 @@ class Actor:
     # What the ate wire's ResourceMetadata carries besides the name (ate_control.py).
     uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     created_ns: int = field(default_factory=time.time_ns)
+    # Its worker selector's labels (CreateActor), and the pool it is bound to once it has
+    # run on one (None: not yet, or the substrate has no pools).
+    selector: dict[str, str] = field(default_factory=dict)
+    pool: str | None = None
+    placements: Counter[str] = field(default_factory=Counter)  # wakes by the worker's pool
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -91,6 +112,9 @@ class Actor:
             "worker": where.name if where else None,
             "version": self.version,
             "template": {"namespace": self.template[0], "name": self.template[1]},
+            WORKER_SELECTOR_FIELD: {MATCH_LABELS_FIELD: dict(self.selector)},
+            "pool": self.pool,
+            "placements": dict(self.placements),
         }
 
 
@@ -111,6 +135,9 @@ class ActorLifecycle:
         self._session: aiohttp.ClientSession | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.metrics = SubstrateCounters()  # /metrics (metrics.py); hooks below bump it
+        # Every actor's wakes by pool, deleted ones too (the debug view): the same Counter
+        # objects as the actors' own `placements`.
+        self.placements: OrderedDict[str, Counter[str]] = OrderedDict()
 
     def bind(self, pool: Pool, session: aiohttp.ClientSession) -> None:
         """The server's worker pool and HTTP session, once it has started them (the pool
@@ -138,12 +165,19 @@ class ActorLifecycle:
         self.faults.check_create(len(self.actors))
         key = (actor.atespace, actor.name)
         self.actors[key] = actor  # before any await, so a second create of the name fails
+        self.keep_placements(actor)
         async with actor.lock:  # a DeleteActor racing the create waits for the record
             try:
                 await asyncio.to_thread(persist.record_actor, self.snapshot_dir(actor), actor)
             except BaseException:
                 self.actors.pop(key, None)
                 raise
+
+    def keep_placements(self, actor: Actor) -> None:
+        self.placements[actor.key] = actor.placements
+        self.placements.move_to_end(actor.key)
+        while len(self.placements) > PLACEMENTS_KEPT:
+            self.placements.popitem(last=False)
 
     def lookup(self, atespace: str, name: str, *, router: bool = False) -> Actor:
         """The actor; NOT_FOUND (control API) or the router's ACTOR_NOT_FOUND verdict."""
@@ -289,25 +323,52 @@ class ActorLifecycle:
             resumed = actor.status != "RUNNING"
             if resumed:
                 await self._resume_locked(actor, router=router)
-                self.metrics.woke(router=router)
+                assert actor.worker is not None
+                self.metrics.woke(router=router, pool=actor.worker.pool)
             assert actor.worker is not None
             return actor.worker, resumed
         finally:
             actor.lock.release()
 
+    def placement(self, actor: Actor, *, router: bool) -> str | None:
+        """The pool the actor may run on (None: any worker); FAILED_PRECONDITION when its
+        selector matches no pool's workers."""
+        have = ", ".join(self.pool.pools) or "none"
+        if actor.pool is not None:
+            if actor.pool in self.pool.pools:
+                return actor.pool
+            # A store reused by a substrate with other pools: the snapshot cannot move.
+            raise WireError(
+                "FAILED_PRECONDITION",
+                f"{NO_POOL_MATCH}: actor {actor.key}'s snapshot belongs to pool "
+                f"{actor.pool}, this substrate's pools: {have}",
+                router=router,
+            )
+        try:
+            return self.pool.pool_matching(actor.selector)
+        except KeyError:
+            raise WireError(
+                "FAILED_PRECONDITION",
+                f"{NO_POOL_MATCH}: actor {actor.key} selects {actor.selector}, "
+                f"this substrate's pools: {have}",
+                router=router,
+            ) from None
+
     async def _resume_locked(self, actor: Actor, *, router: bool) -> None:
         pool = self.pool
+        wanted = self.placement(actor, router=router)
         fault = await self.faults.before_wake(actor, router=router)
         before = actor.status
         actor.status = "RESUMING"
         try:
-            worker = await pool.acquire(actor.paused_on, self.park_timeout)
+            worker = await pool.acquire(actor.paused_on, self.park_timeout, wanted)
         except TimeoutError:
             actor.status = before
+            which = f"the {pool.pool_size(wanted)} workers of pool {wanted}" if wanted else None
             raise WireError(
                 "RESOURCE_EXHAUSTED",
                 f"no worker freed up for actor {actor.key} within the park timeout of "
-                f"{self.park_timeout}s ({pool.size} workers, all busy)",
+                f"{self.park_timeout}s ({which or f'{pool.size} workers'}, all busy)",
                 router=router,
             ) from None
         try:
@@ -336,6 +397,11 @@ class ActorLifecycle:
         actor.worker, actor.paused_on = worker, None
         actor.status = "RUNNING"
         actor.version += 1
+        actor.placements[worker.pool] += 1
+        if worker.pool and actor.pool is None:
+            # Bound for life: its snapshots can be restored on this pool's workers only.
+            actor.pool = worker.pool
+            await asyncio.to_thread(persist.record_actor, self.snapshot_dir(actor), actor)
         if fault.action == "crash":
             await self.faults.crash_on_wake(actor, worker, fault, router=router)
 

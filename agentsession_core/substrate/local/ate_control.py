@@ -48,7 +48,7 @@ from agentsession_core.substrate.ate.control_codec import MEMORY_LIMIT
 from agentsession_core.substrate.ate.proto import ateapi_pb2 as pb
 from agentsession_core.substrate.ate.proto import ateapi_pb2_grpc as pb_grpc
 from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
-from agentsession_core.substrate.local.protocol import WireError
+from agentsession_core.substrate.local.protocol import WireError, selector_labels
 from agentsession_core.substrate.op_limits import OP_LIMITS_TRAILER, OpLimits
 from agentsession_core.substrate.protocol import (
     ACTOR_STATUSES,
@@ -63,7 +63,7 @@ log = logging.getLogger("agentsession.substrate")
 STATE_OF = {name: pb.ActorState.Value(f"ACTOR_STATE_{name}") for name in ACTOR_STATUSES}
 LIST_DEFAULT_PAGE = 100
 LIST_MAX_PAGE = 1000  # the cap a real server applies (the notes §3)
-WORKER_POOL = "local"
+WORKER_POOL = "local"  # the worker_pool of a substrate without pools
 WORKER_IP = "127.0.0.1"
 
 R = TypeVar("R", bound=Message)
@@ -204,7 +204,10 @@ class AteControl(pb_grpc.ControlServicer):
             raise WireError("NOT_FOUND", f"template {ref[0]}/{ref[1]} not found")
         if (atespace, name) in self.lifecycle.actors:
             raise WireError("ALREADY_EXISTS", f"actor {atespace}/{name} already exists")
-        actor = Actor(atespace, name, ref, self.templates[ref])
+        labels = selector_labels(
+            dict(request.actor.worker_selector.match_labels), "actor worker_selector"
+        )
+        actor = Actor(atespace, name, ref, self.templates[ref], selector=labels)
         await self.lifecycle.add(actor)
         return actor_message(actor)
 
@@ -283,11 +286,12 @@ def actor_message(actor: Actor) -> pb.Actor:
         actor_template=pb.ObjectRef(atespace=actor.template[0], name=actor.template[1]),
         status=pb.ActorStatus(state=STATE_OF.get(actor.status, pb.ACTOR_STATE_UNSPECIFIED)),
     )
+    message.worker_selector.match_labels.update(actor.selector)
     where = actor.worker or actor.paused_on
     if where is not None:
         message.status.worker_assignment.CopyFrom(
             pb.WorkerAssignment(
-                worker_pool=WORKER_POOL,
+                worker_pool=where.pool or WORKER_POOL,
                 worker_pod=where.name,
                 worker_pod_ip=WORKER_IP,
                 worker=pb.ObjectRef(name=where.name),

@@ -14,7 +14,12 @@ from aiohttp import web
 
 from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
 from agentsession_core.substrate.local.openapi import openapi_document
-from agentsession_core.substrate.local.protocol import WireError, json_response, read_object
+from agentsession_core.substrate.local.protocol import (
+    WireError,
+    json_response,
+    read_object,
+    selector_labels,
+)
 from agentsession_core.substrate.op_limits import OP_LIMITS_FIELD, OpLimits
 from agentsession_core.substrate.protocol import (
     ACTOR_VERBS,
@@ -22,10 +27,12 @@ from agentsession_core.substrate.protocol import (
     DEBUG_WORKERS_PATH,
     DEFAULT_TEMPLATE,
     HEALTHZ_PATH,
+    MATCH_LABELS_FIELD,
     NAME_PATTERN,
     OPENAPI_PATH,
     PAGE_SIZE_PARAM,
     PAGE_TOKEN_PARAM,
+    WORKER_SELECTOR_FIELD,
     actors_path,
     atespace_path,
     template_path,
@@ -68,6 +75,7 @@ class ControlAPI:
         workers = [
             {
                 "name": w.name,
+                "pool": w.pool,
                 "pid": w.pid,
                 "port": w.port,
                 "alive": w.alive,
@@ -77,7 +85,14 @@ class ControlAPI:
             for w in sorted(pool.workers.values(), key=lambda w: w.slot)
         ]
         return json_response(
-            {"workers": workers, "free": pool.free_count(), "crashes": pool.crashes}
+            {
+                "workers": workers,
+                "free": pool.free_count(),
+                "crashes": pool.crashes,
+                "pools": pool.pools,
+                # Every actor's wakes by pool, deleted actors too (docs/SPEC.md §2.6).
+                "placements": {key: dict(c) for key, c in self.lifecycle.placements.items()},
+            }
         )
 
     async def get_template(self, request: web.Request) -> web.Response:
@@ -115,9 +130,17 @@ class ControlAPI:
         )
         if ref not in self.templates:
             raise WireError("NOT_FOUND", f"{where}: template {ref[0]}/{ref[1]} not found")
+        selector = body.get(WORKER_SELECTOR_FIELD) or {}
+        if not isinstance(selector, dict):
+            raise WireError(
+                "INVALID_ARGUMENT", f"{where}: field {WORKER_SELECTOR_FIELD!r} must be an object"
+            )
+        labels = selector_labels(
+            selector.get(MATCH_LABELS_FIELD), f"{where}: {WORKER_SELECTOR_FIELD}"
+        )
         if (atespace, name) in self.lifecycle.actors:
             raise WireError("ALREADY_EXISTS", f"actor {atespace}/{name} already exists")
-        actor = Actor(atespace, name, ref, self.templates[ref])
+        actor = Actor(atespace, name, ref, self.templates[ref], selector=labels)
         await self.lifecycle.add(actor)
         return json_response(actor.describe(), status=200)
 

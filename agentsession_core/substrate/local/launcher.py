@@ -5,11 +5,15 @@ for the engine when no substrate URL is given and for tests.
         sub.url        # http://127.0.0.1:PORT: the JSON control API and the router
         sub.grpc_url   # grpc://127.0.0.1:PORT (grpcs:// with TLS): ateapi.Control
 
+    with LocalSubstrateProcess(pools={"fast": 2, "slow": 2}) as sub:  # worker pools
+
     with LocalSubstrateProcess(workers=4, faults=["wake:refuse:0.2"]) as sub:  # non-async
         sub.set_faults(["router:latency:exp:50ms"])   # PUT /v1/debug/faults, while it runs
 
 The child prints two lines (server.serve_forever): `... serving on http://...` and
-`... ate control (gRPC) on grpc://...` (or `... off`); both are read, then stderr goes to
+`... ate control (gRPC) on grpc://...` (or `... off`), and between them, with a TLS router
+port (router_tls_cert/key), `... router (TLS) on https://...` (`tls_url`); all are read,
+then stderr goes to
 `log_path` (or is discarded). The token reaches the child in its environment (TOKEN_ENV),
 never on its command line, which any local user can read. Exit sends SIGTERM and waits
 `stop_timeout`, then kills.
@@ -42,6 +46,7 @@ from agentsession_core.substrate.protocol import DEBUG_FAULTS_PATH, DEBUG_WORKER
 START_TIMEOUT_SETTING = "target.local_start_timeout_seconds"
 _URL = re.compile(r"serving on (http://\S+)")
 _GRPC = re.compile(r"ate control \(gRPC\) (?:on (grpcs?://\S+)|off)")
+_TLS_ROUTER = re.compile(r"router \(TLS\) on (https://\S+)")
 
 
 class LocalSubstrateProcess:
@@ -51,6 +56,7 @@ class LocalSubstrateProcess:
         self,
         *,
         workers: int = 4,
+        pools: dict[str, int] | None = None,
         store: Path | str | None = None,
         templates: dict[str, str] | None = None,
         park_timeout: float | None = None,
@@ -59,6 +65,9 @@ class LocalSubstrateProcess:
         grpc_tls_cert: Path | str | None = None,
         grpc_tls_key: Path | str | None = None,
         grpc_client_ca: Path | str | None = None,
+        router_tls_cert: Path | str | None = None,
+        router_tls_key: Path | str | None = None,
+        router_client_ca: Path | str | None = None,
         faults: list[str] | None = None,
         fault_seed: int | None = None,
         extra_args: list[str] | None = None,
@@ -74,10 +83,14 @@ class LocalSubstrateProcess:
             "serve",
             "--port",
             "0",
-            "--workers",
-            str(workers),
             "--embedded",
         ]
+        # With pools the workers are theirs (docs/SPEC.md §2.6).
+        if pools:
+            workers = sum(pools.values())
+            self.args += [arg for name, n in pools.items() for arg in ("--pool", f"{name}={n}")]
+        else:
+            self.args += ["--workers", str(workers)]
         if store is not None:
             self.args += ["--store", str(store)]
         for ref, size in (templates or {}).items():
@@ -90,6 +103,9 @@ class LocalSubstrateProcess:
             ("--grpc-tls-cert", grpc_tls_cert),
             ("--grpc-tls-key", grpc_tls_key),
             ("--grpc-client-ca", grpc_client_ca),
+            ("--router-tls-cert", router_tls_cert),
+            ("--router-tls-key", router_tls_key),
+            ("--router-client-ca", router_client_ca),
         ):
             if path is not None:
                 self.args += [flag, str(path)]
@@ -111,6 +127,7 @@ class LocalSubstrateProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.grpc_url = ""  # empty when started with grpc=False
+        self.tls_url = ""  # the https router port: only with router_tls_cert/key
 
     def start(self) -> str:
         """Start the child and wait for both endpoint lines; the JSON wire's URL."""
@@ -141,6 +158,8 @@ class LocalSubstrateProcess:
                 lines.append(line + "\n")
                 if match := _URL.search(line):
                     self.url = match.group(1)
+                elif match := _TLS_ROUTER.search(line):
+                    self.tls_url = match.group(1)
                 elif (match := _GRPC.search(line)) and self.url:
                     self.grpc_url = match.group(1) or ""
                     return self.url

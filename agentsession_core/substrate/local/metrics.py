@@ -11,6 +11,11 @@ Two halves:
   what is true right now: actors by state, the pool (free workers, waiting resumes) and each
   worker process's RSS (psutil), so a gauge is never stale and nothing runs between scrapes.
 
+Worker pools (docs/SPEC.md §2.6): on a substrate with pools the worker series (workers,
+worker_rss_bytes, wake_queue) and wakes carry a `pool` label, the pool's name, so a slow or
+full pool shows on its own. Without pools they have no such label: the exposition, and the
+engine's series names (server_metrics.py), stay what they were.
+
 /metrics takes the bearer token like every other route (server.py `_auth`): with a token the
 operator closed the substrate, and these figures describe its load. Prometheus sends a token
 with `authorization: {credentials: ...}` in its scrape config; the engine's sampler sends
@@ -38,6 +43,7 @@ from agentsession_core.substrate.protocol import (
     ACTOR_STATUSES,
     METRICS_PATH,
     OPENAPI_PATH,
+    POOL_LABEL,
     is_control_path,
 )
 
@@ -74,7 +80,7 @@ class SubstrateCounters:
     """What happened since the server started; the hooks below are all a caller touches."""
 
     parked: int = 0
-    wakes: Counter[str] = field(default_factory=Counter)  # via: router / control
+    wakes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (pool, via)
     wake_failures: Counter[str] = field(default_factory=Counter)  # the WireError code
     suspends: int = 0
     pauses: int = 0
@@ -97,8 +103,8 @@ class SubstrateCounters:
         finally:
             self.parked -= router
 
-    def woke(self, *, router: bool) -> None:
-        self.wakes["router" if router else "control"] += 1
+    def woke(self, *, router: bool, pool: str = "") -> None:
+        self.wakes[(pool, "router" if router else "control")] += 1
 
     def suspended(self) -> None:
         self.suspends += 1
@@ -168,11 +174,16 @@ class SubstrateCollector(Collector):
             [],
             [([], counts.parked)],
         )
+        pools, by_pool = _pool_label(lifecycle.pool.pools)
         yield _counter(
             "wakes",
             "Actors resumed, by what woke them",
-            ["via"],
-            [([v], counts.wakes.get(v, 0)) for v in ("router", "control")],
+            [*by_pool, "via"],
+            [
+                ([*[p] * len(by_pool), v], counts.wakes.get((p, v), 0))
+                for p in pools
+                for v in ("router", "control")
+            ],
         )
         yield _counter(
             "wake_failures",
@@ -217,20 +228,28 @@ class SubstrateCollector(Collector):
     def _pool(self) -> Iterator[Metric]:
         pool = self.lifecycle.pool
         alive = [w for w in pool.workers.values() if w.alive]
-        free = pool.free_count()
+        pools, by_pool = _pool_label(pool.pools)
+        alive_in = Counter(w.pool for w in alive)
         yield _gauge(
             "workers",
             "Worker processes: busy (hosting or loading an actor) or free",
-            ["state"],
-            [(["busy"], len(alive) - free), (["free"], free)],
+            [*by_pool, "state"],
+            [
+                ([*[p] * len(by_pool), state], value)
+                for p in pools
+                for state, value in (
+                    ("busy", alive_in[p] - pool.free_count(p or None)),
+                    ("free", pool.free_count(p or None)),
+                )
+            ],
         )
-        rss = [(w.name, self._rss(w.pid)) for w in sorted(alive, key=lambda w: w.slot)]
-        measured = [(name, value) for name, value in rss if value is not None]
+        rss = [(w, self._rss(w.pid)) for w in sorted(alive, key=lambda w: w.slot)]
+        measured = [(w, value) for w, value in rss if value is not None]
         yield _gauge(
             "worker_rss_bytes",
             "Resident memory of each worker process",
-            ["worker"],
-            [([name], value) for name, value in measured],
+            [*by_pool, "worker"],
+            [([*[w.pool] * len(by_pool), w.name], value) for w, value in measured],
         )
         yield _gauge(
             "workers_rss_bytes",
@@ -250,7 +269,12 @@ class SubstrateCollector(Collector):
             [],
             [([], sum(sum(w.paused.values()) for w in alive))],
         )
-        yield _gauge("wake_queue", "Resumes waiting for a free worker", [], [([], pool.waiting())])
+        yield _gauge(
+            "wake_queue",
+            "Resumes waiting for a free worker",
+            by_pool,
+            [([p] * len(by_pool), pool.waiting(p or None)) for p in pools],
+        )
         yield _counter(
             "worker_crashes",
             "Worker processes that died and were replaced",
@@ -278,6 +302,11 @@ REQUEST_KEYS = tuple(
     for api in ("control", "router")
     for outcome in ("ok", "error")
 )
+
+
+def _pool_label(pools: dict[str, int]) -> tuple[list[str], list[str]]:
+    """The pools a worker series is split by, and its pool label: none without pools."""
+    return ([*pools], [POOL_LABEL]) if pools else ([""], [])
 
 
 def _codes(counts: SubstrateCounters) -> list[str]:

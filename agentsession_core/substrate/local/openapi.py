@@ -68,6 +68,8 @@ def _obj(**props: Any) -> dict[str, Any]:
 _INT = {"type": "integer"}
 _STR = {"type": "string"}
 _KEY = {"type": "string", "pattern": KEY_PATTERN.pattern}
+# An actor's worker selector: the labels its worker must carry ({"pool": NAME}).
+_SELECTOR = _obj(match_labels={"type": "object", "additionalProperties": _STR})
 _CONTROL_ERRORS = (400, 401, 404, 409, 412, 429, 503, 504)
 _GLUTTON_ERRORS = (400, 404, 429)
 _ERROR_BODY = _obj(
@@ -130,7 +132,13 @@ def openapi_document() -> dict[str, Any]:
             actors: {
                 "post": {
                     "summary": "CreateActor: SUSPENDED on the template's (empty) golden state",
-                    "requestBody": _json(_obj(name=_STR, template=_obj(namespace=_STR, name=_STR))),
+                    "requestBody": _json(
+                        _obj(
+                            name=_STR,
+                            template=_obj(namespace=_STR, name=_STR),
+                            worker_selector=_SELECTOR,  # docs/SPEC.md §2.6
+                        )
+                    ),
                     "responses": {**_ok(_ref("Actor")), **_errors(400, 401, 404, 409)},
                 },
                 "get": {
@@ -285,6 +293,9 @@ def openapi_document() -> dict[str, Any]:
                     worker={"type": ["string", "null"]},
                     version=_INT,
                     template=_obj(namespace=_STR, name=_STR),
+                    worker_selector=_SELECTOR,
+                    pool={"type": ["string", "null"]},
+                    placements={"type": "object", "additionalProperties": _INT},
                 ),
             },
             "headers": {

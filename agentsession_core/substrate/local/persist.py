@@ -5,8 +5,10 @@ same actors, and forgets nothing it leaves on disk.
 Beside the snapshots of each actor (store.py), its directory holds:
 
     snapshots/<atespace>/<actor>/
-        actor.json   {"template": [ns, name], "limit", "uid", "created_ns"}, written at
-                     CreateActor, removed with the directory at DeleteActor
+        actor.json   {"template": [ns, name], "limit", "uid", "created_ns", "selector",
+                     "pool"}, written at CreateActor and again when the actor is first
+                     bound to a pool (docs/SPEC.md §2.6), removed with the directory at
+                     DeleteActor
         LIVE         present while the actor's state is in a worker (RUNNING or PAUSED):
                      written before a load, removed by the snapshot write that moves the
                      state back into the store (store.write_snapshot)
@@ -31,7 +33,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +57,8 @@ class SavedActor:
     created_ns: int
     version: int
     live: bool  # its state was in a worker when the last server went away
+    selector: dict[str, str] = field(default_factory=dict)
+    pool: str | None = None  # the pool its snapshots belong to
 
 
 def record_actor(directory: Path, actor: Actor) -> None:
@@ -64,6 +68,8 @@ def record_actor(directory: Path, actor: Actor) -> None:
         "limit": actor.limit,
         "uid": actor.uid,
         "created_ns": actor.created_ns,
+        "selector": actor.selector,
+        "pool": actor.pool,
     }
     tmp = directory / f".{META}.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(meta))
@@ -108,14 +114,19 @@ def _load(atespace: str, directory: Path) -> SavedActor | None:
         template = (str(meta["template"][0]), str(meta["template"][1]))
         limit = None if meta["limit"] is None else int(meta["limit"])
         uid, created_ns = str(meta["uid"]), int(meta["created_ns"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        # Absent in a store from before worker pools: no selector, no pool.
+        selector = {str(k): str(v) for k, v in (meta.get("selector") or {}).items()}
+        pool = None if meta.get("pool") is None else str(meta["pool"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
         return None
     for tmp in directory.glob(".tmp-*"):  # a snapshot write cut short
         shutil.rmtree(tmp, ignore_errors=True)
     latest = store.latest(directory)
     version = int(latest.name[1:]) if latest is not None and latest.name[1:].isdigit() else 0
     live = (directory / store.LIVE).exists()
-    return SavedActor(atespace, directory.name, template, limit, uid, created_ns, version, live)
+    return SavedActor(
+        atespace, directory.name, template, limit, uid, created_ns, version, live, selector, pool
+    )
 
 
 def wipe(root: Path) -> None:

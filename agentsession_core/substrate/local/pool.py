@@ -9,6 +9,12 @@ when we go, it goes.
 Waiters are served first come, first served; `acquire` gives up after its timeout
 (the caller turns that into RESOURCE_EXHAUSTED).
 
+Worker pools (docs/SPEC.md §2.6): started with `pools` ({name: workers}), the slots are cut
+into named pools in order and each worker carries the label `pool: NAME`, as a platform's
+WorkerPool labels its workers. `acquire(pool=NAME)` hands out only that pool's workers, and a
+freed worker goes to the first waiter its pool can serve; a replacement worker keeps its
+slot's pool. Without pools every worker is unlabelled and `pool=None` takes any of them.
+
 A watcher per process notices its exit; unless the pool is stopping, the worker is
 reported to `on_crash` (the server marks its actors CRASHED) and a replacement is started
 in the same slot, so the pool returns to full size.
@@ -28,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentsession_core.substrate.protocol import WORKER_READY, WORKER_SECRET_ENV
+from agentsession_core.substrate.protocol import POOL_LABEL, WORKER_READY, WORKER_SECRET_ENV
 
 SPAWN_TIMEOUT = 60.0
 
@@ -43,6 +49,7 @@ class WorkerProc:
     hosting: str | None = None  # "atespace/name" of the running actor
     paused: dict[str, int] = field(default_factory=dict)  # actor → bytes held here
     alive: bool = True
+    pool: str = ""  # its pool's name, its one label (pool: NAME); "" without pools
 
     @property
     def name(self) -> str:
@@ -65,8 +72,12 @@ class Pool:
         worker_args: list[str],
         on_crash: Callable[[WorkerProc], None],
         seed: int = 0,
+        pools: dict[str, int] | None = None,
     ) -> None:
-        self.size = size
+        self.pools = dict(pools or {})
+        self.size = sum(self.pools.values()) if self.pools else size
+        # Slot → pool name, the pools in the order given.
+        self._pool_of = [name for name, count in self.pools.items() for _ in range(count)]
         self.scratch_root = scratch_root
         self.worker_args = worker_args
         self.on_crash = on_crash
@@ -75,7 +86,7 @@ class Pool:
         self.workers: dict[int, WorkerProc] = {}
         self.crashes = 0
         self._free: list[WorkerProc] = []
-        self._waiters: deque[tuple[asyncio.Future[WorkerProc], WorkerProc | None]] = deque()
+        self._waiters: deque[tuple[asyncio.Future[WorkerProc], str | None]] = deque()
         self._watchers: set[asyncio.Task[None]] = set()
         self._stopping = False
 
@@ -110,7 +121,8 @@ class Pool:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             raise RuntimeError(f"worker slot {slot} did not start: {exc!r}") from exc
-        worker = WorkerProc(slot, generation, process, int(port), scratch)
+        pool = self._pool_of[slot] if self._pool_of else ""
+        worker = WorkerProc(slot, generation, process, int(port), scratch, pool=pool)
         self.workers[slot] = worker
         task = asyncio.create_task(self._watch(worker))
         self._watchers.add(task)
@@ -137,23 +149,44 @@ class Pool:
             self._give(replacement)
             return
 
-    def free_count(self) -> int:
-        return len(self._free)
+    def free_count(self, pool: str | None = None) -> int:
+        return sum(1 for w in self._free if pool is None or w.pool == pool)
 
-    def waiting(self) -> int:
+    def waiting(self, pool: str | None = None) -> int:
         """Acquires waiting for a free worker (the wake queue of /metrics)."""
-        return sum(1 for future, _ in self._waiters if not future.done())
+        return sum(
+            1
+            for future, wants in self._waiters
+            if not future.done() and (pool is None or wants == pool)
+        )
 
-    async def acquire(self, prefer: WorkerProc | None, timeout: float) -> WorkerProc:
+    def pool_matching(self, selector: dict[str, str]) -> str | None:
+        """The pool whose workers carry every label of `selector`; None for an empty selector
+        (any worker). KeyError when no pool's workers match (docs/SPEC.md §2.6)."""
+        if not selector:
+            return None
+        for name in self.pools:
+            if selector.items() <= {POOL_LABEL: name}.items():
+                return name
+        raise KeyError(selector)
+
+    def pool_size(self, pool: str | None) -> int:
+        return self.size if pool is None else self.pools.get(pool, 0)
+
+    async def acquire(
+        self, prefer: WorkerProc | None, timeout: float, pool: str | None = None
+    ) -> WorkerProc:
+        """A free worker (of `pool`, when given), waiting up to `timeout` for one."""
         if prefer is not None and prefer in self._free:
             self._free.remove(prefer)
             return prefer
-        if self._free:
-            best = min(self._free, key=lambda w: sum(w.paused.values()))
+        free = [w for w in self._free if pool is None or w.pool == pool]
+        if free:
+            best = min(free, key=lambda w: sum(w.paused.values()))
             self._free.remove(best)
             return best
         future: asyncio.Future[WorkerProc] = asyncio.get_running_loop().create_future()
-        entry = (future, prefer)
+        entry = (future, pool)
         self._waiters.append(entry)
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
@@ -173,9 +206,12 @@ class Pool:
             self._give(worker)
 
     def _give(self, worker: WorkerProc) -> None:
-        while self._waiters:
-            future, _ = self._waiters.popleft()
-            if not future.done():
+        for entry in list(self._waiters):
+            future, wants = entry
+            if future.done():
+                self._waiters.remove(entry)
+            elif wants is None or wants == worker.pool:
+                self._waiters.remove(entry)
                 future.set_result(worker)
                 return
         self._free.append(worker)

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from agentsession_core.substrate.protocol import (
     ELAPSED_HEADER,
+    MAX_SELECTOR_LABELS,
     PROTOBUF_CONTENT_TYPE,
     ROUTER_HEADER,
     ROUTER_VERDICT,
@@ -134,3 +135,22 @@ def field_choice(
             "INVALID_ARGUMENT", f"{where}: field {name!r} must be one of {', '.join(choices)}"
         )
     return value
+
+
+def selector_labels(labels: Any, where: str) -> dict[str, str]:
+    """A worker selector's match_labels, checked as the platform checks them (docs/SPEC.md
+    §2.6): an object of non-empty strings, at most MAX_SELECTOR_LABELS of them."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and k and isinstance(v, str) and v for k, v in labels.items()
+    ):
+        raise WireError(
+            "INVALID_ARGUMENT", f"{where}: match_labels must map non-empty strings to strings"
+        )
+    if len(labels) > MAX_SELECTOR_LABELS:
+        raise WireError(
+            "INVALID_ARGUMENT",
+            f"{where}: {len(labels)} labels, at most {MAX_SELECTOR_LABELS} are allowed",
+        )
+    return dict(labels)

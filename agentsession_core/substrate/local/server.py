@@ -18,6 +18,7 @@ import asyncio
 import os
 import shutil
 import signal
+import ssl
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -55,11 +56,33 @@ from agentsession_core.substrate.protocol import (
 _LIVE = ("RUNNING", "PAUSED")
 
 
+@dataclass(frozen=True)
+class RouterTlsServing:
+    """The https router port's certificate chain and key files, and the CA client
+    certificates must chain to (None: no client certificate asked for; given: mTLS)."""
+
+    cert_file: Path
+    key_file: Path
+    client_ca_file: Path | None = None
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.cert_file, self.key_file)
+        context.set_alpn_protocols(["http/1.1"])
+        if self.client_ca_file is not None:
+            context.load_verify_locations(self.client_ca_file)
+            context.verify_mode = ssl.CERT_REQUIRED
+        return context
+
+
 @dataclass
 class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 0
     workers: int = 8
+    # Worker pools (docs/SPEC.md §2.6): name → workers, each labelled `pool: NAME`; when
+    # given, the substrate has exactly these workers (`workers` is their sum).
+    pools: dict[str, int] = field(default_factory=dict)
     store: Path | None = None  # None: a temp dir removed at exit
     templates: dict[tuple[str, str], int | None] = field(
         default_factory=lambda: {DEFAULT_TEMPLATE: 1 << 30}
@@ -76,6 +99,9 @@ class ServerConfig:
     seed: int = 0
     grpc_port: int | None = 0  # None: no ate control API; 0: a free port
     grpc_tls: ate_control.GrpcTls | None = None
+    # The router (and the JSON control API beside it) over TLS on a port of its own, as a
+    # real router's https listener beside its http one (docs/SPEC.md §2.2); None: none.
+    router_tls: RouterTlsServing | None = None
     max_buffered_bytes: int = 1 << 30  # request + answer bodies the router holds at once
     faults: list[str] = field(default_factory=list)  # fault_rules.py's language
     fault_seed: int = 0
@@ -126,6 +152,7 @@ class LocalSubstrateServer:
         self.session: aiohttp.ClientSession | None = None
         self.runner: web.AppRunner | None = None
         self.url = ""
+        self.tls_url = ""  # the https router port's URL; empty without router_tls
         self._scratch: Path | None = None
 
     # ---- start / stop -----------------------------------------------------------------
@@ -153,6 +180,7 @@ class LocalSubstrateServer:
             ],
             self.lifecycle.worker_died,
             seed=cfg.seed,
+            pools=cfg.pools,
         )
         self.lifecycle.bind(self.pool, self.session)
         await self.pool.start()
@@ -163,6 +191,11 @@ class LocalSubstrateServer:
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
         self.url = f"http://{host}:{port}"
+        if cfg.router_tls is not None:
+            tls_site = web.TCPSite(self.runner, cfg.host, 0, ssl_context=cfg.router_tls.context())
+            await tls_site.start()
+            tls_port = tls_site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self.tls_url = f"https://{host}:{tls_port}"
         if cfg.grpc_port is not None:
             self.grpc_server, self.grpc_url = await ate_control.start(
                 self.ate, cfg.host, cfg.grpc_port, cfg.grpc_tls
@@ -174,11 +207,19 @@ class LocalSubstrateServer:
         saved = await asyncio.to_thread(persist.scan, self.store_root)
         for s in saved:
             actor = Actor(
-                s.atespace, s.name, s.template, s.limit, uid=s.uid, created_ns=s.created_ns
+                s.atespace,
+                s.name,
+                s.template,
+                s.limit,
+                uid=s.uid,
+                created_ns=s.created_ns,
+                selector=s.selector,
+                pool=s.pool,
             )
             actor.version = s.version
             actor.status = "CRASHED" if s.live else "SUSPENDED"
             self.lifecycle.actors[(s.atespace, s.name)] = actor
+            self.lifecycle.keep_placements(actor)
             self.control.atespaces.add(s.atespace)
         if saved:
             crashed = sum(s.live for s in saved)
@@ -281,11 +322,16 @@ async def serve_forever(config: ServerConfig) -> None:
         url = await server.start()
         # Two lines, in this order, always (launcher.py reads both): the first is unchanged
         # from before the ate wire, so older readers of "serving on http://..." still work.
+        assert server.pool is not None
+        pools = ", ".join(f"{name}={count}" for name, count in config.pools.items())
         print(
             f"agentsession: local substrate serving on {url} "
-            f"({config.workers} workers, store {server.store_root})",
+            f"({server.pool.size} workers{f' in pools {pools}' if pools else ''}, "
+            f"store {server.store_root})",
             flush=True,
         )
+        if server.tls_url:  # between the two lines above: launcher.py reads it when present
+            print(f"agentsession: local substrate router (TLS) on {server.tls_url}", flush=True)
         ate = f"on {server.grpc_url}" if server.grpc_url else "off"
         print(f"agentsession: local substrate ate control (gRPC) {ate}", flush=True)
         if server.faults.rules:
