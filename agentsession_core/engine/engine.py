@@ -195,7 +195,10 @@ class Engine:
         if level is not None and level != self.population.level_multiplier:
             log.info("level %.2fx", level)
             self.population.set_level(level)
-        start = now_ns() if start_ns is None else start_ns
+        if start_ns is None:  # the first hold starts on the steady start, which may lie ahead
+            steady = self.population.steady_start_ns
+            start_ns = steady if steady is not None and steady > now_ns() else now_ns()
+        start = start_ns
         deadline = start + int(seconds * 1e9)
         reason = None
         while (left := deadline - now_ns()) > 0:

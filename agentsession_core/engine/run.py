@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.context import FLUSH_AFTER_NS, GAUGE_SAMPLE_AT_NS, now_ns
 from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.progress import Progress
@@ -386,11 +386,18 @@ class Run:
     # ------------------------------------------------------------ every second
     async def _report_every_second(self, progress: Progress) -> None:
         engine = self._engine()
+        rec = self.recorder
         while True:
-            await asyncio.sleep(1.0)
-            engine.sample()
+            # The gauges mid-second, the second closed just after it ends (GAUGE_SAMPLE_AT_NS).
+            second = rec.second_of(now_ns())
+            middle = rec.mono_ns_of_second(second) + GAUGE_SAMPLE_AT_NS
+            if now_ns() < middle:  # else this second keeps the last sample (gauges hold)
+                await asyncio.sleep((middle - now_ns()) / 1e9)
+                engine.sample()
+            boundary = rec.mono_ns_of_second(second + 1) + FLUSH_AFTER_NS
+            await asyncio.sleep(max(0.0, (boundary - now_ns()) / 1e9))
             engine.ctx.summarise_logs()
-            self.recorder.flush()
+            rec.flush()
             texts = self.history.render_closed_files(self.recorder, len(engine.population.sessions))
             await self._save_progress(texts, lambda: status_document(self, final=False))
             progress.tick()

@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.context import FLUSH_AFTER_NS, GAUGE_SAMPLE_AT_NS, now_ns
 from agentsession_core.engine.engine import Engine
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.shards.split import ShardLevel, ShardPlan
@@ -60,13 +60,6 @@ class _QuietClosedComm(logging.Filter):
 logging.getLogger("distributed.batched").addFilter(_QuietClosedComm())
 
 T = TypeVar("T")
-FLUSH_AFTER_NS = 20_000_000  # flush this long after each second ends
-# The gauges are sampled this far into each second, half a second from the turnover's ticks
-# (on whole seconds: the common t0 is one). Sampled at the flush, 20 ms after a tick, they
-# caught every tick's swaps with their wakes in flight and booked them as resident gaps the
-# ticks never saw: a sharded run's gauges summed 14-24 resident-seconds of shortfall where its
-# stats.jsonl booked 0-2 (issue 18). An unsharded run samples at whatever phase it started.
-SAMPLE_AT_NS = 500_000_000
 ORPHAN_S = 60.0  # undrained this long: the coordinator is gone, clean up alone
 LOG_LINES = 2000  # log lines kept between drains at most
 
@@ -239,7 +232,7 @@ class ShardEngine:
         rec = engine.recorder
         while True:
             second = rec.second_of(now_ns())
-            middle = rec.mono_ns_of_second(second) + SAMPLE_AT_NS
+            middle = rec.mono_ns_of_second(second) + GAUGE_SAMPLE_AT_NS
             if now_ns() < middle:  # else this second keeps the last sample (gauges hold)
                 await asyncio.sleep((middle - now_ns()) / 1e9)
                 engine.sample()
