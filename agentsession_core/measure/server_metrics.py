@@ -37,7 +37,9 @@ from agentsession_core.substrate.local.metrics import PREFIX as LOCAL_PREFIX
 COUNTER, GAUGE = "counter", "gauge"
 COUNTER_FIGURES = ("start", "end", "increase", "rate", "samples")
 GAUGE_FIGURES = ("start", "end", "min", "max", "mean", "samples")
-FIGURES = tuple(dict.fromkeys(COUNTER_FIGURES + GAUGE_FIGURES))
+# A wake phase of the agent-substrate preset (measure/wake_split.py) has these besides mean.
+PHASE_FIGURES = ("count", "mean", "p50", "p90", "p99", "samples")
+FIGURES = tuple(dict.fromkeys(COUNTER_FIGURES + GAUGE_FIGURES + PHASE_FIGURES))
 SCHEMA = "agentsession.server_summary/1"
 # Families kept from a scrape unless `server.series` says otherwise: the local substrate's.
 DEFAULT_SERIES = (f"{LOCAL_PREFIX}*",)
@@ -148,6 +150,7 @@ class ServerWindow:
     figures: dict[str, dict[str, float]]
     index: int | None = None
     level: float | None = None
+    split: dict[str, Any] | None = None  # where the wakes' time went (measure/wake_split.py)
 
     def figure(self, name: str) -> tuple[float, int] | None:
         """A threshold's figure (`parked_requests_max`) and the samples behind it."""
@@ -170,6 +173,8 @@ class ServerWindow:
             samples=self.samples,
             figures=self.figures,
         )
+        if self.split is not None:
+            out["wake_split"] = self.split
         return out
 
 
