@@ -126,8 +126,12 @@ def key_figures(
 
 
 def query_names(doc: dict[str, Any] | None) -> list[str]:
-    """The names of a Prometheus source's `server.queries` (source.queries)."""
-    return [str(name) for name in section_of(section_of(doc, "source"), "queries")]
+    """The names of a Prometheus source's `server.queries` (source.queries), without a
+    preset's (the wake split shows those)."""
+    source = section_of(doc, "source")
+    preset = section_of(source, "preset").get("queries")
+    own = {str(q) for q in preset} if isinstance(preset, list) else set()
+    return [str(name) for name in section_of(source, "queries") if str(name) not in own]
 
 
 # --------------------------------------------------------------------------- formatting
