@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentsession_core.measure.agent_substrate import PHASES
 from agentsession_core.output.chart import esc
 from agentsession_core.output.report_data import number
 from agentsession_core.output.report_server_data import Span, spans_of, steady_of
@@ -31,10 +32,14 @@ def _ms(seconds: Any) -> str:
     return f"{v * 1000:,.0f} ms" if v >= 1 else f"{v * 1000:.3g} ms"
 
 
-def _depth(row: dict[str, Any], by_phase: dict[str, dict[str, Any]]) -> int:
+_WITHIN = {p.name: p.within for p in PHASES}
+
+
+def _depth(row: dict[str, Any]) -> int:
+    """How many phases hold this one (the preset's nesting, whichever phases answered)."""
     depth, within = 0, row.get("within")
-    while isinstance(within, str) and within in by_phase and depth < 8:
-        depth, within = depth + 1, by_phase[within].get("within")
+    while isinstance(within, str) and depth < len(_WITHIN):
+        depth, within = depth + 1, _WITHIN.get(within)
     return depth
 
 
@@ -69,7 +74,6 @@ def _percentile(row: dict[str, Any], name: str) -> str:
 def split_table(split: dict[str, Any]) -> str:
     phases = [p for p in split.get("phases") or [] if isinstance(p, dict)]
     client = split.get("client") if isinstance(split.get("client"), dict) else None
-    by_phase = {str(p.get("phase")): p for p in phases if p.get("phase") == p.get("row")}
     tops = [number(r.get("p99")) for r in [*phases, client or {}]]
     top = max([t for t in tops if t is not None] or [0.0])
     body = []
@@ -82,7 +86,7 @@ def split_table(split: dict[str, Any]) -> str:
             "</td></tr>"
         )
     for row in phases:
-        indent = "&nbsp;" * 4 * _depth(row, by_phase)
+        indent = "&nbsp;" * 4 * _depth(row)
         within = (
             f' <span class="dim">within {esc(row["within"])}</span>' if row.get("within") else ""
         )
