@@ -110,3 +110,22 @@ def test_the_preset_needs_prometheus_and_a_known_name() -> None:
     with pytest.raises(ValidationError, match="preset"):
         _params(preset="agent-platform")
     assert _params(preset="agent-substrate").server.queries == {}
+
+
+def test_the_report_nests_the_phases_marks_saturation_and_lost_telemetry() -> None:
+    from agentsession_core.output.report_wake_split import wake_split
+
+    store = ServerMetricsStore()
+    _answer(store, "resume_bucket", [({"le": "1.0"}, 90.0), ({"le": "+Inf"}, 100.0)])
+    _answer(store, "resume_seconds", [({}, 60.0)])
+    _answer(store, "restore_bucket", [({"le": "1.0"}, 100.0), ({"le": "+Inf"}, 100.0)])
+    asked = Asked(store.series, preset_queries("agent-substrate"))
+    client = {"wakes": 125.0, "failed": 0.0, "p50": 0.4, "p99": 1.2, "mean": 0.5}
+    split = window_split(asked, 5.0, 10.0, client)
+    html = wake_split({"windows": [{"index": 0, "level": 1.0, "wake_split": split}]})
+    assert "client TimeToWake" in html and "window w0" in html
+    assert "(mean; saturated past 1,000 ms)" in html  # resume's p99 is past its last bucket
+    # restore sits inside resume, inside parking, inside the router's wake: three levels in.
+    assert f"<td>{'&nbsp;' * 12}<code>restore</code>" in html
+    assert "server saw 100 resumes, client 125 wakes: 20% of wakes missing" in html
+    assert wake_split({"windows": [{"index": 0, "figures": {}}]}) == ""  # no preset, no part
