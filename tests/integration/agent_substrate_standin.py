@@ -11,7 +11,7 @@ Each successful wake observes the phases with durations drawn from a seeded stre
 on the platform (scheduling and restore inside the resume, inside the parking, inside the
 router's wake); every `lose_every`-th resume record is dropped (lost telemetry); a failed wake
 observes a long failed resume (error_type set) and restore (ate_failure_reason set) that the
-preset must leave out; `slow_restores` of the restores land past the last bucket.
+preset must leave out; every `slow_every`-th checkpoint takes 4 s, past the last bucket.
 """
 
 from __future__ import annotations
@@ -103,15 +103,16 @@ class ObservedSubstrate(FakeSubstrate):
         *,
         seed: int = 3,
         lose_every: int = 0,
-        slow_restores: float = 0.0,
+        slow_every: int = 0,
         **kwargs: Any,
     ) -> None:
         super().__init__(seed=seed, **kwargs)
         self.series = series
         self.lose_every = lose_every
-        self.slow_restores = slow_restores
+        self.slow_every = slow_every
         self.resumes = 0  # successful resumes, whether recorded or lost
         self.recorded = 0
+        self.checkpoints = 0
         self._draw = random.Random(seed + 1)
 
     async def _wake(self, actor: _Actor, origin: Origin) -> None:
@@ -135,9 +136,9 @@ class ObservedSubstrate(FakeSubstrate):
     def _observe_wake(self, origin: Origin) -> None:
         draw = self._draw
         scheduling = draw.uniform(0.005, 0.02)
-        restore = 4.0 if draw.random() < self.slow_restores else draw.uniform(0.1, 0.3)
-        resume = scheduling + restore + draw.uniform(0.005, 0.015)
         self.resumes += 1
+        restore = draw.uniform(0.1, 0.3)
+        resume = scheduling + restore + draw.uniform(0.005, 0.015)
         if not (self.lose_every and self.resumes % self.lose_every == 0):
             self.recorded += 1
             self.series.observe(
@@ -160,9 +161,10 @@ class ObservedSubstrate(FakeSubstrate):
 
     async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
         await super().suspend_actor(atespace, name, wait=wait)
-        self.series.observe(
-            CHECKPOINT, {"ate_snapshot_phase": "total"}, self._draw.uniform(0.2, 0.4)
-        )
+        self.checkpoints += 1
+        slow = self.slow_every and self.checkpoints % self.slow_every == 0
+        took = 4.0 if slow else self._draw.uniform(0.2, 0.4)
+        self.series.observe(CHECKPOINT, {"ate_snapshot_phase": "total"}, took)
         for file_name, size in (("memory", 64 << 20), ("disk", 8 << 20)):
             self.series.observe(SIZES, {"file_name": file_name}, float(size))
 
