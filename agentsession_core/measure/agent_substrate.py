@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentsession_core.measure.server_metrics import WINDOW
+
 PRESET = "agent-substrate"
-WINDOW = "$window"  # replaced by the window's length (`PrometheusRange`), evaluated at its end
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,6 @@ __all__ = [
     "RECORDS_PHASE",
     "RESUME_FAILURES",
     "SNAPSHOT_BYTES",
-    "WINDOW",
     "Phase",
     "preset_queries",
 ]

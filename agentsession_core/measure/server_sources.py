@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentsession_core.measure.agent_substrate import WINDOW
 from agentsession_core.measure.server_metrics import (
+    WINDOW,
     ServerMetricsStore,
     ServerWindow,
     summary_document,

@@ -21,8 +21,6 @@ from agentsession_core.measure.server_metrics import PHASE_FIGURES, Series, seri
 from agentsession_core.measure.stats import TIME_TO_WAKE_ROW, Window
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
-# The query's time goes out in milliseconds (server_sources.py), so its answer may be that late.
-_SENT_ROUNDING = 0.0015
 Buckets = list[tuple[float, float]]  # (upper bound in seconds, cumulative count), +Inf last
 
 
@@ -107,16 +105,11 @@ class Asked:
 def _answers(
     series: Mapping[str, Series], query: str, start: float, end: float
 ) -> list[tuple[dict[str, str], float]]:
-    """Each series of `query` (not their sum) with its value at the window's end: a `$window`
-    query is evaluated once there, its value covering the whole window."""
+    """Each series of `query` (not their sum) with its answer for the window."""
     out = []
-    last = end + _SENT_ROUNDING
     for s in series.values():
-        if s.metric != query or s.aggregate or not s.t:
-            continue
-        found = [v for t, v in zip(s.t, s.v, strict=True) if start < t <= last]
-        if found:
-            out.append((s.labels, float(found[-1])))
+        if s.metric == query and not s.aggregate and (found := s.answer(start, end)) is not None:
+            out.append((s.labels, float(found)))
     return out
 
 

@@ -330,10 +330,13 @@ def charts(ctx: ReportContext) -> str:
     spans = windows_of(ctx.data.server)
     specs = default_charts()
     # A Prometheus source's queries: one chart each, as their units are the query's own.
-    specs += [
-        ChartSpec(f"query {q}", "window mean", [(q, "mean")]) for q in query_names(ctx.data.server)
-    ]
     described = section_of(ctx.data.server, "series")
+    for q in query_names(ctx.data.server):  # a $window query answers once a window: its end
+        kind = section_of(described, q).get("kind")
+        figure, unit = (
+            ("end", "the window's answer") if kind == "answer" else ("mean", "window mean")
+        )
+        specs.append(ChartSpec(f"query {q}", unit, [(q, figure)]))
     families = {name: str(d.get("metric")) for name, d in described.items() if isinstance(d, dict)}
     _place_rules(specs, [r for r in ctx.rules if r.server], families)
     found = [c for c in (chart_of(ctx, s, spans) for s in specs) if c is not None]

@@ -111,11 +111,11 @@ def key_figures(
     out += [
         f for f in DEFAULT_FIGURES if any(value(s, f.series, f.figure) is not None for s in spans)
     ]
-    out += [
-        KeyFigure(q, "mean", f"query {q} (mean)")
-        for q in queries
-        if any(value(s, q, "mean") is not None for s in spans)
-    ]
+    for q in queries:  # a $window query has one answer a window, as its `end`
+        for figure, said in (("mean", "mean"), ("end", "the window's answer")):
+            if any(value(s, q, figure) is not None for s in spans):
+                out.append(KeyFigure(q, figure, f"query {q} ({said})"))
+                break
     shown = {f.name for f in out}
     for name in judged:
         parts = split_figure(name)
