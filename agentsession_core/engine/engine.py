@@ -70,6 +70,7 @@ class Engine:
         self.substrate = substrate
         self.script = script
         self.recorder = recorder
+        self._states_seen: set[str] = set()  # a state no session is in any more reads 0
         self.ledger = ledger if ledger is not None else ActorLedger(atespace)
         self.ctx = RunContext(substrate, recorder, script, params, atespace, self.ledger)
         self.population = POPULATIONS[params.population.kind](self.ctx)
@@ -218,8 +219,10 @@ class Engine:
         # would grow, for soaks. Its set's size costs nothing; asyncio.all_tasks() walks every
         # task (20 ms at 100k), too much once a second on the loop it measures.
         rec.gauge(TASKS_GAUGE, {}, self.population.tasks_in_flight)
-        for state, n in self.population.states().items():
-            rec.gauge("sessions", {"state": state}, n)
+        states = self.population.states()
+        self._states_seen |= set(states)
+        for state in sorted(self._states_seen):
+            rec.gauge("sessions", {"state": state}, states.get(state, 0))
         for gauge, counts in self.population.gauges().items():
             for state, n in counts.items():
                 rec.gauge(gauge, {"state": state}, n)

@@ -328,10 +328,16 @@ class RunParams(Section):
 
     @model_validator(mode="after")
     def _server_sources(self) -> RunParams:
+        if self.server.preset and not self.target.prometheus_url:
+            raise ValueError(
+                f"server.preset {self.server.preset} reads Prometheus: set target.prometheus_url"
+            )
         if self.server.queries and not self.target.prometheus_url:
             raise ValueError("server.queries need target.prometheus_url (a Prometheus server)")
-        if self.target.prometheus_url and not self.server.queries:
-            raise ValueError("target.prometheus_url needs server.queries (name: PromQL)")
+        if self.target.prometheus_url and not self.server.all_queries:
+            raise ValueError(
+                "target.prometheus_url needs server.queries (name: PromQL) or server.preset"
+            )
         return self
 
     @property

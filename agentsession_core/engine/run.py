@@ -185,7 +185,9 @@ class Run:
         await health.start()
         self._stack.push_async_callback(health.stop)
         if self.params.metrics_port is not None:
-            metrics = MetricsServer(self.recorder, self.params.metrics_port)
+            metrics = MetricsServer(
+                self.recorder, self.params.metrics_port, user_class=self.script.name
+            )
             await metrics.start()
             self._stack.push_async_callback(metrics.stop)
             log.info("metrics on %s", metrics.url)

@@ -5,13 +5,14 @@ RunParams checks that the two fit together."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BeforeValidator, Field, field_validator
 
 from agentsession_core.engine.param_types import MAX_TEXT, Flag, Seconds, Section
 from agentsession_core.errors import clip
+from agentsession_core.measure.agent_substrate import PRESET, preset_queries
 from agentsession_core.script.yaml_places import NoAliasLoader
 
 MAX_FIGURES = 64  # series patterns or named queries: a dashboard's worth, not a dump
@@ -61,6 +62,25 @@ class ServerParams(Section):
         max_length=MAX_FIGURES,
         description="name: PromQL, run against target.prometheus_url over each window",
     )
+
+    preset: Annotated[Literal["agent-substrate"] | None, Flag("--server-preset")] = Field(
+        None,
+        description=(
+            f"{PRESET}: the platform's wake-phase series as server.queries (the wake split; "
+            "docs/guide/server-metrics.md); a query of your own with the same name wins"
+        ),
+    )
+
+    @property
+    def all_queries(self) -> dict[str, str]:
+        """The queries the run asks: the preset's, then the user's (a same name: the user's)."""
+        own = preset_queries(self.preset) if self.preset else {}
+        return own | self.queries
+
+    @property
+    def overridden(self) -> list[str]:
+        """The preset's queries a user's query of the same name replaced."""
+        return sorted(set(preset_queries(self.preset)) & set(self.queries)) if self.preset else []
 
     @field_validator("queries")
     @classmethod

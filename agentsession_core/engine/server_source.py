@@ -20,9 +20,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agentsession_core.engine.params import RunParams
+from agentsession_core.measure.agent_substrate import preset_queries
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_metrics import ServerMetricsStore
 from agentsession_core.measure.server_sources import PrometheusRange, Scraper, ServerMetrics
+from agentsession_core.measure.wake_split import time_to_wake
 from agentsession_core.output.run_dir import redact
 from agentsession_core.substrate.protocol import METRICS_PATH
 
@@ -57,6 +59,19 @@ def _headers(params: RunParams, url: str, embedded: str | None) -> dict[str, str
     return {"Authorization": f"Bearer {target.token}"}
 
 
+def _preset(name: str, overridden: list[str]) -> dict[str, Any]:
+    """What server_summary.json says of the preset; a user's query that replaced one of the
+    preset's is said once in the log too (docs/SPEC.md §5.9)."""
+    if overridden:
+        log.warning(
+            "server.queries %s replace server.preset %s's queries of the same name",
+            ", ".join(overridden),
+            name,
+        )
+    own = [q for q in preset_queries(name) if q not in overridden]
+    return {"name": name, "queries": own, "overridden": overridden}
+
+
 @contextlib.asynccontextmanager
 async def open_server_metrics(
     params: RunParams, recorder: Recorder, embedded: str | None
@@ -83,9 +98,12 @@ async def open_server_metrics(
         )
         source.update(kind="scrape", url=redact(scrape), series=list(server.series))
     if query is not None:
-        prometheus = PrometheusRange(query, server.queries)
-        source.update(prometheus_url=redact(query), queries=dict(server.queries))
+        queries = server.all_queries
+        prometheus = PrometheusRange(query, queries)
+        source.update(prometheus_url=redact(query), queries=queries)
         source["kind"] = "scrape+prometheus" if scraper is not None else "prometheus"
+        if server.preset:
+            source["preset"] = _preset(server.preset, server.overridden)
     sampler = ServerMetrics(
         store,
         to_unix=recorder.unix_s,
@@ -93,6 +111,7 @@ async def open_server_metrics(
         scraper=scraper,
         prometheus=prometheus,
         source=source,
+        client=lambda start, end: time_to_wake(recorder.window(start, end)),
     )
     try:
         await sampler.start()

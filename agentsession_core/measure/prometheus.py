@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from agentsession_core.measure.health import LOOP_LAG_ROW
 from agentsession_core.measure.histogram import LogHistogram
+from agentsession_core.measure.locust_metrics import LocustCollector
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.stats import RowStats
 
@@ -133,14 +134,23 @@ class RecorderCollector(Collector):
 
 
 class MetricsServer:
-    """GET /metrics on the running event loop (scrapes read the recorder on its own thread)."""
+    """GET /metrics on the running event loop (scrapes read the recorder on its own thread):
+    the agentsession_* families and the Locust exporter's (`user_class`: the session type)."""
 
-    def __init__(self, recorder: Recorder, port: int, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        recorder: Recorder,
+        port: int,
+        host: str = "127.0.0.1",
+        *,
+        user_class: str = "agentsession",
+    ) -> None:
         self.recorder = recorder
         self.host = host
         self.port = port
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(RecorderCollector(recorder))
+        self.registry.register(LocustCollector(recorder, user_class))
         self._runner: web.AppRunner | None = None
 
     async def _metrics(self, request: web.Request) -> web.Response:

@@ -35,9 +35,17 @@ from prometheus_client.metrics_core import Metric
 from agentsession_core.substrate.local.metrics import PREFIX as LOCAL_PREFIX
 
 COUNTER, GAUGE = "counter", "gauge"
+# A query that names $window is asked once per window, at its end, over the whole window
+# (measure/server_sources.py): its series hold one answer per window, kind "answer".
+WINDOW = "$window"
+ANSWER = "answer"
+# Its time goes out in milliseconds, so an answer may be stamped that much past the end.
+_SENT_ROUNDING = 0.0015
 COUNTER_FIGURES = ("start", "end", "increase", "rate", "samples")
 GAUGE_FIGURES = ("start", "end", "min", "max", "mean", "samples")
-FIGURES = tuple(dict.fromkeys(COUNTER_FIGURES + GAUGE_FIGURES))
+# A wake phase of the agent-substrate preset (measure/wake_split.py) has these besides mean.
+PHASE_FIGURES = ("count", "mean", "p50", "p90", "p99", "samples")
+FIGURES = tuple(dict.fromkeys(COUNTER_FIGURES + GAUGE_FIGURES + PHASE_FIGURES))
 SCHEMA = "agentsession.server_summary/1"
 # Families kept from a scrape unless `server.series` says otherwise: the local substrate's.
 DEFAULT_SERIES = (f"{LOCAL_PREFIX}*",)
@@ -88,7 +96,14 @@ class Series:
     def figures(self, start: float, end: float, gauge_end: float) -> dict[str, float] | None:
         if self.kind == COUNTER:
             return _counter_figures(self.t, self.v, start, end)
+        if self.kind == ANSWER:
+            return _answer_figures(self.t, self.v, start, end)
         return _gauge_figures(self.t, self.v, start, gauge_end)
+
+    def answer(self, start: float, end: float) -> float | None:
+        """The window's answer of a $window query: its one point in (start, end]."""
+        found = _answer_figures(self.t, self.v, start, end)
+        return found["end"] if found is not None else None
 
 
 def _counter_figures(t: array, v: array, start: float, end: float) -> dict[str, float] | None:
@@ -123,6 +138,15 @@ def _counter_figures(t: array, v: array, start: float, end: float) -> dict[str, 
     }
 
 
+def _answer_figures(t: array, v: array, start: float, end: float) -> dict[str, float] | None:
+    """A $window query's answer for [start, end], as `end`; none for a span holding several
+    windows' answers (the steady window: each answer covers its own window only)."""
+    lo, hi = bisect_right(t, start), bisect_right(t, end + _SENT_ROUNDING)
+    if hi - lo != 1:
+        return None
+    return {"end": v[lo], "samples": 1}
+
+
 def _gauge_figures(t: array, v: array, start: float, end: float) -> dict[str, float] | None:
     lo, hi = bisect_left(t, start), bisect_right(t, end)
     if hi <= lo:
@@ -148,6 +172,7 @@ class ServerWindow:
     figures: dict[str, dict[str, float]]
     index: int | None = None
     level: float | None = None
+    split: dict[str, Any] | None = None  # where the wakes' time went (measure/wake_split.py)
 
     def figure(self, name: str) -> tuple[float, int] | None:
         """A threshold's figure (`parked_requests_max`) and the samples behind it."""
@@ -170,6 +195,8 @@ class ServerWindow:
             samples=self.samples,
             figures=self.figures,
         )
+        if self.split is not None:
+            out["wake_split"] = self.split
         return out
 
 
@@ -231,22 +258,24 @@ class ServerMetricsStore:
         self, name: str, query: str, results: list[tuple[dict[str, str], list[tuple[float, float]]]]
     ) -> None:
         """A PromQL range result (docs/SPEC.md §5.9): every series is a gauge named after the
-        query (and its labels when the result has several series, plus their sum)."""
+        query (and its labels when the result has several series, plus their sum); a $window
+        query's are answers, one a window."""
+        kind = ANSWER if WINDOW in query else GAUGE
         if len(results) == 1:
             labels, points = results[0]
-            series = self._series(name, Series(query, labels, GAUGE, "PromQL"))
+            series = self._series(name, Series(query, labels, kind, "PromQL"))
             for t, value in points:
                 series.add(t, value)
         else:
             totals: dict[float, float] = {}
             for labels, points in results:
                 series = self._series(
-                    series_name(name, labels), Series(query, labels, GAUGE, "PromQL")
+                    series_name(name, labels), Series(query, labels, kind, "PromQL")
                 )
                 for t, value in points:
                     series.add(t, value)
                     totals[t] = totals.get(t, 0.0) + value
-            total = self._series(name, Series(query, {}, GAUGE, "PromQL", aggregate=True))
+            total = self._series(name, Series(query, {}, kind, "PromQL", aggregate=True))
             for t in sorted(totals):
                 total.add(t, totals[t])
         for t in sorted({t for _, points in results for t, _ in points}):
@@ -295,11 +324,14 @@ def summary_document(
 
 
 __all__ = [
+    "ANSWER",
     "COUNTER",
     "DEFAULT_SERIES",
     "FIGURES",
     "GAUGE",
     "SCHEMA",
+    "WINDOW",
+    "Series",
     "ServerMetricsStore",
     "ServerWindow",
     "series_name",

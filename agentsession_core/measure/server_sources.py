@@ -25,9 +25,16 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentsession_core.measure.server_metrics import (
+    WINDOW,
     ServerMetricsStore,
     ServerWindow,
     summary_document,
+)
+from agentsession_core.measure.wake_split import (
+    Asked,
+    merged_split,
+    phase_rows_figures,
+    window_split,
 )
 
 log = logging.getLogger("agentsession")
@@ -130,11 +137,19 @@ class PrometheusRange:
         return out
 
     async def fetch(self, store: ServerMetricsStore, start: float, end: float, step: float) -> None:
-        """Every query over the span into `store`; a failing query is counted and skipped."""
+        """Every query over the span into `store`; a failing query is counted and skipped. A
+        query that names `$window` is asked once, at the span's end, with the span's length
+        in its place (`increase(x[$window])` is then the window's increase)."""
         step = max(step, (end - start) / MAX_POINTS, 0.001)
+        span = f"{max(1, round((end - start) * 1000))}ms"
         for name, query in self.queries.items():
             try:
-                store.book_query(name, query, await self.query_range(query, start, end, step))
+                if WINDOW in query:
+                    asked = query.replace(WINDOW, span)
+                    found = await self.query_range(asked, end, end, step)
+                else:
+                    found = await self.query_range(query, start, end, step)
+                store.book_query(name, query, found)
             except Exception as exc:  # a bad query or answer costs its figures, not the run
                 _failed(store, f"query {name} ({query}): {exc!r}")
 
@@ -161,6 +176,7 @@ class ServerMetrics:
         scraper: Scraper | None = None,
         prometheus: PrometheusRange | None = None,
         source: dict[str, Any] | None = None,
+        client: Callable[[int, int], dict[str, float] | None] | None = None,
     ) -> None:
         self.store = store
         self.to_unix = to_unix
@@ -168,7 +184,9 @@ class ServerMetrics:
         self.scraper = scraper
         self.prometheus = prometheus
         self.source = source or {}
+        self.client = client  # the client's TimeToWake over a span, for the wake split
         self.windows: list[ServerWindow] = []
+        self._spans: list[tuple[int, int]] = []  # each window's [start_ns, end_ns]
         self._last_sample: float | None = None  # the sample that closed the last window
         self._task: asyncio.Task[None] | None = None
 
@@ -211,15 +229,31 @@ class ServerMetrics:
         if self.prometheus is not None and end > start:
             await self.prometheus.fetch(self.store, start, end, self.interval)
         window = self.store.cut(start, end, gauge_end=gauge_end, index=index, level=level)
+        if self.prometheus is not None:
+            client = self.client(start_ns, end_ns) if self.client is not None else None
+            asked = Asked(self.store.series, self.prometheus.queries)
+            self._split(window, window_split(asked, start, end, client))
+        self._spans.append((start_ns, end_ns))
         self.windows.append(window)
         return window
+
+    @staticmethod
+    def _split(window: ServerWindow, split: dict[str, Any] | None) -> None:
+        window.split = split
+        window.figures.update(phase_rows_figures(split))
 
     def steady(self) -> ServerWindow | None:
         """The steady window: from the first window's start to the last one's end."""
         if not self.windows:
             return None
         first, last = self.windows[0], self.windows[-1]
-        return self.store.cut(first.start_unix, last.end_unix, gauge_end=self._last_sample)
+        steady = self.store.cut(first.start_unix, last.end_unix, gauge_end=self._last_sample)
+        splits = [w.split for w in self.windows]
+        if any(splits):
+            (start_ns, _), (_, end_ns) = self._spans[0], self._spans[-1]
+            client = self.client(start_ns, end_ns) if self.client is not None else None
+            self._split(steady, merged_split(splits, client))
+        return steady
 
     def document(self) -> dict[str, Any]:
         """server_summary.json (docs/SPEC.md §7); call once sampling has stopped."""

@@ -45,6 +45,7 @@ from agentsession_core.output.report_server_data import (
     windows_of,
 )
 from agentsession_core.output.report_tables import fmt, table
+from agentsession_core.output.report_wake_split import wake_split
 
 COLOURS = ("#1565c0", "#2e7d32", "#ef6c00", "#8e24aa", "#c62828", "#00838f", "#6d4c41")
 RULE_COLOUR = "#b71c1c"
@@ -110,9 +111,16 @@ def source_line(doc: dict[str, Any]) -> str:
     if source.get("prometheus_url"):
         parts.append(f"Prometheus <code>{esc(source['prometheus_url'])}</code>")
     queries = section_of(source, "queries")
-    if queries:
+    preset = section_of(source, "preset")
+    if preset:
+        overridden = preset.get("overridden") or []
+        said = f" (yours in place of: {', '.join(map(str, overridden))})" if overridden else ""
+        parts.append(f"preset <b>{esc(preset.get('name', '?'))}</b>{esc(said)}")
+    own = set(query_names(doc))
+    if own:
         parts.append(
-            "queries " + ", ".join(f"<code>{esc(k)} = {esc(v)}</code>" for k, v in queries.items())
+            "queries "
+            + ", ".join(f"<code>{esc(k)} = {esc(v)}</code>" for k, v in queries.items() if k in own)
         )
     ok, failed = number(sampling.get("ok")) or 0, number(sampling.get("failed")) or 0
     said = f"sampling: <b>{ok:.0f}</b> ok, <b>{failed:.0f}</b> failed"
@@ -322,10 +330,13 @@ def charts(ctx: ReportContext) -> str:
     spans = windows_of(ctx.data.server)
     specs = default_charts()
     # A Prometheus source's queries: one chart each, as their units are the query's own.
-    specs += [
-        ChartSpec(f"query {q}", "window mean", [(q, "mean")]) for q in query_names(ctx.data.server)
-    ]
     described = section_of(ctx.data.server, "series")
+    for q in query_names(ctx.data.server):  # a $window query answers once a window: its end
+        kind = section_of(described, q).get("kind")
+        figure, unit = (
+            ("end", "the window's answer") if kind == "answer" else ("mean", "window mean")
+        )
+        specs.append(ChartSpec(f"query {q}", unit, [(q, figure)]))
     families = {name: str(d.get("metric")) for name, d in described.items() if isinstance(d, dict)}
     _place_rules(specs, [r for r in ctx.rules if r.server], families)
     found = [c for c in (chart_of(ctx, s, spans) for s in specs) if c is not None]
@@ -350,6 +361,7 @@ def server(ctx: ReportContext) -> str:
     rules = rule_figures(ctx.data, ctx.rules)
     rows = key_figures(spans_of(doc), list(rules), query_names(doc))
     body = head + "<h3>Key figures per window</h3>" + figures_table(ctx, rows, rules)
+    body += wake_split(doc)
     body += "<h3>Per window, over time</h3>" + charts(ctx)
     return section("server", "Server-side figures", body, intro)
 

@@ -111,11 +111,11 @@ def key_figures(
     out += [
         f for f in DEFAULT_FIGURES if any(value(s, f.series, f.figure) is not None for s in spans)
     ]
-    out += [
-        KeyFigure(q, "mean", f"query {q} (mean)")
-        for q in queries
-        if any(value(s, q, "mean") is not None for s in spans)
-    ]
+    for q in queries:  # a $window query has one answer a window, as its `end`
+        for figure, said in (("mean", "mean"), ("end", "the window's answer")):
+            if any(value(s, q, figure) is not None for s in spans):
+                out.append(KeyFigure(q, figure, f"query {q} ({said})"))
+                break
     shown = {f.name for f in out}
     for name in judged:
         parts = split_figure(name)
@@ -126,8 +126,12 @@ def key_figures(
 
 
 def query_names(doc: dict[str, Any] | None) -> list[str]:
-    """The names of a Prometheus source's `server.queries` (source.queries)."""
-    return [str(name) for name in section_of(section_of(doc, "source"), "queries")]
+    """The names of a Prometheus source's `server.queries` (source.queries), without a
+    preset's (the wake split shows those)."""
+    source = section_of(doc, "source")
+    preset = section_of(source, "preset").get("queries")
+    own = {str(q) for q in preset} if isinstance(preset, list) else set()
+    return [str(name) for name in section_of(source, "queries") if str(name) not in own]
 
 
 # --------------------------------------------------------------------------- formatting

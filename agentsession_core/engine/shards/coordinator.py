@@ -158,7 +158,9 @@ class ShardedRun(Run):
         opened = (a.open(p, text) for a, p in zip(self.actors, plans, strict=True))
         self.shard_info = list(await asyncio.gather(*opened))
         if self.params.metrics_port is not None:
-            metrics = MetricsServer(self.recorder, self.params.metrics_port)
+            metrics = MetricsServer(
+                self.recorder, self.params.metrics_port, user_class=self.script.name
+            )
             await metrics.start()
             self._stack.push_async_callback(metrics.stop)
             log.info("metrics on %s", metrics.url)
