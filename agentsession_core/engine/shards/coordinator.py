@@ -21,14 +21,15 @@ are judged on the full load again. A loss before the hold, or one that leaves fe
 
 The coordinator's watchdog is the run's one probe of the substrate (the shards run none):
 when the substrate answers again after an outage, every shard checks its residents against
-it and replaces what was lost (docs/SPEC.md §5.8). Leaving the run stops every shard (their load at once, then
-each deletes its own actors), merges their last seconds, writes one set of artifacts with
-each shard's generator health beside it, and closes the cluster.
+it and replaces what was lost (docs/SPEC.md §5.8). Leaving the run stops every shard
+(their load at once, then each deletes its own actors), merges their last seconds, writes
+one set of artifacts with each shard's generator health beside it, and closes the cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import signal
@@ -64,7 +65,8 @@ log = logging.getLogger("agentsession")
 
 PUMP_S = 0.25  # how often every shard is drained
 DRAIN_TIMEOUT_S = 2.0
-LOST_AFTER_MISSES = 2  # failed drains in a row before a shard counts as lost
+LOST_AFTER_MISSES = 3  # failed drains in a row before a shard counts as lost
+STOP_LOST_S = 10.0  # how long a shard lost by its silence gets to stop and clean up itself
 CATCH_UP_S = 5.0  # how long the end of a hold waits for the shards' last seconds
 T0_LEAD_S = 0.5  # the common t0 is the first whole second at least this far ahead
 CLOSE_TIMEOUT_S = 15.0
@@ -101,7 +103,8 @@ class ShardedRun(Run):
         self.futures: list[Any] = []
         self.lost: dict[int, str] = {}
         self.ended: str | None = None  # the loss the run could not go on after: it ends void
-        self.started_unix: dict[int, int] = {}  # shard -> the unix second it started at
+        self.shard_start_unix: dict[int, int] = {}  # shard -> the unix second it started at
+        self._started = asyncio.Event()  # set when shards got their start, or were lost
         self.finals: dict[int, dict[str, Any]] = {}
         self.swept: dict[int, Swept] = {}
         self.client: Substrate | None = None
@@ -377,7 +380,9 @@ class ShardedRun(Run):
             return
         live = self.live_shards
         waiting = [
-            k for k in live if k not in self.started_unix and self.stream.status[k].get("waiting_t0")
+            k
+            for k in live
+            if k not in self.shard_start_unix and self.stream.status[k].get("waiting_t0")
         ]
         if not waiting or (self.t0_ns is None and len(waiting) < len(live)):
             return
@@ -389,7 +394,8 @@ class ShardedRun(Run):
             log.info("common t0 for %d shards: %s UTC", len(live), at)
         else:
             log.info("shards %s start at %s UTC", ", ".join(map(str, waiting)), at)
-        self.started_unix.update((k, t0_unix_s) for k in waiting)
+        self.shard_start_unix.update((k, t0_unix_s) for k in waiting)
+        self._started.set()
         await asyncio.gather(
             *(self.actors[k].start_at(t0_unix_ns) for k in waiting), return_exceptions=True
         )
@@ -417,7 +423,8 @@ class ShardedRun(Run):
         reason = self.lost[k] = f"shard {k} lost at {clock} UTC (worker {worker}): {why}"
         log.error("%s", reason)
         self.stream.drop(k)
-        self._sweeps[k] = asyncio.create_task(self._sweep(k), name=f"sweep-shard-{k}")
+        self._started.set()  # a carry-on waiting for this shard's start waits no more
+        self._sweeps[k] = asyncio.create_task(self._stop_and_sweep(k), name=f"sweep-shard-{k}")
         needed = self.params.generator.shards_needed(len(self.plans_of_first_split))
         if self.phase != "hold" or not self.live_shards:
             self.ended = self.ended or reason  # before the hold nothing is carried on
@@ -434,6 +441,19 @@ class ShardedRun(Run):
     @property
     def plans_of_first_split(self) -> list[ShardPlan]:
         return [plan for plan in self.plans if plan.adopted_from is None]
+
+    async def _stop_and_sweep(self, k: int) -> None:
+        """A shard counted lost by its silence may still run (a starved worker, not a dead
+        one): it is told to stop its load and delete its own actors first (bounded; a dead
+        worker fails at once), so it creates nothing under the names its sessions will have
+        elsewhere; then the coordinator deletes what is left."""
+        if await self._is_lost(k) is False:
+            cleanup = self.params.cleanup
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    self.actors[k].finish(), cleanup.stop_grace_seconds + STOP_LOST_S
+                )
+        await self._sweep(k)
 
     async def _sweep(self, k: int) -> None:
         """Delete lost shard `k`'s actors (sweep.py)."""
@@ -488,17 +508,19 @@ class ShardedRun(Run):
         )
         self.futures.extend(f for f, _ in started)
         self.actors.extend(a for _, a in started)
+        assert self.script is not None
         text = encode(self.script)
         opened = (self.actors[i].open(self.plans[i], text) for i in indices)
         self.shard_info.extend(await asyncio.gather(*opened))
         loss.carried_by = indices
         for phase in ("preflight", "register", "fill"):
             await self._all("phase", phase, shards=indices)
-        while not all(i in self.started_unix or i in self.lost for i in indices):
-            await asyncio.sleep(0.05)  # the pump gives them their start (_release_t0)
+        while not all(i in self.shard_start_unix or i in self.lost for i in indices):
+            self._started.clear()
+            await self._started.wait()  # the pump gives them their start (_release_t0)
         if self.level != 1.0:
             await self._apply_level()
-        loss.back = float(max(self.started_unix.get(i, 0) for i in indices) or time.time())
+        loss.back = float(max(self.shard_start_unix.get(i, 0) for i in indices) or time.time())
         log.warning("%s", loss.line)
 
     def _on_substrate_back(self) -> None:

@@ -93,9 +93,10 @@ def status_document(run: ShardedRun, *, final: bool) -> dict[str, Any]:
                 for loss in (run.stream.losses if run.stream else [])
             ],
             # The common intended t0 and how late each shard's loop reached its start.
-            "t0_unix": run.started_unix.get(0),
+            "t0_unix": run.shard_start_unix.get(0),
             "start_skew_ms": {
-                str(k): row["start_skew_ms"] for k, row in enumerate(rows)
+                str(k): row["start_skew_ms"]
+                for k, row in enumerate(rows)
                 if row["start_skew_ms"] is not None
             },
             "merge_ms_per_delta": (

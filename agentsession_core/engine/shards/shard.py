@@ -210,6 +210,7 @@ class ShardEngine:
 
     async def substrate_back(self) -> None:
         """The coordinator's watchdog saw the substrate answer again after an outage."""
+        log.info("substrate back (the coordinator's probe saw it): checking residents")
         self._engine().substrate_back()
 
     async def set_level(self, level: ShardLevel) -> None:

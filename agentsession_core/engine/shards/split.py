@@ -103,8 +103,12 @@ def plan_shards(params: RunParams, count: int, *, target: dict[str, Any]) -> lis
     if count > pop.sessions:
         raise ValueError(f"{count} shards for {pop.sessions} sessions: one session each at least")
     return [
-        ShardPlan(k, count, _shard_params(params, share, shard_seed(params.seed, count, k), target),
-                  actor_prefix(k))
+        ShardPlan(
+            k,
+            count,
+            _shard_params(params, share, shard_seed(params.seed, count, k), target),
+            actor_prefix(k),
+        )
         for k, share in enumerate(_shares(pop, count))
     ]
 
