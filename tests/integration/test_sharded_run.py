@@ -422,7 +422,9 @@ async def test_a_sharded_run_replaces_what_a_substrate_restart_lost(
     # of a replacement; cleanup's deletions are not booked).
     for k in (0, 1):
         assert any(line.startswith(f"shard {k}: substrate back") for line in lines), lines
-    assert any(re.match(r"shard \d: after the outage: [1-9]", line) for line in lines), lines
+    # What the restart lost was found by that check ("after the outage: N of M residents"),
+    # or, where a swap touched it first (the ate wire's router is back before its gRPC), by
+    # the failed wake or park: replaced either way.
     replaced = sum(
         final["counts"].get(f"{CONTROL_KIND}/DeleteActor", 0) for final in run.finals.values()
     )

@@ -42,6 +42,7 @@ from agentsession_core.engine.target import client_for
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 from agentsession_core.script import decode
+from agentsession_core.substrate.errors import SubstrateError
 
 log = logging.getLogger("agentsession")
 
@@ -70,6 +71,7 @@ FLUSH_AFTER_NS = 20_000_000  # flush this long after each second ends
 # ticks never saw: a sharded run's gauges summed 14-24 resident-seconds of shortfall where its
 # stats.jsonl booked 0-2 (issue 18). An unsharded run samples at whatever phase it started.
 SAMPLE_AT_NS = 500_000_000
+BACK_WAIT_S = 10.0  # after an outage, how long a shard waits for the substrate to answer it
 ORPHAN_S = 60.0  # undrained this long: the coordinator is gone, clean up alone
 LOG_LINES = 2000  # log lines kept between drains at most
 
@@ -209,9 +211,24 @@ class ShardEngine:
         self.start_skew_ms = (time.time_ns() - t0_unix_ns) / 1e6
 
     async def substrate_back(self) -> None:
-        """The coordinator's watchdog saw the substrate answer again after an outage."""
+        """The coordinator's watchdog saw the substrate answer again after an outage. This
+        shard's own connection may not be back yet (a gRPC channel in its reconnect backoff:
+        the check's ListActors would fail and check nothing), so it waits until the
+        substrate answers it too (BACK_WAIT_S at most), then checks its residents."""
+        engine = self._engine()
+        namespace, name = engine.params.target.template_ref
+        give_up = time.monotonic() + BACK_WAIT_S
+        while True:
+            try:
+                await asyncio.wait_for(engine.substrate.get_template(namespace, name), 2.0)
+                break
+            except (SubstrateError, TimeoutError) as exc:
+                if time.monotonic() > give_up:
+                    log.warning("substrate back, but not to this shard (%s): checking anyway", exc)
+                    break
+                await asyncio.sleep(0.25)
         log.info("substrate back (the coordinator's probe saw it): checking residents")
-        self._engine().substrate_back()
+        engine.substrate_back()
 
     async def set_level(self, level: ShardLevel) -> None:
         engine = self._engine()
