@@ -359,8 +359,12 @@ class ShardedRun(Run):
             deltas = await asyncio.wait_for(self.actors[k].drain(), DRAIN_TIMEOUT_S)
         except Exception as exc:
             self._misses[k] = self._misses.get(k, 0) + 1
-            if await self._is_lost(k) or self._misses[k] >= LOST_AFTER_MISSES:
-                await self._lose(k, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            # Only a shard that did not answer in time may still run; one whose call failed
+            # otherwise (Dask: "Worker holding Actor was lost") is gone.
+            silent = isinstance(exc, TimeoutError) and not await self._is_lost(k)
+            if not silent or self._misses[k] >= LOST_AFTER_MISSES:
+                why = f"{type(exc).__name__}: {exc}".rstrip(": ")
+                await self._lose(k, why, silent=silent)
             return
         self._misses[k] = 0
         for delta in deltas:
@@ -414,7 +418,8 @@ class ShardedRun(Run):
             log.info("progress: %s", files.progress_line(self))
 
     # ------------------------------------------------------------ lost shards
-    async def _lose(self, k: int, why: str) -> None:
+    async def _lose(self, k: int, why: str, *, silent: bool = False) -> None:
+        """Shard `k` is lost (`silent`: it stopped answering, its worker may still run)."""
         if k in self.lost or self.stream is None:
             return
         worker = self.workers[k] if k < len(self.workers) else "?"
@@ -424,7 +429,8 @@ class ShardedRun(Run):
         log.error("%s", reason)
         self.stream.drop(k)
         self._started.set()  # a carry-on waiting for this shard's start waits no more
-        self._sweeps[k] = asyncio.create_task(self._stop_and_sweep(k), name=f"sweep-shard-{k}")
+        sweeping = self._stop_and_sweep(k) if silent else self._sweep(k)
+        self._sweeps[k] = asyncio.create_task(sweeping, name=f"sweep-shard-{k}")
         needed = self.params.generator.shards_needed(len(self.plans_of_first_split))
         if self.phase != "hold" or not self.live_shards:
             self.ended = self.ended or reason  # before the hold nothing is carried on
@@ -447,12 +453,11 @@ class ShardedRun(Run):
         one): it is told to stop its load and delete its own actors first (bounded; a dead
         worker fails at once), so it creates nothing under the names its sessions will have
         elsewhere; then the coordinator deletes what is left."""
-        if await self._is_lost(k) is False:
-            cleanup = self.params.cleanup
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(
-                    self.actors[k].finish(), cleanup.stop_grace_seconds + STOP_LOST_S
-                )
+        cleanup = self.params.cleanup
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                self.actors[k].finish(), cleanup.stop_grace_seconds + STOP_LOST_S
+            )
         await self._sweep(k)
 
     async def _sweep(self, k: int) -> None:
