@@ -4,13 +4,14 @@ run_dir, extra_rows, finalizers), so neither needs to know.
 
 The coordinator (this process) starts the embedded local substrate once when no URL is given,
 opens the Dask cluster, puts one ShardActor on each worker, and drives every phase on all
-shards at once. A pump drains every shard each PUMP_S: the deltas merge into one recorder
+shards at once. A pump drains every shard once a second: the deltas merge into one recorder
 (stream.py), the t0 barrier is released once every shard has filled (all holds start on the
 same intended t0), stats_history.csv and status.json are written once a second. Judging,
 abort rules and drift run on the merged stream, exactly as on a single process's recorder.
 
-A shard is lost when Dask says its actor's worker is gone or two drains in a row fail. The
-coordinator deletes the lost shard's actors itself — the names the shard published, plus
+A shard is lost when a call to it fails because its worker is gone, or when it leaves
+LOST_AFTER_MISSES drains in a row unanswered (then it is first told to stop and delete its
+own actors: a starved worker may still run). The coordinator deletes the lost shard's actors itself — the names the shard published, plus
 whatever the atespace listing shows under its prefix — and then, in the hold, carries its
 sessions on: the lost shard's plan is split again over the surviving workers (replan: same
 seed, same session ids and actor names, so no session is counted twice), one new shard per
@@ -63,13 +64,23 @@ from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
 
-PUMP_S = 0.25  # how often every shard is drained
+# Every shard is drained once a second, this far into it: a shard ships its last second just
+# after it ends (shard.FLUSH_AFTER_NS), so a drain then finds it; drains in between found
+# nothing and were three quarters of the coordinator's calls (bench/RESULTS.md).
+DRAIN_AT_S = 0.15
 DRAIN_TIMEOUT_S = 2.0
 LOST_AFTER_MISSES = 3  # failed drains in a row before a shard counts as lost
 STOP_LOST_S = 10.0  # how long a shard lost by its silence gets to stop and clean up itself
 CATCH_UP_S = 5.0  # how long the end of a hold waits for the shards' last seconds
 T0_LEAD_S = 0.5  # the common t0 is the first whole second at least this far ahead
 CLOSE_TIMEOUT_S = 15.0
+
+
+def _until_next(phase_s: float) -> float:
+    """Seconds from now to the next wall-clock instant `phase_s` into a second."""
+    now = time.time()
+    at = math.floor(now) + phase_s
+    return (at if at > now else at + 1.0) - now
 
 
 class ShardedRun(Run):
@@ -348,7 +359,7 @@ class ShardedRun(Run):
     # ------------------------------------------------------------ the pump
     async def _pump(self) -> None:
         while True:
-            await asyncio.sleep(PUMP_S)
+            await asyncio.sleep(_until_next(DRAIN_AT_S))
             await asyncio.gather(*(self._drain(k) for k in self.live_shards))
             await self._release_t0()
             await self._report()
