@@ -11,9 +11,9 @@ abort rules and drift run on the merged stream, exactly as on a single process's
 
 A shard is lost when a call to it fails because its worker is gone, or when it leaves
 LOST_AFTER_MISSES drains in a row unanswered (then it is first told to stop and delete its
-own actors: a starved worker may still run). The coordinator deletes the lost shard's actors itself — the names the shard published, plus
-whatever the atespace listing shows under its prefix — and then, in the hold, carries its
-sessions on: the lost shard's plan is split again over the surviving workers (replan: same
+own actors: a starved worker may still run). The coordinator deletes the lost shard's
+actors itself — the names the shard published, plus whatever the atespace listing shows
+under its prefix — and then, in the hold, carries its sessions on: the lost shard's plan is split again over the surviving workers (replan: same
 seed, same session ids and actor names, so no session is counted twice), one new shard per
 survivor, each registering and filling its part and starting its steady load on the next
 whole second. The window the loss cut is void (named: "shard 2 lost at …"), later windows
@@ -506,13 +506,16 @@ class ShardedRun(Run):
         if self.stop_reason() is not None or self.phase != "hold":
             return
         survivors = self.live_workers
-        parts = replan(self.plans[loss.shard], len(survivors), len(self.plans))
         # One part per surviving shard, placed on the cluster's workers that run no shard
         # first (a spare, or the lost worker restarted by its nanny), then beside the
         # survivors: two engines in one worker process share its GIL.
         alive = set(await self.cluster.workers())
         busy = {self.workers[k] for k in self.live_shards}
         places = sorted(alive - busy) + [w for w in survivors if w in alive]
+        if not places:
+            raise AgentsessionError("no live worker left in the cluster")
+        count = min(len(survivors), len(places))
+        parts = replan(self.plans[loss.shard], count, len(self.plans))
         for plan, worker in zip(parts, places, strict=False):
             index = self.stream.grow()
             assert index == plan.index == len(self.plans)
