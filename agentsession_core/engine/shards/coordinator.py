@@ -13,10 +13,10 @@ A shard is lost when a call to it fails because its worker is gone, or when it l
 LOST_AFTER_MISSES drains in a row unanswered (then it is first told to stop and delete its
 own actors: a starved worker may still run). The coordinator deletes the lost shard's
 actors itself — the names the shard published, plus whatever the atespace listing shows
-under its prefix — and then, in the hold, carries its sessions on: the lost shard's plan is split again over the surviving workers (replan: same
-seed, same session ids and actor names, so no session is counted twice), one new shard per
-survivor, each registering and filling its part and starting its steady load on the next
-whole second. The window the loss cut is void (named: "shard 2 lost at …"), later windows
+under its prefix — and then, in the hold, carries its sessions on: the lost shard's plan
+is split again over the surviving workers (replan: same seed, same session ids and actor
+names, so no session is counted twice), one new shard per survivor, each registering and
+filling its part and starting its steady load on the next whole second. The window the loss cut is void (named: "shard 2 lost at …"), later windows
 are judged on the full load again. A loss before the hold, or one that leaves fewer than
 `generator.min_shards` workers, ends the run void with the shard named.
 
