@@ -16,9 +16,10 @@ actors itself — the names the shard published, plus whatever the atespace list
 under its prefix — and then, in the hold, carries its sessions on: the lost shard's plan
 is split again over the surviving workers (replan: same seed, same session ids and actor
 names, so no session is counted twice), one new shard per survivor, each registering and
-filling its part and starting its steady load on the next whole second. The window the loss cut is void (named: "shard 2 lost at …"), later windows
-are judged on the full load again. A loss before the hold, or one that leaves fewer than
-`generator.min_shards` workers, ends the run void with the shard named.
+filling its part and starting its steady load on the next whole second. The window the
+loss cut is void (named: "shard 2 lost at …"), later windows are judged on the full load
+again. A loss before the hold, or one that leaves fewer than `generator.min_shards`
+workers, ends the run void with the shard named.
 
 The coordinator's watchdog is the run's one probe of the substrate (the shards run none):
 when the substrate answers again after an outage, every shard checks its residents against
