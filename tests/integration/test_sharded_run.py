@@ -306,10 +306,13 @@ async def test_a_killed_shard_s_sessions_go_on_on_the_survivor_and_later_windows
         campaign.finish()
     recovered = (carried_on or 0) - (time.time() - (time.monotonic() - killed))
     print(
-        f"lost shard's sessions ran again {recovered:.1f}s after the kill; verdicts "
+        f"lost shard's sessions ran again {recovered:.1f}s after the kill "
+        f"{run.stream.losses[0].stages}; verdicts "
         + " ".join(f"{v.outcome}:{v.void_reason}" for v in verdicts if v is not None)
     )
-    assert carried_on is not None and recovered < 8.0
+    # Within seconds: 3-4 s on a quiet moment of the shared machine, up to 9 s at its busiest
+    # (status.json generator.losses[].stages_s says where they went).
+    assert carried_on is not None and recovered < 15.0
     assert verdicts[0] is not None and verdicts[0].outcome == "void", verdicts[0]
     assert re.match(r"shard 1 lost at \d\d:\d\d:\d\d UTC", verdicts[0].void_reason or "")
     # The windows after the carry-on are judged again: never void for the loss. (On the busy

@@ -494,6 +494,7 @@ class ShardedRun(Run):
         try:
             async with self._replanning:  # one re-plan at a time: the shard lists grow
                 await asyncio.gather(self._sweeps[k], return_exceptions=True)
+                loss.stages["swept"] = time.time() - loss.at
                 await self._start_parts(loss)
         except asyncio.CancelledError:
             raise
@@ -533,15 +534,18 @@ class ShardedRun(Run):
         opened = (self.actors[i].open(self.plans[i], text) for i in indices)
         self.shard_info.extend(await asyncio.gather(*opened))
         loss.carried_by = indices
+        loss.stages["opened"] = time.time() - loss.at
         for phase in ("preflight", "register", "fill"):
             await self._all("phase", phase, shards=indices)
+            loss.stages[phase] = time.time() - loss.at
         while not all(i in self.shard_start_unix or i in self.lost for i in indices):
             self._started.clear()
             await self._started.wait()  # the pump gives them their start (_release_t0)
         if self.level != 1.0:
             await self._apply_level()
         loss.back = float(max(self.shard_start_unix.get(i, 0) for i in indices) or time.time())
-        log.warning("%s", loss.line)
+        stages = ", ".join(f"{name} {at:.1f}s" for name, at in loss.stages.items())
+        log.warning("%s (after the loss: %s)", loss.line, stages)
 
     def _on_substrate_back(self) -> None:
         self._background(self._substrate_back(), "substrate-back")

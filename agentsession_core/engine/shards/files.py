@@ -89,6 +89,7 @@ def status_document(run: ShardedRun, *, final: bool) -> dict[str, Any]:
                     "reason": loss.reason,
                     "carried_on_unix": loss.back,
                     "carried_by": loss.carried_by,
+                    "stages_s": loss.stages,  # swept, opened, preflight, register, fill
                 }
                 for loss in (run.stream.losses if run.stream else [])
             ],

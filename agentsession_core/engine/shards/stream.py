@@ -47,6 +47,7 @@ class Loss:
     reason: str
     back: float | None = None
     carried_by: list[int] = field(default_factory=list)
+    stages: dict[str, float] = field(default_factory=dict)  # seconds after `at` each step ended
 
     def overlaps(self, window: Window) -> bool:
         return self.at < window.end_s and (self.back is None or self.back > window.start_s)
