@@ -110,6 +110,7 @@ class ShardedRun(Run):
         self.level_changes: list[tuple[int, float]] = []  # (when, level): turnover_window rows
         self.load_stopped_ns: int | None = None
         self.workers: list[str] = []
+        self.known_workers: set[str] = set()  # the cluster's workers when the run started
         self.shard_info: list[dict[str, Any]] = []
         self.actors: list[Any] = []
         self.futures: list[Any] = []
@@ -169,7 +170,9 @@ class ShardedRun(Run):
         here = None if generator.cluster else shard_count(generator, sessions)
         cluster = ShardCluster(generator.cluster, workers=here)
         self.cluster = await self._stack.enter_async_context(cluster)
-        cores = sum((await cluster.workers()).values())
+        known = await cluster.workers()
+        self.known_workers = set(known)
+        cores = sum(known.values())
         count = here or shard_count(generator, sessions, cores)
         self.stream = ShardStream(count)
         self.stream.attach(self.recorder)
@@ -508,12 +511,15 @@ class ShardedRun(Run):
         if self.stop_reason() is not None or self.phase != "hold":
             return
         survivors = self.live_workers
-        # One part per surviving shard, placed on the cluster's workers that run no shard
-        # first (a spare, or the lost worker restarted by its nanny), then beside the
-        # survivors: two engines in one worker process share its GIL.
+        # One part per surviving shard, placed first on a spare: a worker that was up when the
+        # run started and runs no shard (its process is warm); then beside a survivor (two
+        # engines in one process share its GIL); last on a worker that came up since (the
+        # lost one restarted by its nanny: still importing, seconds away from an actor).
         alive = set(await self.cluster.workers())
         busy = {self.workers[k] for k in self.live_shards}
-        places = sorted(alive - busy) + [w for w in survivors if w in alive]
+        spare = sorted((alive & self.known_workers) - busy)
+        late = sorted(alive - self.known_workers - busy)
+        places = spare + [w for w in survivors if w in alive] + late
         if not places:
             raise AgentsessionError("no live worker left in the cluster")
         count = min(len(survivors), len(places))
