@@ -32,11 +32,12 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["target.token_file"] == "--token-file"
     assert flags["generator.shards"] == "--shards"
     assert flags["generator.cluster"] == "--cluster"
+    assert flags["generator.min_shards"] == "--min-shards"
     assert flags["server.enabled"] == "--server-metrics"
     assert flags["target.metrics_url"] == "--metrics-url"
     assert flags["target.max_answer_bytes"] == "--max-answer-bytes"
     assert flags["target.local_start_timeout_seconds"] == "--local-start-timeout-seconds"
-    assert len(flags) == 47
+    assert len(flags) == 48
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = capsys.readouterr().out
