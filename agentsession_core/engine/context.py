@@ -108,6 +108,8 @@ class RunContext:
     # Actor names are `<actor_prefix>-<session id>`; the shards of a sharded run each have
     # their own prefix, so their names never collide in the shared atespace.
     actor_prefix: str = "agent"
+    # The first session's id: a lost shard's sessions carried on by a survivor keep theirs.
+    first_session: int = 0
     # When the steady load starts (see steady_start); set by a shard of a sharded run.
     common_t0: Callable[[], Awaitable[int]] | None = None
     dispatch_lag: Row = field(init=False)

@@ -235,6 +235,30 @@ class GeneratorParams(Section):
             raise ValueError(f"{value!r} is not a Dask scheduler address (tcp://host:8786)")
         return value
 
+    min_shards: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="shards a run goes on with after losing some (their sessions move to "
+        "the survivors); fewer left and the run ends void. None: half the shards, rounded up",
+    )
+
+    @model_validator(mode="after")
+    def _min_shards_within_shards(self) -> GeneratorParams:
+        if isinstance(self.shards, int) and self.min_shards is not None:
+            if self.min_shards > self.shards:
+                raise ValueError(
+                    f"generator.min_shards ({self.min_shards}) exceeds generator.shards "
+                    f"({self.shards}): the run could never start"
+                )
+        return self
+
+    def shards_needed(self, count: int) -> int:
+        """How many of `count` shards must stay alive for the run to go on."""
+        if self.min_shards is None:
+            return max(1, math.ceil(count / 2))
+        return min(self.min_shards, count)
+
 
 class RunParams(Section):
     """One engine run. The hold is not a parameter: the caller holds (`agentsession run

@@ -72,13 +72,14 @@ class Substrate:
     store: Path
     log: Path
     faults_seed: int = 3
+    workers: int = WORKERS
     http_port: int = field(default_factory=free_port)
     grpc_port: int = field(default_factory=free_port)
     proc: LocalSubstrateProcess | None = None
 
     def start(self) -> LocalSubstrateProcess:
         self.proc = LocalSubstrateProcess(
-            workers=WORKERS,
+            workers=self.workers,
             store=self.store,
             park_timeout=5,
             fault_seed=self.faults_seed,

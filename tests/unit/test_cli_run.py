@@ -32,6 +32,7 @@ def test_every_leaf_of_run_params_is_a_flag(capsys: pytest.CaptureFixture[str]) 
     assert flags["target.token_file"] == "--token-file"
     assert flags["generator.shards"] == "--shards"
     assert flags["generator.cluster"] == "--cluster"
+    assert flags["generator.min_shards"] == "--min-shards"
     assert flags["server.enabled"] == "--server-metrics"
     assert flags["target.metrics_url"] == "--metrics-url"
     assert flags["target.max_answer_bytes"] == "--max-answer-bytes"

@@ -13,20 +13,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentsession_core.engine.pacing import poisson_gap_ns, stream, think_jitter
-from agentsession_core.engine.params import RunParams, parse
+from agentsession_core.engine.params import GeneratorParams, RunParams, parse
 from agentsession_core.engine.shards import is_sharded, open_run
 from agentsession_core.engine.shards.shard import JournalLedger
 from agentsession_core.engine.shards.split import (
     plan_shards,
+    replan,
     shard_count,
     shard_levels,
     split_int,
     split_rate,
 )
-from agentsession_core.engine.shards.stream import MergedHealth, ShardDelta, ShardStream
+from agentsession_core.engine.shards.stream import Loss, MergedHealth, ShardDelta, ShardStream
 from agentsession_core.errors import UsageError
 from agentsession_core.measure.health import CPU_GAUGE, LOOP_LAG_ROW
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
+from agentsession_core.measure.stats import Window
 
 TARGET = {"substrate": "http://127.0.0.1:1", "atespace": "shared"}
 WALL0 = 1_700_000_000.0
@@ -284,3 +286,104 @@ def test_the_journal_tells_the_coordinator_every_name_before_it_exists():
     flow.add(0, ShardDelta(journal=ledger.take()))
     assert flow.names[0] == {"agent-s0-3"}
     assert ledger.take() == []
+
+
+# ---------------------------------------------------------------- a lost shard's load goes on
+@pytest.mark.parametrize("survivors", [1, 2, 3, 7])
+def test_a_lost_shards_sessions_split_over_the_survivors_keep_their_ids_and_seed(survivors):
+    params = run_params(sessions=23, awake=9, target_rps=4.5)
+    lost = plan_shards(params, 4, target=TARGET)[2]
+    parts = replan(lost, survivors, first_index=4)
+    pops = [p.params.population for p in parts]
+    lost_pop = lost.params.population
+    assert [p.index for p in parts] == list(range(4, 4 + len(parts)))
+    assert sum(p.sessions for p in pops) == lost_pop.sessions
+    assert sum(p.awake for p in pops) == lost_pop.awake
+    assert sum(p.target_rps for p in pops) == lost_pop.target_rps
+    assert {p.params.seed for p in parts} == {lost.params.seed}  # each session's own streams
+    assert {p.actor_prefix for p in parts} == {lost.actor_prefix}
+    assert all(p.adopted_from == 2 for p in parts)
+    # The parts' session ids are the lost shard's, each exactly once.
+    ids = [
+        i
+        for p in parts
+        for i in range(p.first_session, p.first_session + p.params.population.sessions)
+    ]
+    assert ids == list(range(lost_pop.sessions))
+    for part in parts:  # each part owns its ids' actors (and replacements), nobody else's
+        first, n = part.first_session, part.params.population.sessions
+        assert part.owns(f"agent-s2-{first}") and part.owns(f"agent-s2-{first + n - 1}-r3")
+        assert not part.owns(f"agent-s2-{first + n}") and not part.owns(f"agent-s1-{first}")
+        assert not part.owns(f"agent-s20-{first}")
+    assert lost.owns("agent-s2-999") and not lost.owns("agent-s20-1")
+
+
+def test_levels_after_a_loss_still_add_up_to_the_levels_total():
+    params = run_params(sessions=40, awake=8, target_rps=6.0)
+    plans = plan_shards(params, 3, target=TARGET)
+    live = [plans[0], plans[2], *replan(plans[1], 2, first_index=3)]
+    levels = shard_levels(params, live, 1.5)
+    assert sum(level.target_rps or 0 for level in levels) == pytest.approx(9.0)
+    closed = run_params(kind="closed", sessions=40, awake=0)
+    plans = plan_shards(closed, 3, target=TARGET)
+    live = [plans[0], plans[2], *replan(plans[1], 2, first_index=3)]
+    levels = shard_levels(closed, live, 0.5)
+    sessions = [
+        lv.multiplier * p.params.population.sessions for lv, p in zip(levels, live, strict=True)
+    ]
+    assert round(sum(sessions)) == 20
+
+
+def test_min_shards_defaults_to_half_and_is_refused_above_shards():
+    assert GeneratorParams(shards=2).shards_needed(2) == 1
+    assert GeneratorParams(shards=5).shards_needed(5) == 3
+    assert GeneratorParams(shards=4, min_shards=4).shards_needed(4) == 4
+    with pytest.raises(ValueError, match=r"generator.min_shards \(3\) exceeds generator.shards"):
+        GeneratorParams(shards=2, min_shards=3)
+    with pytest.raises(ValueError, match="min_shards"):
+        GeneratorParams(shards=2, min_shards=0)
+
+
+def test_a_shard_added_late_holds_the_watermark_only_once_it_delivers():
+    merged = make_recorder()
+    flow = ShardStream(1)
+    merged._clock_ns = flow.clock_ns
+    flow.attach(merged)
+    a, late = make_recorder(), make_recorder()
+    rng = np.random.default_rng(5)
+    book(a, rng, 4, 10, [])
+    first = merged.second_of(MONO0)
+    flow.add(0, delta_of(a, MONO0 + 2 * NS_PER_S))
+    added = flow.grow()
+    assert added == 1 and flow.count == 2
+    flow.add(0, delta_of(a, MONO0 + 3 * NS_PER_S))
+    assert flow.merged_until == first + 3  # not held back by a shard still starting
+    book(late, rng, 4, 10, [])
+    flow.add(1, delta_of(late, MONO0 + 2 * NS_PER_S))  # it delivers: it holds from now on
+    assert flow.watermark == first + 2 and flow.merged_until == first + 3
+    flow.add(0, delta_of(a, MONO0 + 4 * NS_PER_S))
+    assert flow.merged_until == first + 3
+    flow.add(1, delta_of(late, MONO0 + 4 * NS_PER_S))
+    assert flow.merged_until == first + 4
+    # Nothing lost or counted twice: both shards' samples, the late one's first seconds too.
+    assert merged.window_seconds(first, first + 4).row("http", "Step_a").count == 80
+
+
+def test_a_loss_voids_the_windows_it_overlaps_by_name():
+    flow = ShardStream(2)
+    loss = Loss(1, at=WALL0 + 10.4, reason="shard 1 lost at 22:13:30 UTC (worker w1): gone")
+    flow.losses.append(loss)
+    health = MergedHealth(flow, make_recorder())
+
+    def window(start: float, end: float) -> Window:
+        return Window(WALL0 + start, WALL0 + end, {})
+
+    assert health.void_reason(window(0, 10)) is None
+    assert health.void_reason(window(10, 20)) == loss.reason  # not carried on yet
+    assert health.void_reason(window(30, 40)) == loss.reason
+    loss.back, loss.carried_by = WALL0 + 14.0, [2, 3]
+    assert health.void_reason(window(10, 20)).endswith(
+        "carried on by shards 2, 3 from 22:13:34 UTC"
+    )
+    assert health.void_reason(window(14, 20)) is None  # the full load again: judged
+    assert health.void_reason(window(0, 10)) is None

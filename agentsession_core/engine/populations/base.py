@@ -82,7 +82,7 @@ class Population:
         return len(self._tasks)
 
     def new_session(self) -> Session:
-        session = Session(self.ctx, len(self.sessions))
+        session = Session(self.ctx, self.ctx.first_session + len(self.sessions))
         self.sessions.append(session)
         return session
 

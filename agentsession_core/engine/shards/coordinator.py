@@ -4,22 +4,34 @@ run_dir, extra_rows, finalizers), so neither needs to know.
 
 The coordinator (this process) starts the embedded local substrate once when no URL is given,
 opens the Dask cluster, puts one ShardActor on each worker, and drives every phase on all
-shards at once. A pump drains every shard each PUMP_S: the deltas merge into one recorder
+shards at once. A pump drains every shard once a second: the deltas merge into one recorder
 (stream.py), the t0 barrier is released once every shard has filled (all holds start on the
 same intended t0), stats_history.csv and status.json are written once a second. Judging,
 abort rules and drift run on the merged stream, exactly as on a single process's recorder.
 
-A shard is lost when Dask says its actor's worker is gone or two drains in a row fail: the
-run stops with the shard named (the window it cut is void), and the coordinator deletes the
-lost shard's actors itself — the names the shard published, plus whatever the atespace
-listing shows under its prefix. Leaving the run stops every shard (their load at once, then
-each deletes its own actors), merges their last seconds, writes one set of artifacts with
-each shard's generator health beside it, and closes the cluster.
+A shard is lost when a call to it fails because its worker is gone, or when it leaves
+LOST_AFTER_MISSES drains in a row unanswered (then it is first told to stop and delete its
+own actors: a starved worker may still run). The coordinator deletes the lost shard's
+actors itself — the names the shard published, plus whatever the atespace listing shows
+under its prefix — and then, in the hold, carries its sessions on: the lost shard's plan
+is split again over the surviving workers (replan: same seed, same session ids and actor
+names, so no session is counted twice), one new shard per survivor, each registering and
+filling its part and starting its steady load on the next whole second. The window the
+loss cut is void (named: "shard 2 lost at …"), later windows are judged on the full load
+again. A loss before the hold, or one that leaves fewer than `generator.min_shards`
+workers, ends the run void with the shard named.
+
+The coordinator's watchdog is the run's one probe of the substrate (the shards run none):
+when the substrate answers again after an outage, every shard checks its residents against
+it and replaces what was lost (docs/SPEC.md §5.8). Leaving the run stops every shard
+(their load at once, then each deletes its own actors), merges their last seconds, writes
+one set of artifacts with each shard's generator health beside it, and closes the cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import signal
@@ -37,10 +49,11 @@ from agentsession_core.engine.shards.cluster import ShardCluster
 from agentsession_core.engine.shards.split import (
     ShardPlan,
     plan_shards,
+    replan,
     shard_count,
     shard_levels,
 )
-from agentsession_core.engine.shards.stream import MergedHealth, ShardStream
+from agentsession_core.engine.shards.stream import Loss, MergedHealth, ShardStream
 from agentsession_core.engine.shards.sweep import Swept, sweep
 from agentsession_core.engine.target import client_for, local_endpoints, local_substrate
 from agentsession_core.engine.watchdog import Watchdog
@@ -52,12 +65,23 @@ from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
 
-PUMP_S = 0.25  # how often every shard is drained
+# Every shard is drained once a second, this far into it: a shard ships its last second just
+# after it ends (context.FLUSH_AFTER_NS), so a drain then finds it; drains in between found
+# nothing and were three quarters of the coordinator's calls (bench/RESULTS.md).
+DRAIN_AT_S = 0.15
 DRAIN_TIMEOUT_S = 2.0
-LOST_AFTER_MISSES = 2  # failed drains in a row before a shard counts as lost
+LOST_AFTER_MISSES = 3  # failed drains in a row before a shard counts as lost
+STOP_LOST_S = 10.0  # how long a shard lost by its silence gets to stop and clean up itself
 CATCH_UP_S = 5.0  # how long the end of a hold waits for the shards' last seconds
 T0_LEAD_S = 0.5  # the common t0 is the first whole second at least this far ahead
 CLOSE_TIMEOUT_S = 15.0
+
+
+def _until_next(phase_s: float) -> float:
+    """Seconds from now to the next wall-clock instant `phase_s` into a second."""
+    now = time.time()
+    at = math.floor(now) + phase_s
+    return (at if at > now else at + 1.0) - now
 
 
 class ShardedRun(Run):
@@ -86,10 +110,14 @@ class ShardedRun(Run):
         self.level_changes: list[tuple[int, float]] = []  # (when, level): turnover_window rows
         self.load_stopped_ns: int | None = None
         self.workers: list[str] = []
+        self.known_workers: set[str] = set()  # the cluster's workers when the run started
         self.shard_info: list[dict[str, Any]] = []
         self.actors: list[Any] = []
         self.futures: list[Any] = []
         self.lost: dict[int, str] = {}
+        self.ended: str | None = None  # the loss the run could not go on after: it ends void
+        self.shard_start_unix: dict[int, int] = {}  # shard -> the unix second it started at
+        self._started = asyncio.Event()  # set when shards got their start, or were lost
         self.finals: dict[int, dict[str, Any]] = {}
         self.swept: dict[int, Swept] = {}
         self.client: Substrate | None = None
@@ -97,6 +125,8 @@ class ShardedRun(Run):
         self.plans: list[ShardPlan] = []
         self._held = False
         self._sweeps: dict[int, asyncio.Task[None]] = {}
+        self._carry_ons: dict[int, asyncio.Task[None]] = {}
+        self._replanning = asyncio.Lock()
         self._misses: dict[int, int] = {}
         self._pump_task: asyncio.Task[None] | None = None
         self._stopper: asyncio.Task[None] | None = None
@@ -113,6 +143,11 @@ class ShardedRun(Run):
     @property
     def live_shards(self) -> list[int]:
         return [k for k in range(len(self.actors)) if k not in self.lost]
+
+    @property
+    def live_workers(self) -> list[str]:
+        """The distinct workers some live shard runs on (a worker is one generator host)."""
+        return sorted({self.workers[k] for k in self.live_shards})
 
     # ------------------------------------------------------------ enter / leave
     async def _open(self) -> None:
@@ -135,7 +170,9 @@ class ShardedRun(Run):
         here = None if generator.cluster else shard_count(generator, sessions)
         cluster = ShardCluster(generator.cluster, workers=here)
         self.cluster = await self._stack.enter_async_context(cluster)
-        cores = sum((await cluster.workers()).values())
+        known = await cluster.workers()
+        self.known_workers = set(known)
+        cores = sum(known.values())
         count = here or shard_count(generator, sessions, cores)
         self.stream = ShardStream(count)
         self.stream.attach(self.recorder)
@@ -164,7 +201,8 @@ class ShardedRun(Run):
             await metrics.start()
             self._stack.push_async_callback(metrics.stop)
             log.info("metrics on %s", metrics.url)
-        self._watchdog = Watchdog(client, self.params)
+        # The run's one probe of the substrate; its return after an outage goes to every shard.
+        self._watchdog = Watchdog(client, self.params, on_back=self._on_substrate_back)
         self._background(self._watchdog.run(), "watchdog")
         self._pump_task = asyncio.create_task(self._pump(), name="shard-pump")
         # Registered last, so it runs first on the way out: stop every shard, sweep.
@@ -180,9 +218,10 @@ class ShardedRun(Run):
         files.write_final_files(self)
 
     # ------------------------------------------------------------ phases
-    async def _all(self, method: str, *args: Any) -> None:
-        """`method` on every live shard at once. A shard lost meanwhile is skipped (the run's
-        stop reason says so); a shard's own error (a refused preflight) is the run's."""
+    async def _all(self, method: str, *args: Any, shards: list[int] | None = None) -> None:
+        """`method` on every live shard (or on `shards`) at once. A shard lost meanwhile is
+        skipped (the run's stop reason, or its carry-on, says so); a shard's own error (a
+        refused preflight) is the run's."""
 
         async def one(k: int) -> None:
             try:
@@ -194,7 +233,8 @@ class ShardedRun(Run):
                     raise AgentsessionError(f"shard {k}: {method}: {exc}") from exc
                 await self._lose(k, f"{type(exc).__name__}: {exc}")
 
-        await asyncio.gather(*(one(k) for k in self.live_shards))
+        live = self.live_shards
+        await asyncio.gather(*(one(k) for k in (live if shards is None else shards) if k in live))
 
     async def preflight(self) -> bool:
         """Every shard's preflight; False when one refused (Run.refuse: said once, the later
@@ -240,12 +280,8 @@ class ShardedRun(Run):
             return now_ns(), now_ns(), reason
         if level is not None and level != self.level:
             log.info("level %.2fx", level)
-            levels = shard_levels(self.params, self.plans, level)
-            await asyncio.gather(
-                *(self.actors[k].set_level(levels[k]) for k in self.live_shards),
-                return_exceptions=True,
-            )
             self.level = level
+            await self._apply_level()
         if start_ns is None:  # the first hold starts on the common t0
             start_ns = self.t0_ns if self.t0_ns is not None and not self._held else now_ns()
         if not self.level_changes or self.level_changes[-1][1] != self.level:
@@ -259,6 +295,15 @@ class ShardedRun(Run):
         end = now_ns()
         await self._caught_up(end)
         return start_ns, end, reason
+
+    async def _apply_level(self) -> None:
+        """The run's level on every live shard, its total split over the live plans."""
+        live = self.live_shards
+        levels = shard_levels(self.params, [self.plans[k] for k in live], self.level)
+        await asyncio.gather(
+            *(self.actors[k].set_level(level) for k, level in zip(live, levels, strict=True)),
+            return_exceptions=True,
+        )
 
     async def _caught_up(self, end_ns: int) -> None:
         """Until the merged stream holds every second before `end_ns` (or CATCH_UP_S)."""
@@ -281,19 +326,19 @@ class ShardedRun(Run):
         reason = super().stop_reason()
         if reason is not None:
             return reason
-        if self.lost:
-            return next(iter(self.lost.values()))
+        if self.ended is not None:
+            return self.ended
         return self._shard_failure()
 
     def cut_short(self, reason: str) -> bool:
-        return super().cut_short(reason) or reason in self.lost.values()
+        return super().cut_short(reason) or reason == self.ended
 
     def _settle(self) -> None:
         super()._settle()
         if self.signal is not None or self.status == "refused":
             return
-        if self.lost:
-            self.status, self.reason = "void", next(iter(self.lost.values()))
+        if self.ended is not None:
+            self.status, self.reason = "void", self.ended
         elif (failed := self._shard_failure()) is not None:
             self.status, self.reason = "failed", failed
 
@@ -320,7 +365,7 @@ class ShardedRun(Run):
     # ------------------------------------------------------------ the pump
     async def _pump(self) -> None:
         while True:
-            await asyncio.sleep(PUMP_S)
+            await asyncio.sleep(_until_next(DRAIN_AT_S))
             await asyncio.gather(*(self._drain(k) for k in self.live_shards))
             await self._release_t0()
             await self._report()
@@ -331,8 +376,12 @@ class ShardedRun(Run):
             deltas = await asyncio.wait_for(self.actors[k].drain(), DRAIN_TIMEOUT_S)
         except Exception as exc:
             self._misses[k] = self._misses.get(k, 0) + 1
-            if await self._is_lost(k) or self._misses[k] >= LOST_AFTER_MISSES:
-                await self._lose(k, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            # Only a shard that did not answer in time may still run; one whose call failed
+            # otherwise (Dask: "Worker holding Actor was lost") is gone.
+            silent = isinstance(exc, TimeoutError) and not await self._is_lost(k)
+            if not silent or self._misses[k] >= LOST_AFTER_MISSES:
+                why = f"{type(exc).__name__}: {exc}".rstrip(": ")
+                await self._lose(k, why, silent=silent)
             return
         self._misses[k] = 0
         for delta in deltas:
@@ -345,19 +394,31 @@ class ShardedRun(Run):
         return self.futures[k].status not in ("finished", "pending")
 
     async def _release_t0(self) -> None:
-        """Once every live shard waits at the fill's barrier: t0 for all of them."""
-        if self.t0_ns is not None or self.stream is None:
+        """Once every live shard waits at the fill's barrier: t0 for all of them. A shard that
+        carries a lost shard's sessions on gets the next whole second once it waits there
+        (on whole seconds, as the first t0: the gauges are sampled half a second off)."""
+        if self.stream is None:
             return
         live = self.live_shards
-        if not live or not all(self.stream.status[k].get("waiting_t0") for k in live):
+        waiting = [
+            k
+            for k in live
+            if k not in self.shard_start_unix and self.stream.status[k].get("waiting_t0")
+        ]
+        if not waiting or (self.t0_ns is None and len(waiting) < len(live)):
             return
         t0_unix_s = math.ceil(time.time() + T0_LEAD_S)
         t0_unix_ns = t0_unix_s * 1_000_000_000
-        self.t0_ns = t0_unix_ns - (time.time_ns() - time.monotonic_ns())
         at = time.strftime("%H:%M:%S", time.gmtime(t0_unix_s))
-        log.info("common t0 for %d shards: %s UTC", len(live), at)
+        if self.t0_ns is None:
+            self.t0_ns = t0_unix_ns - (time.time_ns() - time.monotonic_ns())
+            log.info("common t0 for %d shards: %s UTC", len(live), at)
+        else:
+            log.info("shards %s start at %s UTC", ", ".join(map(str, waiting)), at)
+        self.shard_start_unix.update((k, t0_unix_s) for k in waiting)
+        self._started.set()
         await asyncio.gather(
-            *(self.actors[k].start_at(t0_unix_ns) for k in live), return_exceptions=True
+            *(self.actors[k].start_at(t0_unix_ns) for k in waiting), return_exceptions=True
         )
 
     async def _report(self) -> None:
@@ -374,25 +435,134 @@ class ShardedRun(Run):
             log.info("progress: %s", files.progress_line(self))
 
     # ------------------------------------------------------------ lost shards
-    async def _lose(self, k: int, why: str) -> None:
+    async def _lose(self, k: int, why: str, *, silent: bool = False) -> None:
+        """Shard `k` is lost (`silent`: it stopped answering, its worker may still run)."""
         if k in self.lost or self.stream is None:
             return
         worker = self.workers[k] if k < len(self.workers) else "?"
-        reason = self.lost[k] = f"shard {k} lost (worker {worker}): {why}"
+        at = time.time()
+        clock = time.strftime("%H:%M:%S", time.gmtime(at))
+        reason = self.lost[k] = f"shard {k} lost at {clock} UTC (worker {worker}): {why}"
         log.error("%s", reason)
         self.stream.drop(k)
-        self._sweeps[k] = asyncio.create_task(self._sweep(k), name=f"sweep-shard-{k}")
+        self._started.set()  # a carry-on waiting for this shard's start waits no more
+        sweeping = self._stop_and_sweep(k) if silent else self._sweep(k)
+        self._sweeps[k] = asyncio.create_task(sweeping, name=f"sweep-shard-{k}")
+        needed = self.params.generator.shards_needed(len(self.plans_of_first_split))
+        if self.phase != "hold" or not self.live_shards:
+            self.ended = self.ended or reason  # before the hold nothing is carried on
+        elif len(self.live_workers) < needed:
+            self.ended = self.ended or (
+                f"{reason}; {len(self.live_workers)} of {needed} shards needed "
+                "(generator.min_shards) remain"
+            )
+        else:
+            loss = Loss(k, at, reason)
+            self.stream.losses.append(loss)
+            self._carry_ons[k] = asyncio.create_task(self._carry_on(loss), name=f"carry-on-{k}")
+
+    @property
+    def plans_of_first_split(self) -> list[ShardPlan]:
+        return [plan for plan in self.plans if plan.adopted_from is None]
+
+    async def _stop_and_sweep(self, k: int) -> None:
+        """A shard counted lost by its silence may still run (a starved worker, not a dead
+        one): it is told to stop its load and delete its own actors first (bounded; a dead
+        worker fails at once), so it creates nothing under the names its sessions will have
+        elsewhere; then the coordinator deletes what is left."""
+        cleanup = self.params.cleanup
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                self.actors[k].finish(), cleanup.stop_grace_seconds + STOP_LOST_S
+            )
+        await self._sweep(k)
 
     async def _sweep(self, k: int) -> None:
         """Delete lost shard `k`'s actors (sweep.py)."""
         assert self.stream is not None and self.client is not None
+        plan = self.plans[k]
         self.stream.names[k] = await sweep(
             self.client,
             self.atespace,
-            f"{self.plans[k].actor_prefix}-",
+            plan.owns,
+            f"shard {k} ({plan.actor_prefix}-*)",
             self.stream.names[k],
             self.params.cleanup,
             self.swept.setdefault(k, Swept()),
+        )
+
+    async def _carry_on(self, loss: Loss) -> None:
+        """Lost shard `loss.shard`'s sessions, once its actors are deleted, re-created on the
+        surviving workers: one new shard per survivor with its part (replan), through
+        preflight, registration and fill to the next whole second's start."""
+        k = loss.shard
+        try:
+            async with self._replanning:  # one re-plan at a time: the shard lists grow
+                await asyncio.gather(self._sweeps[k], return_exceptions=True)
+                loss.stages["swept"] = time.time() - loss.at
+                await self._start_parts(loss)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            line = f"{loss.reason}; its sessions could not be carried on: {exc}"
+            log.error("%s", line)
+            self.ended = self.ended or line
+
+    async def _start_parts(self, loss: Loss) -> None:
+        assert self.stream is not None and self.cluster is not None
+        if self.stop_reason() is not None or self.phase != "hold":
+            return
+        survivors = self.live_workers
+        # One part per surviving shard, placed first on a spare: a worker that was up when the
+        # run started and runs no shard (its process is warm); then beside a survivor (two
+        # engines in one process share its GIL); last on a worker that came up since (the
+        # lost one restarted by its nanny: still importing, seconds away from an actor).
+        alive = set(await self.cluster.workers())
+        busy = {self.workers[k] for k in self.live_shards}
+        spare = sorted((alive & self.known_workers) - busy)
+        late = sorted(alive - self.known_workers - busy)
+        places = spare + [w for w in survivors if w in alive] + late
+        if not places:
+            raise AgentsessionError("no live worker left in the cluster")
+        count = min(len(survivors), len(places))
+        parts = replan(self.plans[loss.shard], count, len(self.plans))
+        for plan, worker in zip(parts, places, strict=False):
+            index = self.stream.grow()
+            assert index == plan.index == len(self.plans)
+            self.plans.append(plan)
+            self.workers.append(worker)
+        indices = [plan.index for plan in parts]
+        started = await asyncio.gather(
+            *(self.cluster.start_actor(i, self.workers[i]) for i in indices)
+        )
+        self.futures.extend(f for f, _ in started)
+        self.actors.extend(a for _, a in started)
+        assert self.script is not None
+        text = encode(self.script)
+        opened = (self.actors[i].open(self.plans[i], text) for i in indices)
+        self.shard_info.extend(await asyncio.gather(*opened))
+        loss.carried_by = indices
+        loss.stages["opened"] = time.time() - loss.at
+        for phase in ("preflight", "register", "fill"):
+            await self._all("phase", phase, shards=indices)
+            loss.stages[phase] = time.time() - loss.at
+        while not all(i in self.shard_start_unix or i in self.lost for i in indices):
+            self._started.clear()
+            await self._started.wait()  # the pump gives them their start (_release_t0)
+        if self.level != 1.0:
+            await self._apply_level()
+        loss.back = float(max(self.shard_start_unix.get(i, 0) for i in indices) or time.time())
+        stages = ", ".join(f"{name} {at:.1f}s" for name, at in loss.stages.items())
+        log.warning("%s (after the loss: %s)", loss.line, stages)
+
+    def _on_substrate_back(self) -> None:
+        self._background(self._substrate_back(), "substrate-back")
+
+    async def _substrate_back(self) -> None:
+        """The watchdog saw the substrate answer again: every shard checks its residents."""
+        await asyncio.gather(
+            *(self.actors[k].substrate_back() for k in self.live_shards),
+            return_exceptions=True,
         )
 
     @property
@@ -406,6 +576,9 @@ class ShardedRun(Run):
         seconds, sweep what lost shards left."""
         assert self.stream is not None
         self.phase = "cleanup"
+        for carrying in self._carry_ons.values():
+            carrying.cancel()
+        await asyncio.gather(*self._carry_ons.values(), return_exceptions=True)
         if self._pump_task is not None:
             self._pump_task.cancel()
             await asyncio.gather(self._pump_task, return_exceptions=True)

@@ -25,7 +25,10 @@ NS = 1_000_000_000
 
 
 def sessions(run: ShardedRun) -> int:
-    return sum(int(s.get("sessions", 0)) for s in run.stream.status) if run.stream else 0
+    """The live shards' sessions: a lost shard's are counted where they were carried on."""
+    if run.stream is None:
+        return 0
+    return sum(int(run.stream.status[k].get("sessions", 0)) for k in run.live_shards)
 
 
 def shard_rows(run: ShardedRun) -> list[dict[str, Any]]:
@@ -45,9 +48,12 @@ def shard_rows(run: ShardedRun) -> list[dict[str, Any]]:
                 "worker": run.workers[k] if k < len(run.workers) else None,
                 **(run.shard_info[k] if k < len(run.shard_info) else {}),
                 "sessions": pop.sessions,
+                "first_session": plan.first_session,
+                "adopted_from": plan.adopted_from,
                 "awake": pop.awake,
                 "target_rps": pop.target_rps,
                 "phase": status.get("phase"),
+                "start_skew_ms": status.get("start_skew_ms"),
                 "actors_created": final.get("created", status.get("actors_created", 0)),
                 "actors_deleted": final.get("deleted", status.get("actors_deleted", 0))
                 + (swept.deleted if swept else 0),
@@ -75,6 +81,25 @@ def status_document(run: ShardedRun, *, final: bool) -> dict[str, Any]:
             "shards": run.count,
             "cluster": run.params.generator.cluster or "local",
             "lost": sorted(run.lost),
+            "min_shards": run.params.generator.shards_needed(len(run.plans_of_first_split)),
+            "losses": [
+                {
+                    "shard": loss.shard,
+                    "at_unix": loss.at,
+                    "reason": loss.reason,
+                    "carried_on_unix": loss.back,
+                    "carried_by": loss.carried_by,
+                    "stages_s": loss.stages,  # swept, opened, preflight, register, fill
+                }
+                for loss in (run.stream.losses if run.stream else [])
+            ],
+            # The common intended t0 and how late each shard's loop reached its start.
+            "t0_unix": run.shard_start_unix.get(0),
+            "start_skew_ms": {
+                str(k): row["start_skew_ms"]
+                for k, row in enumerate(rows)
+                if row["start_skew_ms"] is not None
+            },
             "merge_ms_per_delta": (
                 1e3 * run.stream.merge_seconds / run.stream.merged_deltas
                 if run.stream and run.stream.merged_deltas

@@ -13,6 +13,10 @@ a lost shard's actors), its log lines and status. The coordinator drains the que
 
 A shard whose coordinator stops draining it for ORPHAN_S (the coordinator died) stops its
 load and deletes its own actors.
+
+A shard runs no substrate watchdog of its own: the coordinator's one probe watches the
+substrate for the whole run and, when it answers again after an outage, tells every shard
+(`substrate_back`) to check its residents against it (docs/SPEC.md §5.8).
 """
 
 from __future__ import annotations
@@ -35,10 +39,10 @@ from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.shards.split import ShardLevel, ShardPlan
 from agentsession_core.engine.shards.stream import ShardDelta
 from agentsession_core.engine.target import client_for
-from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 from agentsession_core.script import decode
+from agentsession_core.substrate.errors import SubstrateError
 
 log = logging.getLogger("agentsession")
 
@@ -60,6 +64,7 @@ class _QuietClosedComm(logging.Filter):
 logging.getLogger("distributed.batched").addFilter(_QuietClosedComm())
 
 T = TypeVar("T")
+BACK_WAIT_S = 10.0  # after an outage, how long a shard waits for the substrate to answer it
 ORPHAN_S = 60.0  # undrained this long: the coordinator is gone, clean up alone
 LOG_LINES = 2000  # log lines kept between drains at most
 
@@ -122,8 +127,8 @@ class ShardEngine:
         self.finished = False
         self.engine: Engine | None = None
         self.health: GeneratorHealth | None = None
-        self.watchdog: Watchdog | None = None
         self._t0: asyncio.Future[int] | None = None
+        self.start_skew_ms: float | None = None  # how late this shard's loop reached t0
         self._tasks: list[asyncio.Task[None]] = []
         self.loop = _new_loop()
         self.thread = threading.Thread(
@@ -151,6 +156,7 @@ class ShardEngine:
         ledger = JournalLedger(atespace)
         engine = Engine(params, substrate, self.script, recorder, atespace=atespace, ledger=ledger)
         engine.ctx.actor_prefix = self.plan.actor_prefix
+        engine.ctx.first_session = self.plan.first_session
         engine.ctx.common_t0 = self._wait_for_t0
         self.engine = engine
         self._t0 = self.loop.create_future()
@@ -161,9 +167,7 @@ class ShardEngine:
         logger.propagate = False  # this worker's stderr is not the run's log: the coordinator is
         self.health = GeneratorHealth(recorder)
         await self.health.start()
-        self.watchdog = Watchdog(substrate, params, on_back=engine.substrate_back)
-        for coro, name in ((self.watchdog.run(), "watchdog"), (self._every_second(), "reporter")):
-            self._tasks.append(asyncio.create_task(coro, name=name))
+        self._tasks.append(asyncio.create_task(self._every_second(), name="reporter"))
 
     async def phase(self, name: str) -> None:
         engine = self._engine()
@@ -191,6 +195,33 @@ class ShardEngine:
         mono = t0_unix_ns - (time.time_ns() - time.monotonic_ns())
         if self._t0 is not None and not self._t0.done():
             self._t0.set_result(mono)
+            self._tasks.append(self.loop.create_task(self._note_start(t0_unix_ns, mono)))
+
+    async def _note_start(self, t0_unix_ns: int, mono: int) -> None:
+        """The start skew: how long after the common t0 (unix time, the coordinator's) this
+        shard's loop woke to start its steady load (its clock's own offset included)."""
+        await asyncio.sleep(max(0.0, (mono - now_ns()) / 1e9))
+        self.start_skew_ms = (time.time_ns() - t0_unix_ns) / 1e6
+
+    async def substrate_back(self) -> None:
+        """The coordinator's watchdog saw the substrate answer again after an outage. This
+        shard's own connection may not be back yet (a gRPC channel in its reconnect backoff:
+        the check's ListActors would fail and check nothing), so it waits until the
+        substrate answers it too (BACK_WAIT_S at most), then checks its residents."""
+        engine = self._engine()
+        namespace, name = engine.params.target.template_ref
+        give_up = time.monotonic() + BACK_WAIT_S
+        while True:
+            try:
+                await asyncio.wait_for(engine.substrate.get_template(namespace, name), 2.0)
+                break
+            except (SubstrateError, TimeoutError) as exc:
+                if time.monotonic() > give_up:
+                    log.warning("substrate back, but not to this shard (%s): checking anyway", exc)
+                    break
+                await asyncio.sleep(0.25)
+        log.info("substrate back (the coordinator's probe saw it): checking residents")
+        engine.substrate_back()
 
     async def set_level(self, level: ShardLevel) -> None:
         engine = self._engine()
@@ -278,9 +309,10 @@ class ShardEngine:
             "actors_created": engine.ledger.created,
             "actors_deleted": engine.ledger.deleted,
             "misconfigured": dict(engine.ctx.misconfigured),
-            # A refused credential (ctx.fatal) or a substrate gone (the watchdog).
-            "failure": engine.ctx.fatal or (self.watchdog.failure if self.watchdog else None),
+            # A refused credential (a substrate gone is the coordinator's watchdog's to say).
+            "failure": engine.ctx.fatal,
             "waiting_t0": self.waiting_t0,
+            "start_skew_ms": self.start_skew_ms,
         }
 
     def drain(self) -> list[ShardDelta]:
@@ -326,7 +358,7 @@ class ShardActor:
         await self._on_engine(shard.phase(name))
 
     async def drain(self) -> list[ShardDelta]:
-        return self._shard().drain()
+        return self.shard.drain() if self.shard is not None else []  # not opened yet: nothing
 
     async def start_at(self, t0_unix_ns: int) -> None:
         shard = self._shard()
@@ -334,6 +366,9 @@ class ShardActor:
 
     async def set_level(self, level: ShardLevel) -> None:
         await self._on_engine(self._shard().set_level(level))
+
+    async def substrate_back(self) -> None:
+        await self._on_engine(self._shard().substrate_back())
 
     async def stop_load(self) -> None:
         await self._on_engine(self._shard().stop_load())

@@ -34,6 +34,22 @@ class ShardPlan:
     count: int
     params: RunParams
     actor_prefix: str
+    # Sessions are numbered from here (names `<actor_prefix>-<id>`, streams by (seed, id)):
+    # 0 for a shard of the first split; a lost shard's sessions re-planned over the survivors
+    # keep their ids, names and seed, each part from where the last one ended (replan).
+    first_session: int = 0
+    adopted_from: int | None = None  # the lost shard whose sessions this part carries on
+
+    def owns(self, name: str) -> bool:
+        """Whether actor `name` is one of this plan's (`<prefix>-<id>[-r<n>]`): a shard of the
+        first split owns its whole prefix; a part of a lost shard's sessions only its ids."""
+        if not name.startswith(f"{self.actor_prefix}-"):
+            return False
+        if self.adopted_from is None:
+            return True
+        sid = name[len(self.actor_prefix) + 1 :].split("-", 1)[0]
+        count = self.params.population.sessions
+        return sid.isdigit() and self.first_session <= int(sid) < self.first_session + count
 
 
 @dataclass(frozen=True)
@@ -86,33 +102,76 @@ def plan_shards(params: RunParams, count: int, *, target: dict[str, Any]) -> lis
     pop = params.population
     if count > pop.sessions:
         raise ValueError(f"{count} shards for {pop.sessions} sessions: one session each at least")
+    return [
+        ShardPlan(
+            k,
+            count,
+            _shard_params(params, share, shard_seed(params.seed, count, k), target),
+            actor_prefix(k),
+        )
+        for k, share in enumerate(_shares(pop, count))
+    ]
+
+
+def replan(lost: ShardPlan, survivors: int, first_index: int) -> list[ShardPlan]:
+    """Lost shard `lost`'s sessions split exactly over `survivors` parts (at most one per
+    session), numbered from `first_index`. Each part keeps the lost shard's seed, actor
+    prefix and session ids, so a session re-created there is the same session (its name,
+    its streams), never a new one beside the old."""
+    pop = lost.params.population
+    parts = max(1, min(survivors, pop.sessions))
+    plans = []
+    first = lost.first_session
+    for j, share in enumerate(_shares(pop, parts)):
+        values = lost.params.model_dump()
+        values["population"] = {**values["population"], **share}
+        plan = ShardPlan(
+            first_index + j,
+            lost.count,
+            RunParams.model_validate(values),
+            lost.actor_prefix,
+            first_session=first,
+            adopted_from=lost.index,
+        )
+        plans.append(plan)
+        first += share["sessions"]
+    return plans
+
+
+def _shares(pop: Any, count: int) -> list[dict[str, Any]]:
+    """The population's totals in `count` exact shares (the module docstring)."""
     sessions = split_int(pop.sessions, count)
     awake = split_int(pop.awake, count)
     rates = split_rate(pop.target_rps, count)
     fill = [max(1, n) for n in split_int(pop.fill_concurrency, count)]
-    base = {name: getattr(params, name) for name in RunParams.model_fields}
-    plans = []
-    for k in range(count):
-        values: dict[str, Any] = {
-            **{name: value for name, value in base.items() if not hasattr(value, "model_dump")},
-            "seed": shard_seed(params.seed, count, k),
-            "metrics_port": None,  # the coordinator serves /metrics for the merged stream
-            # A shard's target is the engine's TargetParams: a campaign's own target fields
-            # (token_secret, resolved by the flow before the run starts) are not the engine's.
-            "target": {**params.target.model_dump(include=_TARGET_FIELDS), **target},
-            "population": {
-                **pop.model_dump(),
-                "sessions": sessions[k],
-                "awake": awake[k],
-                "target_rps": rates[k],
-                "spawn_rate": pop.spawn_rate / count,
-                "fill_concurrency": fill[k],
-            },
-            "cleanup": params.cleanup.model_dump(),
-            "generator": GeneratorParams().model_dump(),  # a shard is one process
+    return [
+        {
+            "sessions": sessions[k],
+            "awake": awake[k],
+            "target_rps": rates[k],
+            "spawn_rate": pop.spawn_rate / count,
+            "fill_concurrency": fill[k],
         }
-        plans.append(ShardPlan(k, count, RunParams.model_validate(values), actor_prefix(k)))
-    return plans
+        for k in range(count)
+    ]
+
+
+def _shard_params(
+    params: RunParams, share: dict[str, Any], seed: int, target: dict[str, Any]
+) -> RunParams:
+    base = {name: getattr(params, name) for name in RunParams.model_fields}
+    values: dict[str, Any] = {
+        **{name: value for name, value in base.items() if not hasattr(value, "model_dump")},
+        "seed": seed,
+        "metrics_port": None,  # the coordinator serves /metrics for the merged stream
+        # A shard's target is the engine's TargetParams: a campaign's own target fields
+        # (token_secret, resolved by the flow before the run starts) are not the engine's.
+        "target": {**params.target.model_dump(include=_TARGET_FIELDS), **target},
+        "population": {**params.population.model_dump(), **share},
+        "cleanup": params.cleanup.model_dump(),
+        "generator": GeneratorParams().model_dump(),  # a shard is one process
+    }
+    return RunParams.model_validate(values)
 
 
 def shard_levels(params: RunParams, plans: list[ShardPlan], level: float) -> list[ShardLevel]:
@@ -120,6 +179,8 @@ def shard_levels(params: RunParams, plans: list[ShardPlan], level: float) -> lis
     the level's total split exactly, as at the start."""
     pop = params.population
     count = len(plans)
+    if any(plan.adopted_from is not None for plan in plans) or count != plans[0].count:
+        return _levels_after_a_loss(params, plans, level)
     if pop.kind == "turnover":
         return [ShardLevel(1.0, rate) for rate in split_rate(pop.target_rps * level, count)]
     if pop.kind == "closed":
@@ -132,11 +193,35 @@ def shard_levels(params: RunParams, plans: list[ShardPlan], level: float) -> lis
     return [ShardLevel(level) for _ in plans]  # turns: the rate is per session
 
 
+def _levels_after_a_loss(
+    params: RunParams, plans: list[ShardPlan], level: float
+) -> list[ShardLevel]:
+    """shard_levels over the live plans once a lost shard's sessions moved (replan): each plan
+    its own base × level, the last one taking what rounding left, so the sum is the level's
+    total still (the survivors carry every session)."""
+    pop = params.population
+    if pop.kind == "turnover":
+        rates = [plan.params.population.target_rps * level for plan in plans]
+        rates[-1] = max(0.0, pop.target_rps * level - sum(rates[:-1]))
+        return [ShardLevel(1.0, rate) for rate in rates]
+    if pop.kind == "closed":
+        wanted = max(1, round(pop.sessions * level))
+        shares = [math.floor(plan.params.population.sessions * level) for plan in plans]
+        for k in range(wanted - sum(shares)):  # the remainder, one each from the first
+            shares[k % len(shares)] += 1
+        return [
+            ShardLevel(n / plan.params.population.sessions)
+            for n, plan in zip(shares, plans, strict=True)
+        ]
+    return [ShardLevel(level) for _ in plans]
+
+
 __all__ = [
     "ShardLevel",
     "ShardPlan",
     "actor_prefix",
     "plan_shards",
+    "replan",
     "shard_count",
     "shard_levels",
     "shard_seed",

@@ -12,6 +12,10 @@ behind the wall clock by the shards' flush and the drain interval): `flush()` an
 monitor then close and judge only complete seconds. Counts and histogram buckets are plain
 sums (`Recorder.merge`), so any window of the merged stream equals the sum of the shards'.
 
+A shard added during the run (a lost shard's sessions carried on by a survivor: `grow`)
+holds the watermark back only from its first delivery on, so the merge never waits for a
+shard that is still starting; it delivers only seconds from its own start.
+
 Generator health is per process and does not add up (two shards at 60 % CPU are not one
 saturated generator), so each shard's health rows are also kept in a mirror recorder of its
 own and judged alone: a window is void when any one shard was saturated, and says which.
@@ -30,6 +34,31 @@ from agentsession_core.measure.stats import Interval, RowKey, Window
 
 Seconds = dict[int, dict[RowKey, Interval]]
 GaugeSeconds = dict[int, dict[GaugeKey, float]]
+
+
+@dataclass
+class Loss:
+    """A shard lost mid-run: from `at` (unix s) until its sessions ran again elsewhere
+    (`back`, None while they do not) the merged load is short, so a window that overlaps
+    that span is void, named by `reason`."""
+
+    shard: int
+    at: float
+    reason: str
+    back: float | None = None
+    carried_by: list[int] = field(default_factory=list)
+    stages: dict[str, float] = field(default_factory=dict)  # seconds after `at` each step ended
+
+    def overlaps(self, window: Window) -> bool:
+        return self.at < window.end_s and (self.back is None or self.back > window.start_s)
+
+    @property
+    def line(self) -> str:
+        if self.back is None:
+            return self.reason
+        clock = time.strftime("%H:%M:%S", time.gmtime(self.back))
+        by = ", ".join(str(k) for k in self.carried_by)
+        return f"{self.reason}; its sessions carried on by shards {by} from {clock} UTC"
 
 
 @dataclass
@@ -72,6 +101,19 @@ class ShardStream:
         self.status: list[dict[str, Any]] = [{} for _ in range(count)]
         self.merge_seconds = 0.0  # coordinator time spent merging (the bench reports it)
         self.merged_deltas = 0
+        self.joining: set[int] = set()  # added by grow, not delivered yet
+        self.losses: list[Loss] = []
+
+    def grow(self) -> int:
+        """One more shard (its index): live, holding the watermark from its first delivery."""
+        index = self.count
+        self.count += 1
+        self.mirrors.append(Recorder())
+        self.health.append(GeneratorHealth(self.mirrors[-1]))
+        self.names.append(set())
+        self.status.append({})
+        self.joining.add(index)
+        return index
 
     # ------------------------------------------------------------ the merged clock
     def attach(self, recorder: Recorder) -> None:
@@ -96,19 +138,22 @@ class ShardStream:
 
     # ------------------------------------------------------------ deltas in
     def add(self, index: int, delta: ShardDelta) -> None:
-        started = time.perf_counter()
+        started = time.thread_time()  # CPU, not wall: a busy machine preempts the loop
         for second, rows in delta.intervals.items():
             self._staged.setdefault(second, []).append((rows, {}))
         for second, gauges in delta.gauges.items():
             self._staged.setdefault(second, []).append(({}, gauges))
         if delta.closed_until is not None:
             self.closed_until[index] = delta.closed_until
+            if index in self.joining:
+                self.joining.discard(index)
+                self.live.add(index)
         self._mirror(index, delta)
         for op, name in delta.journal:
             (self.names[index].add if op == "+" else self.names[index].discard)(name)
         self.status[index].update(delta.status)
         self.advance()
-        self.merge_seconds += time.perf_counter() - started
+        self.merge_seconds += time.thread_time() - started
         self.merged_deltas += 1
 
     def _mirror(self, index: int, delta: ShardDelta) -> None:
@@ -127,6 +172,7 @@ class ShardStream:
     def drop(self, index: int) -> None:
         """Shard `index` is gone: it no longer holds the watermark back."""
         self.live.discard(index)
+        self.joining.discard(index)
         self.advance()
 
     def advance(self, *, final: bool = False) -> None:
@@ -167,7 +213,11 @@ class ShardStream:
 
     # ------------------------------------------------------------ generator health
     def void_reason(self, window: Window) -> str | None:
-        """The first shard whose generator was saturated in `window`, named."""
+        """A shard lost during `window` (before its sessions ran again elsewhere), or the first
+        shard whose generator was saturated in it, named."""
+        for loss in self.losses:
+            if loss.overlaps(window):
+                return loss.line
         for index, health in enumerate(self.health):
             reason = health.void_reason(window)
             if reason is not None:
@@ -213,4 +263,4 @@ class MergedHealth(GeneratorHealth):
         return self.stream.void_reason(window)
 
 
-__all__ = ["MergedHealth", "ShardDelta", "ShardStream"]
+__all__ = ["Loss", "MergedHealth", "ShardDelta", "ShardStream"]

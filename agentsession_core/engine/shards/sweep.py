@@ -10,6 +10,7 @@ they are deleted as unconfirmed, so a NOT_FOUND is not counted as a deletion.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentsession_core.engine.ledger import ActorLedger
@@ -31,28 +32,30 @@ class Swept:
 async def sweep(
     substrate: Substrate,
     atespace: str,
-    prefix: str,
+    owns: Callable[[str], bool],
+    label: str,
     published: set[str],
     cleanup: CleanupParams,
     into: Swept,
 ) -> set[str]:
-    """Delete the actors of the shard whose names start with `prefix`; returns the published
-    names still standing (the rest are gone and need no second sweep)."""
+    """Delete the actors of the shard that `owns` them (its name prefix; for a part of a lost
+    shard's sessions, their ids: ShardPlan.owns), `label` in the log line; returns the
+    published names still standing (the rest are gone and need no second sweep)."""
     ledger = ActorLedger(atespace)
     for name in published:
         ledger.creating(name)
     try:
         for actor in await substrate.list_actors(atespace):
-            if actor.name.startswith(prefix):
+            if owns(actor.name):
                 ledger.creating(actor.name)
                 ledger.created_actor(actor.name)
     except SubstrateError as exc:
-        log.warning("%s*: atespace listing failed (%s): published names only", prefix, exc)
+        log.warning("%s: atespace listing failed (%s): published names only", label, exc)
     into.leaks = await ledger.cleanup(
         substrate, concurrency=cleanup.concurrency, timeout=cleanup.timeout_seconds
     )
     into.deleted += ledger.deleted
-    log.info("%s*: the coordinator deleted %d actors of a lost shard", prefix, ledger.deleted)
+    log.info("%s: the coordinator deleted %d actors of a lost shard", label, ledger.deleted)
     return published & set(ledger.live)
 
 
