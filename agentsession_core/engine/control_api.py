@@ -167,7 +167,9 @@ class ControlAPI:
         }
 
     def rates(self) -> tuple[float | None, float | None]:
-        """(intended, achieved) per second over the last closed second: turnover's
+        """(intended, achieved) per second: the intended rate now, the achieved one of the last
+        second the run's reporter closed (it closes one a second, so it trails the load by up
+        to two seconds; GET never closes a second itself). Turnover's
         target_rps × level (0 while paused) against its successful wakes; closed's steps due
         and turns' arrivals against the successful steps (docs/SPEC.md §6's achieved_rps)."""
         recorder = self.run.recorder
