@@ -83,6 +83,16 @@ def wakes_per_second(run_dir: Path) -> dict[int, int]:
     return out
 
 
+def seconds_to_double(run_dir: Path, change_unix: float) -> float:
+    """From a level change (1 → 2) to the start of the first second with twice the base
+    rate of successful wakes; asserts a second at the base rate before it."""
+    wakes = wakes_per_second(run_dir)
+    assert any(n <= BASE_RPS for t, n in wakes.items() if t < change_unix - 1), wakes
+    doubled = [t for t, n in wakes.items() if t > change_unix - 1 and n >= 2 * BASE_RPS]
+    assert doubled, sorted(wakes.items())
+    return min(doubled) - change_unix
+
+
 def changes(run_dir: Path) -> list[dict[str, Any]]:
     lines = (run_dir / "stats_history.jsonl").read_text().splitlines()
     return [r for r in map(json.loads, lines) if r.get("type") == "control"]
@@ -165,11 +175,7 @@ async def test_a_run_steered_by_hand(
     run_dir = run.result.run_dir
     # The achieved rate follows the level: the first second with twice the base rate of
     # successful wakes began within 2 s of the change.
-    wakes = wakes_per_second(run_dir)
-    change_s = seen["level_at"]
-    doubled_at = min(t for t, n in wakes.items() if t > change_s - 1 and n >= 2 * BASE_RPS)
-    assert doubled_at - change_s <= 2.0, (change_s, sorted(wakes.items()))
-    assert any(n <= BASE_RPS for t, n in wakes.items() if t < change_s - 1)
+    assert seconds_to_double(run_dir, seen["level_at"]) <= 2.0
 
     booked = changes(run_dir)
     assert [c["name"] for c in booked] == ["level", "pause", "resume", "stop"]
@@ -235,3 +241,37 @@ async def test_a_window_spanning_a_change_is_void_and_a_stop_leaves_the_rest_unh
     gate = json.loads((run.result.run_dir / "gate.json").read_text())
     assert gate["verdict"] == "void" and gate["reason"].startswith("stopped by hand: ")
     assert gate["run"]["windows_planned"] == 4 and len(gate["windows"]) == 3
+
+
+async def test_a_level_by_hand_over_the_ate_wire(
+    substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
+) -> None:
+    fields = run_fields(substrate, tmp_path, "live-control-ate")
+    fields["target"] |= {
+        "substrate": substrate.grpc_url,
+        "router": substrate.url,
+        "protocol": "ate",
+    }
+    run = Run(RunParams(**fields), handle_signals=False)
+    changed: list[float] = []
+
+    async def steer(url: str) -> None:
+        async with httpx.AsyncClient(timeout=10) as http:
+            await asyncio.sleep(1.5)
+            assert (await http.patch(url, json={"level": 2}, headers=AUTH)).is_success
+            changed.append(time.time())
+            await asyncio.sleep(2.5)
+            assert (await http.patch(url, json={"stopped": True}, headers=AUTH)).is_success
+
+    async with run:
+        await run.preflight()
+        await run.register()
+        await run.fill()
+        assert run.control_url is not None
+        steering = asyncio.create_task(steer(run.control_url))
+        _, _, reason = await run.hold(60)
+        run.finish("completed" if reason is None else "failed", reason)
+        await steering
+    assert run.result is not None and run.result.status == "completed", run.result
+    assert seconds_to_double(run.result.run_dir, changed[0]) <= 2.0
+    assert await client.list_actors("live-control-ate") == []
