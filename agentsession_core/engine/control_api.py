@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 STATUS_PATH = "/v1/status"
 FIELDS = ("level", "paused", "stopped")
 MAX_BODY = 4096  # bytes: a change is one small object
+ENDING = ("stopping", "stopped", "cleanup", "done")  # Engine / ShardedRun phases after the load
 RATE_UNIT = {"turnover": "wakes/s", "closed": "steps/s", "turns": "turns/s"}
 
 
@@ -131,8 +132,10 @@ class ControlAPI:
         async with self._lock:
             if self.run.control.stop is not None:
                 return _refusal(409, f"stopped: the run is stopping ({self.run.control.stop_line})")
-            if self.run.state() == "setup":
+            if (state := self.run.state()) == "setup":
                 return _refusal(409, "the run has not opened its engine yet")
+            if state in ENDING:
+                return _refusal(409, f"the run is ending ({state}): nothing left to change")
             await self._apply(change)
         return web.json_response(self.status())
 
@@ -142,11 +145,12 @@ class ControlAPI:
             before, after = run.current_level, float(change["level"])
             await run.apply_level(after)
             control.note("level", before, after)
+        level = run.current_level
         if "paused" in change and change["paused"] != control.paused:
             await run.apply_paused(change["paused"])
-            control.note("pause" if change["paused"] else "resume", *[run.current_level] * 2)
+            control.note("pause" if change["paused"] else "resume", level, level)
         if change.get("stopped"):
-            control.note("stop", *[run.current_level] * 2)
+            control.note("stop", level, level)
 
     # ------------------------------------------------------------ the status
     def status(self) -> dict[str, Any]:
