@@ -17,6 +17,7 @@ report.html with the campaign's thresholds drawn on it (`Run.report_rules`); one
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,14 +115,21 @@ class Campaign:
         target_rps × level; closed and turns: the steps or turns the load model put due in
         the window; awake: turnover's resident set (none for other populations)."""
         population = self.run.params.population
-        if population.kind == "turnover":
-            return {"target": population.target_rps * self.level, "awake": population.awake}
+        if population.kind == "turnover":  # the level now: a live change moves the target too
+            return {
+                "target": population.target_rps * self.run.current_level,
+                "awake": population.awake,
+            }
         return {"target": intended_rate(window), "awake": None}
 
     @property
     def stopped(self) -> bool:
         """No (further) window: one ended the campaign, or the run was refused at start."""
-        return self.stop_reason is not None or self.run.refusal is not None
+        return (
+            self.stop_reason is not None
+            or self.run.refusal is not None
+            or self.run.control.stop is not None  # stopped by hand (docs/SPEC.md §5.10)
+        )
 
     async def hold_window(self, index: int) -> WindowVerdict | None:
         """Hold and judge window `index`; None when the campaign already stopped."""
@@ -137,12 +145,21 @@ class Campaign:
                 target=self.references,
             )
         self.level = plan.level
-        start, end, reason = await self.run.hold(
-            plan.seconds,
-            level=plan.level,
-            should_stop=self.monitor.check,
-            start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
-        )
+        self.run.current_window = {
+            "index": plan.index,
+            "level": plan.level,
+            "seconds": plan.seconds,
+            "started_unix": time.time(),
+        }
+        try:
+            start, end, reason = await self.run.hold(
+                plan.seconds,
+                level=plan.level,
+                should_stop=self.monitor.check,
+                start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
+            )
+        finally:
+            self.run.current_window = None
         window = self.run.recorder.window(start, end)
         server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.9)
         figures = await server.cut(start, end, index=index, level=plan.level) if server else None
@@ -151,6 +168,8 @@ class Campaign:
             # Cut short by SIGINT/SIGTERM, our own disk or a lost shard: not judgeable, and not the
             # substrate's fault.
             void, aborted = f"cut short: {reason}", None
+        elif reason is None and (manual := self.manual_void(start, end)) is not None:
+            void, aborted = manual, None  # the load was not the plan's (docs/SPEC.md §5.10)
         else:
             void = self.run.health.void_reason(window) if reason is None else None
             aborted = reason
@@ -178,6 +197,22 @@ class Campaign:
         else:
             log.info("window %d at %.2gx: %s", plan.index, plan.level, verdict.outcome)
         return verdict
+
+    def manual_void(self, start_ns: int, end_ns: int) -> str | None:
+        """Why a window is void when a change by hand fell in it (or a pause covered it);
+        a stop by hand adds which planned windows were never held."""
+        reason = self.run.control.void_reason(start_ns, end_ns)
+        if reason is not None and self.run.control.stop is not None:
+            reason += f"; {self.not_held(len(self.spans) + 1)}"  # + the window being judged
+        return reason
+
+    def not_held(self, held: int) -> str:
+        """`windows 3–5 not held`: what a stop by hand left unjudged after `held` windows."""
+        planned = len(self.plan)
+        if held >= planned:
+            return "no planned window left unheld"
+        first, last = self.plan[held].index, self.plan[-1].index
+        return f"window {first} not held" if first == last else f"windows {first}–{last} not held"
 
     def finish(self) -> None:
         """The body reached its end: completed, or aborted by a rule or a stop."""
@@ -219,6 +254,8 @@ class Campaign:
             "local_dir": str(run_dir.path),
             "windows_planned": len(self.plan),
         }
+        if (stop := run.control.stop_line) is not None:  # gate.py: a void verdict, said why
+            described["stopped"] = f"{stop}; {self.not_held(len(self.spans))}"
         hold = self.hold_headline()
         if hold is not None:
             described["headline"] = hold

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from agentsession_core.engine.live_control import MAX_LEVEL  # a live change's bound too
 from agentsession_core.engine.params import (
     MAX_RATE,
     MAX_SESSIONS,
@@ -75,7 +76,6 @@ MAX_HOLD_MINUTES = 7 * 24 * 60.0  # a week at one level
 MAX_WINDOW_SECONDS = 7 * 86_400.0
 MAX_WINDOWS = 10_000  # per campaign, all levels
 MAX_LEVELS = 100
-MAX_LEVEL = 1000.0  # a load multiplier
 MAX_RULES = 100  # thresholds, abort rules
 MAX_RULE_CHARS = 500
 MAX_ABORT_DELAY_S = 7 * 86_400.0

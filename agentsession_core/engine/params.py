@@ -306,7 +306,8 @@ class RunParams(Section):
         None,
         ge=0,
         le=65535,
-        description="serve Prometheus /metrics on this port",
+        description="serve Prometheus /metrics and the live control API (/v1/status) on this "
+        "loopback port",
         json_schema_extra=form_position(14),
     )
     target: TargetParams = Field(default_factory=TargetParams, json_schema_extra=form_position(15))

@@ -69,6 +69,8 @@ class Progress:
         saturated = self._saturated(now)
         if saturated:  # early on the line: the live display cuts it at 200 characters
             parts.insert(2, saturated)
+        if engine.population.paused:  # by hand (docs/SPEC.md §5.10): no new work starts
+            parts.insert(1, "PAUSED")
         return "  ".join(parts)
 
     def _saturated(self, now: int) -> str:

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentsession_core.engine.context import FLUSH_AFTER_NS, GAUGE_SAMPLE_AT_NS, now_ns
+from agentsession_core.engine.control_api import ControlAPI
 from agentsession_core.engine.engine import Engine, PreflightError
+from agentsession_core.engine.live_control import LiveControl
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.progress import Progress
 from agentsession_core.engine.run_files import (
@@ -135,6 +137,9 @@ class Run:
         self.report_rules: Sequence[ThresholdRule] = ()
         self.result: RunResult | None = None
         self.server: ServerMetrics | None = None  # server-side figures (docs/SPEC.md §5.9)
+        self.control = LiveControl()  # changes by hand (docs/SPEC.md §5.10)
+        self.current_window: dict[str, Any] | None = None  # a campaign's window, while held
+        self.control_url: str | None = None  # GET/PATCH /v1/status, with metrics_port
         self._stack = contextlib.AsyncExitStack()
         self._watchdog: Watchdog | None = None
         self._previous_handlers: dict[signal.Signals, Any] = {}
@@ -185,12 +190,7 @@ class Run:
         await health.start()
         self._stack.push_async_callback(health.stop)
         if self.params.metrics_port is not None:
-            metrics = MetricsServer(
-                self.recorder, self.params.metrics_port, user_class=self.script.name
-            )
-            await metrics.start()
-            self._stack.push_async_callback(metrics.stop)
-            log.info("metrics on %s", metrics.url)
+            await self._serve_metrics()
         self.health = health
         progress = Progress(engine, self.recorder, live=self.live, health=health)
         self._stack.callback(progress.close)
@@ -199,6 +199,21 @@ class Run:
         self._background(self._report_every_second(progress), "reporter")
         # Registered last, so it runs first on the way out: stop load, delete actors.
         self._stack.push_async_callback(engine.cleanup)
+
+    async def _serve_metrics(self) -> None:
+        """/metrics and the control API (/v1/status) on params.metrics_port."""
+        assert self.params.metrics_port is not None and self.script is not None
+        api = ControlAPI(self)
+        metrics = MetricsServer(
+            self.recorder,
+            self.params.metrics_port,
+            user_class=self.script.name,
+            routes=api.add_routes,
+        )
+        await metrics.start()
+        self._stack.push_async_callback(metrics.stop)
+        self.control_url = api.url(metrics)
+        log.info("metrics on %s, live control on %s", metrics.url, self.control_url)
 
     async def _write_start_files(self) -> None:
         try:
@@ -302,16 +317,60 @@ class Run:
         """Hold the load (Engine.hold); ends early on a signal, a dead substrate or
         `should_stop`."""
 
-        def stop() -> str | None:
-            return self.stop_reason() or (should_stop() if should_stop else None)
-
+        stop = self.hold_stop(should_stop)
         if (reason := stop()) is not None:
-            return now_ns(), now_ns(), reason
+            return now_ns(), now_ns(), self.unless_stopped_by_hand(reason)
         start, end, reason = await self._engine().hold(
             seconds, level=level, should_stop=stop, start_ns=start_ns
         )
         # The engine only saw its stop event; say what set it (a signal, a full disk).
-        return start, end, (self.stop_reason() or reason) if reason is not None else None
+        reason = (self.stop_reason() or reason) if reason is not None else None
+        return start, end, self.unless_stopped_by_hand(reason)
+
+    def hold_stop(self, should_stop: Callable[[], str | None] | None) -> Callable[[], str | None]:
+        """What ends a hold early: a failure or signal (stop_reason), a stop by hand, then
+        the caller's rule (a campaign's abort rules)."""
+
+        def stop() -> str | None:
+            return (
+                self.stop_reason()
+                or self.control.stop_line
+                or (should_stop() if should_stop else None)
+            )
+
+        return stop
+
+    def unless_stopped_by_hand(self, reason: str | None) -> str | None:
+        """A stop by hand ends the hold as if its duration had ended (docs/SPEC.md §5.10):
+        no reason, the run completes; status.json's control.stopped says it."""
+        return None if reason is not None and reason == self.control.stop_line else reason
+
+    # ------------------------------------------------------------ live control
+    @property
+    def current_level(self) -> float:
+        """The level the load runs at now (× the population's base)."""
+        return self.engine.population.level_multiplier if self.engine is not None else 1.0
+
+    @property
+    def paused(self) -> bool:
+        return self.control.paused
+
+    def state(self) -> str:
+        """The phase the run is in (setup, preflight, register, fill, hold, stopping …)."""
+        return self.engine.phase if self.engine is not None else "setup"
+
+    async def apply_level(self, level: float) -> None:
+        """A level set by hand (the control API), at once."""
+        self._engine().population.set_level(level)
+
+    async def apply_paused(self, paused: bool) -> None:
+        """A pause or resume by hand (the control API), at once."""
+        self._engine().population.set_paused(paused)
+
+    def residents(self) -> int | None:
+        """Turnover's resident set now (None for other populations)."""
+        population = self.engine.population if self.engine is not None else None
+        return getattr(population, "residents", None)
 
     @property
     def leaks(self) -> list[dict[str, str]]:

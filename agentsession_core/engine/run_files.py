@@ -19,6 +19,7 @@ from agentsession_core.measure.stats import Window
 from agentsession_core.output.report import write_report
 from agentsession_core.output.run_dir import redact
 from agentsession_core.output.stats_files import (
+    HISTORY_JSONL,
     jsonl_row,
     render_failures_csv,
     render_jsonl,
@@ -77,6 +78,7 @@ def status_document(run: Run, *, final: bool) -> dict[str, Any]:
         "actors_deleted": engine.ledger.deleted if engine else 0,
         "leaked_actors": engine.leaks if engine else [],
         "misconfigured": engine.ctx.misconfigured if engine else {},
+        "control": run.control.summary(),  # changes by hand (docs/SPEC.md §5.10)
     }
 
 
@@ -181,6 +183,9 @@ def append_history(run: Run, texts: dict[str, str]) -> None:
     """The per-second lines of stats_history.csv and stats_history.jsonl (HistoryWriter)."""
     for name, text in texts.items():
         run.run_dir.append_text(name, text)
+    # Changes by hand, booked beside the seconds they fell in (docs/SPEC.md §5.10).
+    if changes := run.control.take_records():
+        run.run_dir.append_text(HISTORY_JSONL, render_jsonl(changes))
 
 
 def write_run_report(run: Run) -> None:

@@ -404,14 +404,21 @@ class Session(Recovery):
             return False
         return True
 
-    async def think_and_step(self, due: Row | None = None) -> None:
+    async def think_and_step(
+        self, due: Row | None = None, paused: Callable[[], Awaitable[bool]] | None = None
+    ) -> None:
         """The closed loop: think (the actor parked), then a turn, then park again. `due`
-        books the step's intended start once its think is over (closed/StepsDue)."""
+        books the step's intended start once its think is over (closed/StepsDue). A think
+        that ends while the load is `paused` by hand waits the pause out and starts again:
+        the step is not owed for the paused seconds."""
         if self.needs_hibernate:  # park before thinking, not after
             await self.hibernate()
         intended = self.ready_ns + self.think_ns(self.next_step())
         self.state = "thinking"
         if not await self.ctx.wait_until(intended):
+            return
+        if paused is not None and await paused():
+            self.ready_ns = now_ns()
             return
         if due is not None:
             due.event(intended)

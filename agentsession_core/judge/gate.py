@@ -174,6 +174,9 @@ def _judged(doc: dict) -> tuple[str, str]:
         )
     if status in ("failed", "aborted"):
         return "fail", f"the run {status}"
+    if stopped := (doc.get("run") or {}).get("stopped"):
+        # Stopped by hand through the control API: what was held is not the plan.
+        return "void", f"stopped by hand: {stopped}"
     if status not in (None, "completed"):
         return "void", f"the run did not finish ({status})"
     if not windows:

@@ -6,7 +6,7 @@ are collected from the recorder at scrape time, so requests pay nothing for them
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -144,8 +144,10 @@ class MetricsServer:
         host: str = "127.0.0.1",
         *,
         user_class: str = "agentsession",
+        routes: Callable[[web.Application], None] | None = None,
     ) -> None:
         self.recorder = recorder
+        self.routes = routes  # more routes on the same port (the run's control API)
         self.host = host
         self.port = port
         self.registry = CollectorRegistry(auto_describe=False)
@@ -160,6 +162,8 @@ class MetricsServer:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
+        if self.routes is not None:
+            self.routes(app)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)

@@ -19,6 +19,7 @@ the worst second of each bucket (percentiles are never averaged), rates and coun
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -36,6 +37,8 @@ from agentsession_core.output.chart_scale import (
 
 # A rule above OFF_SCALE x the data's top does not stretch the axis: the legend names it.
 OFF_SCALE = 4.0
+MARK_LABEL_PX = 130  # marks closer than this put their labels on the next row
+MARK_ROWS = 3
 
 
 def esc(value: Any) -> str:
@@ -332,18 +335,35 @@ def render_chart(chart: Chart, caption: str = "") -> str:
                 f'fill="{line.colour}"/>'
             )
     svg += _rules(chart, frame)
-    for mark in chart.marks:
-        x = frame.x(mark.x)
-        svg.append(
-            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{frame.top - 2}" y2="{frame.top + frame.ph}" '
-            f'stroke="{mark.colour}" stroke-width="1.4" stroke-dasharray="3 3"/>'
-            f'<text x="{x + 3:.1f}" y="{frame.top + 9}" class="mk">{esc(mark.label)}</text>'
-        )
+    svg += _marks(chart, frame)
     svg.append("</svg>")
     suffix = ""
     if bucket > 1:
         suffix = f"{bucket:g} s buckets: latencies the worst second, rates the mean"
     return f'<figure class="chart">{"".join(svg)}{note}{_small(suffix)}</figure>'
+
+
+def _marks(chart: Chart, frame: _Frame) -> list[str]:
+    """The vertical marks. Labels of marks closer than MARK_LABEL_PX step down a row (up to
+    MARK_ROWS, then round again), and one near the right edge ends at its line, so marks made
+    seconds apart (changes by hand) stay readable."""
+    out = []
+    last_x, row = -math.inf, 0
+    for mark in sorted(chart.marks, key=lambda m: m.x):
+        x = frame.x(mark.x)
+        row = (row + 1) % MARK_ROWS if x - last_x < MARK_LABEL_PX else 0
+        last_x = x
+        y = frame.top + 9 + 12 * row
+        near_edge = x > frame.left + frame.pw - MARK_LABEL_PX
+        tx, anchor = (x - 3, ' text-anchor="end"') if near_edge else (x + 3, "")
+        # The class sets the usual colour; another (a change by hand) is set inline.
+        fill = f' style="fill:{mark.colour}"' if mark.colour != Mark.colour else ""
+        out.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{frame.top - 2}" y2="{frame.top + frame.ph}" '
+            f'stroke="{mark.colour}" stroke-width="1.4" stroke-dasharray="3 3"/>'
+            f'<text x="{tx:.1f}" y="{y}" class="mk"{anchor}{fill}>{esc(mark.label)}</text>'
+        )
+    return out
 
 
 def _small(text: str) -> str:

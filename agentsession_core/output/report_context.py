@@ -23,6 +23,7 @@ PERCENTILE_STYLE = {
     "p90": ("#ef6c00", "7 4", 2.0),
     "p50": ("#1565c0", "", 1.6),
 }
+MANUAL_COLOUR = "#d84315"  # a change by hand's mark, apart from the level marks
 OUTCOME_COLOURS = {
     "pass": "#c8e6c9",
     "break": "#ffcdd2",
@@ -90,6 +91,10 @@ class ReportContext:
         turnover = number(data.stats_row("turnover_window").get("start_unix"))
         if not ctx.marks and turnover is not None:  # an unjudged run: where turnover began
             ctx.marks.append(Mark(turnover, "turnover"))
+        for change in data.changes:  # by hand, through the control API (docs/SPEC.md §5.10)
+            at = number(change.get("at_unix"))
+            if at is not None:
+                ctx.marks.append(Mark(at, f"manual: {change.get('label')}", MANUAL_COLOUR))
         return ctx
 
     def chart(self, title: str, unit: str, *, size: str = "wide", height: int = 0) -> Chart:
@@ -154,8 +159,11 @@ class ReportContext:
         return out
 
     def window_levels(self) -> list[tuple[float | None, float | None, float]]:
-        """(start, end, level) of each stretch of windows at one level."""
+        """(start, end, level) of each stretch of windows at one level; in a run without
+        windows, of each level set by hand."""
         out: list[tuple[float | None, float | None, float]] = []
+        if not self.data.windows:
+            return self.manual_levels()
         for w in self.data.windows:
             start, end, level = (number(w.get(k)) for k in ("start_unix", "end_unix", "level"))
             if start is None or end is None:
@@ -165,6 +173,23 @@ class ReportContext:
                 out[-1] = (out[-1][0], end, level)
             else:
                 out.append((start, end, level))
+        return out
+
+    def manual_levels(self) -> list[tuple[float | None, float | None, float]]:
+        """(start, end, level) between the levels set by hand ([] when none was)."""
+        changes = [
+            (at, level, number(c.get("level_before")) or 1.0)
+            for c in self.data.changes
+            if c.get("name") == "level"
+            and (at := number(c.get("at_unix"))) is not None
+            and (level := number(c.get("level"))) is not None
+        ]
+        if not changes:
+            return []
+        out: list[tuple[float | None, float | None, float]] = [(None, changes[0][0], changes[0][2])]
+        for i, (at, level, _) in enumerate(changes):
+            end = changes[i + 1][0] if i + 1 < len(changes) else None
+            out.append((at, end, level))
         return out
 
     def untracked_rules(self) -> list[ThresholdRule]:

@@ -23,6 +23,7 @@ from agentsession_core.output.run_reader import check_campaign, check_status, wh
 from agentsession_core.output.run_source import RunSource
 from agentsession_core.output.stats_files import (
     AGGREGATED,
+    CHANGE_RECORD_TYPE,
     HISTORY_CSV,
     HISTORY_JSONL,
     SECOND_PERCENTILES,
@@ -65,6 +66,8 @@ class RunData:
     rows: dict[RowKey, RowSeries] = field(default_factory=dict)
     gauges: dict[str, dict[str, Points]] = field(default_factory=dict)
     has_seconds_file: bool = False
+    # Changes made by hand (stats_history.jsonl's control records), oldest first.
+    changes: list[dict[str, Any]] = field(default_factory=list)
     # server_summary.json as written (None: no such file, or not a JSON object); the server
     # section interprets it, so a summary from a newer schema still shows what it can.
     server: dict[str, Any] | None = None
@@ -231,7 +234,9 @@ def load_run_data(source: RunSource) -> RunData:
     read_history_csv(source.text(HISTORY_CSV) or "", data.rows)
     seconds = source.text(HISTORY_JSONL)
     data.has_seconds_file = seconds is not None
-    read_history_jsonl(parse_jsonl(seconds), data.rows)
+    records = parse_jsonl(seconds)
+    data.changes = [r for r in records if r.get("type") == CHANGE_RECORD_TYPE]
+    read_history_jsonl([r for r in records if r.get("type") != CHANGE_RECORD_TYPE], data.rows)
     data.gauges = read_gauges(parse_jsonl(source.text("gauges.jsonl")))
     data.server = parse_json(source.text(SERVER_SUMMARY))
     return data

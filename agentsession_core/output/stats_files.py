@@ -79,6 +79,9 @@ FAILURES_CSV_COLUMNS = ["Method", "Name", "Error", "Occurrences"]
 AGGREGATED = "Aggregated"
 HISTORY_CSV = "stats_history.csv"
 HISTORY_JSONL = "stats_history.jsonl"
+# The `type` of a stats_history.jsonl record that books a change made by hand through the
+# control API (engine/live_control.py), not a row's second (docs/SPEC.md §5.10).
+CHANGE_RECORD_TYPE = "control"
 # The percentiles of each latency view a stats_history.jsonl line carries.
 SECOND_PERCENTILES = percentiles(("p50", "p90", "p99"))
 
@@ -307,6 +310,7 @@ class HistoryWriter:
 
 
 __all__ = [
+    "CHANGE_RECORD_TYPE",
     "FAILURES_CSV_COLUMNS",
     "HISTORY_CSV",
     "HISTORY_CSV_COLUMNS",

@@ -450,3 +450,59 @@ async def test_a_sharded_run_replaces_what_a_substrate_restart_lost(
     assert run.result.status in ("completed", "failed"), run.result  # failed: the §4.2 gap
     if run.result.status == "failed":
         assert (run.result.reason or "").startswith("turnover: the resident set averaged")
+
+
+async def test_live_control_reaches_every_shard(substrate, scheduler, tmp_path):
+    """docs/SPEC.md §5.10 on a sharded run: a level by hand goes to every shard (split as at
+    the start), a pause stops every shard's swaps, a stop ends the run with every actor
+    deleted."""
+    import httpx
+
+    params = campaign_params(
+        substrate.url,
+        tmp_path,
+        scheduler,
+        metrics_port=0,
+        population={"sessions": 6, "awake": 2, "target_rps": 1},
+    )
+    run = open_run(params, handle_signals=False)
+    assert isinstance(run, ShardedRun)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+
+    def wakes() -> int:
+        return run.recorder.totals().row("rps", "TimeToWake").count
+
+    async def steer(url: str) -> dict:
+        seen: dict = {}
+        async with httpx.AsyncClient(timeout=10) as http:
+            await asyncio.sleep(1.0)
+            doubled = (await http.patch(url, json={"level": 2}, headers=auth)).json()
+            seen["intended"] = doubled["intended_rate"]
+            await asyncio.sleep(2.0)
+            assert (await http.patch(url, json={"paused": True}, headers=auth)).is_success
+            await asyncio.sleep(1.5)  # the last swaps in flight land in the merged stream
+            before = wakes()
+            await asyncio.sleep(1.5)
+            seen["paused_wakes"] = wakes() - before
+            assert (await http.patch(url, json={"stopped": True}, headers=auth)).is_success
+        return seen
+
+    async with run:
+        await run.preflight()
+        await run.register()
+        await run.fill()
+        assert run.control_url is not None
+        steering = asyncio.create_task(steer(run.control_url))
+        start, end, reason = await run.hold(40.0)
+        run.finish()
+        seen = await steering
+    assert run.result is not None and run.result.status == "completed", run.result
+    assert reason is None and (end - start) / 1e9 < 20
+    assert seen["intended"] == 2.0 and seen["paused_wakes"] == 0
+    lines = (run.result.run_dir / "stats.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    levels = [r["measurements"]["level"] for r in rows if r["metric"].startswith("turnover_window")]
+    assert levels == [1.0, 2.0]  # one turnover_window row per level, the one set by hand too
+    status = status_of(run)
+    assert [c["name"] for c in status["control"]["changes"]] == ["level", "pause", "stop"]
+    assert await leftover_actors(substrate.url, status["atespace"]) == []

@@ -11,10 +11,12 @@ from agentsession_core.measure.health import LOOP_LAG_ROW, GeneratorHealth
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 
 
-def _progress(recorder: Recorder, health: GeneratorHealth | None) -> Progress:
+def _progress(
+    recorder: Recorder, health: GeneratorHealth | None, *, paused: bool = False
+) -> Progress:
     engine = SimpleNamespace(
         phase="hold",
-        population=SimpleNamespace(states=lambda: {"parked": 3}),
+        population=SimpleNamespace(states=lambda: {"parked": 3}, paused=paused),
         params=SimpleNamespace(population=SimpleNamespace(kind="closed")),
     )
     return Progress(cast(Any, engine), recorder, live=False, health=health)
@@ -50,3 +52,10 @@ def test_a_healthy_generator_adds_nothing_to_the_line() -> None:
     recorder.flush()
     assert "SATURATED" not in _progress(recorder, GeneratorHealth(recorder)).line()
     assert "SATURATED" not in _progress(recorder, None).line()
+
+
+def test_a_pause_by_hand_is_said_next_to_the_phase() -> None:
+    recorder = Recorder()
+    assert "PAUSED" not in _progress(recorder, None).line()
+    line = _progress(recorder, None, paused=True).line()
+    assert line.split()[:2] == ["hold", "PAUSED"], line  # docs/SPEC.md §5.10

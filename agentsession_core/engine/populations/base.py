@@ -49,6 +49,8 @@ class Population:
         self.steady_start_ns: int | None = None
         self.stopped_ns: int | None = None  # when stop began: the end of the load
         self.last_start_failure: str | None = None  # failure_line of the latest failed start
+        self.paused = False  # by hand (engine/live_control.py): no new work starts
+        self._pause_waiters: set[asyncio.Future[None]] = set()
 
     # ------------------------------------------------------------ phases
     async def register(self) -> None:
@@ -64,6 +66,30 @@ class Population:
     @property
     def level(self) -> float:
         return self.ctx.params.population.level * self.level_multiplier
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume by hand (docs/SPEC.md §5.10): while paused no new swap, turn or
+        step starts and nothing is deleted; work already in flight finishes."""
+        self.paused = paused
+        if not paused:
+            for waiter in list(self._pause_waiters):
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def wait_while_paused(self) -> bool:
+        """Wait out a pause (a stop ends the wait too); True when there was one to wait out,
+        so the caller restarts its clock rather than owing the paused seconds."""
+        if not self.paused:
+            return False
+        waiter = asyncio.get_running_loop().create_future()
+        self._pause_waiters.add(waiter)
+        self.ctx.stopping.sleepers.add(waiter)  # a stop resolves it (StopSignal)
+        try:
+            await waiter
+        finally:
+            self._pause_waiters.discard(waiter)
+            self.ctx.stopping.sleepers.discard(waiter)
+        return True
 
     # ------------------------------------------------------------ helpers
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:

@@ -78,7 +78,7 @@ class ClosedPopulation(Population):
             return
         try:
             while not self.ctx.stopping.is_set() and session.id not in self._retired:
-                await session.think_and_step(due=self._due)
+                await session.think_and_step(due=self._due, paused=self.wait_while_paused)
         except Stopped:
             pass
 

@@ -222,6 +222,8 @@ class TurnoverPopulation(Population):
             intended = t0_ns + tick * self.tick_ns
             if not await self.ctx.wait_until(intended):
                 return
+            if self.paused:  # by hand: no swap, no shortfall, nothing owed for this tick
+                continue
             rate_owed += self.level * self.tick_ns / NS_PER_S
             swaps = int(rate_owed)
             rate_owed -= swaps

@@ -81,6 +81,9 @@ class TurnsPopulation(Population):
     def _arrive(self, clock: ArrivalClock, intended_ns: int) -> None:
         if self.ctx.stopping.is_set():
             return
+        if self.paused:  # by hand: the arrival is not booked and no turn starts for it
+            self._schedule(clock, intended_ns)
+            return
         woke = now_ns()
         self.ctx.dispatch_lag.ok(intended_ns, woke, woke)  # how late the clock fired
         self._arrivals.event(intended_ns)

@@ -58,7 +58,6 @@ from agentsession_core.engine.shards.sweep import Swept, sweep
 from agentsession_core.engine.target import client_for, local_endpoints, local_substrate
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError, UsageError
-from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import encode, load_script
 from agentsession_core.substrate.interface import Substrate
@@ -195,12 +194,7 @@ class ShardedRun(Run):
         opened = (a.open(p, text) for a, p in zip(self.actors, plans, strict=True))
         self.shard_info = list(await asyncio.gather(*opened))
         if self.params.metrics_port is not None:
-            metrics = MetricsServer(
-                self.recorder, self.params.metrics_port, user_class=self.script.name
-            )
-            await metrics.start()
-            self._stack.push_async_callback(metrics.stop)
-            log.info("metrics on %s", metrics.url)
+            await self._serve_metrics()
         # The run's one probe of the substrate; its return after an outage goes to every shard.
         self._watchdog = Watchdog(client, self.params, on_back=self._on_substrate_back)
         self._background(self._watchdog.run(), "watchdog")
@@ -273,15 +267,12 @@ class ShardedRun(Run):
         """Hold the load on every shard (they keep running; this only keeps time and watches
         the stop rules on the merged stream), then wait for the shards' last seconds."""
 
-        def stop() -> str | None:
-            return self.stop_reason() or (should_stop() if should_stop else None)
-
+        stop = self.hold_stop(should_stop)
         if (reason := stop()) is not None:
-            return now_ns(), now_ns(), reason
+            return now_ns(), now_ns(), self.unless_stopped_by_hand(reason)
         if level is not None and level != self.level:
             log.info("level %.2fx", level)
-            self.level = level
-            await self._apply_level()
+            await self._set_shard_levels(level)
         if start_ns is None:  # the first hold starts on the common t0
             start_ns = self.t0_ns if self.t0_ns is not None and not self._held else now_ns()
         if not self.level_changes or self.level_changes[-1][1] != self.level:
@@ -294,7 +285,38 @@ class ShardedRun(Run):
             await asyncio.sleep(min(0.1, left / 1e9))
         end = now_ns()
         await self._caught_up(end)
-        return start_ns, end, reason
+        return start_ns, end, self.unless_stopped_by_hand(reason)
+
+    # ------------------------------------------------------------ live control
+    @property
+    def current_level(self) -> float:
+        return self.level
+
+    def state(self) -> str:
+        return self.phase
+
+    def residents(self) -> int | None:
+        return None  # each shard holds its own resident set; their sum is not kept live
+
+    async def apply_level(self, level: float) -> None:
+        if self._held:  # a level by hand starts its own turnover_window row
+            self.level_changes.append((now_ns(), level))
+        await self._set_shard_levels(level)
+
+    async def _set_shard_levels(self, level: float) -> None:
+        """Every live shard to `level`, split exactly as at the start (shard_levels)."""
+        levels = shard_levels(self.params, self.plans, level)
+        await asyncio.gather(
+            *(self.actors[k].set_level(levels[k]) for k in self.live_shards),
+            return_exceptions=True,
+        )
+        self.level = level
+
+    async def apply_paused(self, paused: bool) -> None:
+        await asyncio.gather(
+            *(self.actors[k].set_paused(paused) for k in self.live_shards),
+            return_exceptions=True,
+        )
 
     async def _apply_level(self) -> None:
         """The run's level on every live shard, its total split over the live plans."""

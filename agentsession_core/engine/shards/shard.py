@@ -229,6 +229,9 @@ class ShardEngine:
             engine.params.population.target_rps = level.target_rps
         engine.population.set_level(level.multiplier)
 
+    async def set_paused(self, paused: bool) -> None:
+        self._engine().population.set_paused(paused)
+
     async def stop_load(self) -> None:
         self._engine().ctx.stopping.set()
 
@@ -369,6 +372,9 @@ class ShardActor:
 
     async def substrate_back(self) -> None:
         await self._on_engine(self._shard().substrate_back())
+
+    async def set_paused(self, paused: bool) -> None:
+        await self._on_engine(self._shard().set_paused(paused))
 
     async def stop_load(self) -> None:
         await self._on_engine(self._shard().stop_load())

@@ -1,0 +1,202 @@
+"""The control API (docs/SPEC.md §5.10): GET and PATCH /v1/status on the run's metrics port.
+
+GET says what the run is doing now (state, level, paused, stopped, the intended and achieved
+rate of the last closed second, residents, elapsed, a campaign's window); PATCH changes it by
+hand with one JSON object: `{"level": 2.5}`, `{"paused": true}` / `{"paused": false}`,
+`{"stopped": true}`. The run's bearer token (target.token, or target.token_file read on every
+request) is required when the run has one, compared in constant time. A refusal is one line
+naming the field: 400 for a bad body, 401 without the token, 409 once the run is stopping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from agentsession_core.engine.live_control import MAX_LEVEL
+from agentsession_core.measure.stats import (
+    ARRIVALS_ROW,
+    ROUTER_KIND,
+    STEPS_DUE_ROW,
+    TIME_TO_WAKE_ROW,
+)
+
+if TYPE_CHECKING:
+    from agentsession_core.engine.run import Run
+    from agentsession_core.measure.prometheus import MetricsServer
+
+STATUS_PATH = "/v1/status"
+FIELDS = ("level", "paused", "stopped")
+MAX_BODY = 4096  # bytes: a change is one small object
+ENDING = ("stopping", "stopped", "cleanup", "done")  # Engine / ShardedRun phases after the load
+RATE_UNIT = {"turnover": "wakes/s", "closed": "steps/s", "turns": "turns/s"}
+
+
+class BadBody(ValueError):
+    """A PATCH body the API refuses (400), with the one line naming the field."""
+
+
+def parse_change(body: bytes) -> dict[str, Any]:
+    """The fields of a PATCH body, checked: a JSON object of known fields only; level a
+    number in (0, MAX_LEVEL]; paused a boolean; stopped only true."""
+    try:
+        doc = json.loads(body or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadBody(f"body: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or not doc:
+        raise BadBody(f"body: a JSON object with one of {', '.join(FIELDS)}")
+    unknown = sorted(set(doc) - set(FIELDS))
+    if unknown:
+        raise BadBody(f"{unknown[0]}: unknown field (known: {', '.join(FIELDS)})")
+    if "level" in doc:
+        level = doc["level"]
+        if isinstance(level, bool) or not isinstance(level, int | float):
+            raise BadBody(f"level: {json.dumps(level)} is not a number")
+        if not (math.isfinite(level) and 0 < level <= MAX_LEVEL):
+            raise BadBody(f"level: {level:g} must be > 0 and at most {MAX_LEVEL:g}")
+    if "paused" in doc and not isinstance(doc["paused"], bool):
+        raise BadBody(f"paused: {json.dumps(doc['paused'])} is not true or false")
+    if "stopped" in doc and doc["stopped"] is not True:
+        raise BadBody(f"stopped: only true (a stopped run cannot be resumed), got {doc['stopped']}")
+    return doc
+
+
+def _refusal(status: int, line: str) -> web.Response:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return web.json_response({"error": line}, status=status, headers=headers)
+
+
+class ControlAPI:
+    """The routes, bound to one Run (a ShardedRun alike)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self._lock = asyncio.Lock()  # one change at a time: each is booked against the last
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_get(STATUS_PATH, self._get)
+        app.router.add_patch(STATUS_PATH, self._patch)
+
+    @staticmethod
+    def url(metrics: MetricsServer) -> str:
+        return f"http://{metrics.host}:{metrics.port}{STATUS_PATH}"
+
+    # ------------------------------------------------------------ auth
+    async def _expected_token(self) -> str | None:
+        target = self.run.params.target
+        if target.token:
+            return target.token
+        if target.token_file:  # re-read: a rotated token is the one that counts
+            text = await asyncio.to_thread(Path(target.token_file).read_text)
+            return text.strip() or None
+        return None
+
+    async def _unauthorised(self, request: web.Request) -> web.Response | None:
+        try:
+            expected = await self._expected_token()
+        except OSError as exc:
+            return _refusal(503, f"target.token_file: cannot be read ({exc.strerror or exc})")
+        if expected is None:
+            return None
+        given = request.headers.get("Authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return _refusal(401, "Authorization: this run needs its bearer token (Bearer …)")
+        if not hmac.compare_digest(token.strip().encode(), expected.encode()):
+            return _refusal(401, "Authorization: the bearer token is not this run's")
+        return None
+
+    # ------------------------------------------------------------ routes
+    async def _get(self, request: web.Request) -> web.Response:
+        if (refused := await self._unauthorised(request)) is not None:
+            return refused
+        return web.json_response(self.status())
+
+    async def _patch(self, request: web.Request) -> web.Response:
+        if (refused := await self._unauthorised(request)) is not None:
+            return refused
+        body = await request.content.read(MAX_BODY + 1)
+        if len(body) > MAX_BODY:
+            return _refusal(413, f"body: more than {MAX_BODY} bytes")
+        try:
+            change = parse_change(body)
+        except BadBody as exc:
+            return _refusal(400, str(exc))
+        async with self._lock:
+            if self.run.control.stop is not None:
+                return _refusal(409, f"stopped: the run is stopping ({self.run.control.stop_line})")
+            if (state := self.run.state()) == "setup":
+                return _refusal(409, "the run has not opened its engine yet")
+            if state in ENDING:
+                return _refusal(409, f"the run is ending ({state}): nothing left to change")
+            await self._apply(change)
+        return web.json_response(self.status())
+
+    async def _apply(self, change: dict[str, Any]) -> None:
+        run, control = self.run, self.run.control
+        if "level" in change and float(change["level"]) != run.current_level:
+            before, after = run.current_level, float(change["level"])
+            await run.apply_level(after)
+            control.note("level", before, after)
+        level = run.current_level
+        if "paused" in change and change["paused"] != control.paused:
+            await run.apply_paused(change["paused"])
+            control.note("pause" if change["paused"] else "resume", level, level)
+        if change.get("stopped"):
+            control.note("stop", level, level)
+
+    # ------------------------------------------------------------ the status
+    def status(self) -> dict[str, Any]:
+        run, control = self.run, self.run.control
+        intended, achieved = self.rates()
+        return {
+            "state": run.state(),
+            "level": run.current_level,
+            "paused": control.paused,
+            "stopped": control.stop is not None,
+            "intended_rate": intended,
+            "achieved_rate": achieved,
+            "rate_unit": RATE_UNIT.get(run.params.population.kind, "per s"),
+            "residents": run.residents(),
+            "elapsed_seconds": round(time.time() - run.started_unix, 3),
+            "window": run.current_window,
+            "changes": len(control.changes),
+        }
+
+    def rates(self) -> tuple[float | None, float | None]:
+        """(intended, achieved) per second: the intended rate now, the achieved one of the last
+        second the run's reporter closed (it closes one a second, so it trails the load by up
+        to two seconds; GET never closes a second itself). Turnover's
+        target_rps × level (0 while paused) against its successful wakes; closed's steps due
+        and turns' arrivals against the successful steps (docs/SPEC.md §6's achieved_rps)."""
+        recorder = self.run.recorder
+        second = recorder.closed_until - 1
+        if second < recorder.first_second:
+            return None, None
+        rows = recorder.window_seconds(second, second + 1).rows
+        population = self.run.params.population
+
+        def ok(key: tuple[str, str]) -> float:
+            stats = rows.get(key)
+            return float(stats.count - stats.failures) if stats else 0.0
+
+        def events(key: tuple[str, str]) -> float:
+            stats = rows.get(key)
+            return float(stats.events) if stats else 0.0
+
+        if population.kind == "turnover":
+            intended = 0.0 if self.run.paused else population.target_rps * self.run.current_level
+            return intended, ok(TIME_TO_WAKE_ROW)
+        steps = sum(ok(k) for k in rows if k[0] == ROUTER_KIND and k[1].startswith("Step_"))
+        due = events(STEPS_DUE_ROW if population.kind == "closed" else ARRIVALS_ROW)
+        return due, steps
+
+
+__all__ = ["FIELDS", "STATUS_PATH", "BadBody", "ControlAPI", "parse_change"]
