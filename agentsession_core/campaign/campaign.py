@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentsession_core.campaign.capacity import CapacitySearch, ProbeRecord
 from agentsession_core.campaign.params import CampaignParams, WindowPlan
 from agentsession_core.engine.run import Run
 from agentsession_core.errors import AgentsessionError
@@ -86,6 +87,12 @@ def load_baseline(params: CampaignParams) -> list[dict[str, Any]] | None:
     return [run]
 
 
+def _parse_slo(params: CampaignParams) -> Any:
+    from agentsession_core.judge.thresholds import parse_threshold
+
+    return parse_threshold(params.search.threshold or "", where="search.threshold")
+
+
 class Campaign:
     """Windows, verdicts and the campaign's files for one Run (enter the Run first)."""
 
@@ -96,10 +103,20 @@ class Campaign:
         self.run = run
         self.plan: list[WindowPlan] = params.windows()
         self.thresholds = params.parsed_thresholds()
+        self.search: CapacitySearch | None = None
+        if params.search.enabled:
+            # The SLO is judged in every window, the hold's too: the hold is the search's
+            # first level (docs/SPEC.md §6.4).
+            slo = _parse_slo(params)
+            if slo.text not in {t.text for t in self.thresholds}:
+                self.thresholds.append(slo)
+            self.search = CapacitySearch.of(params, slo)
+        self.awake = params.population.awake
         self.abort_rules = params.parsed_abort_rules()
         self.baseline = baseline
         self.verdicts: list[WindowVerdict] = []
-        self.spans: list[Span] = []
+        self.spans: list[Span] = []  # of the planned windows, as self.verdicts
+        self.held_until_ns: int | None = None  # where the last hold ended: the next starts there
         self.level = self.plan[0].level if self.plan else 1.0
         self.stop_reason: str | None = None
         self.monitor: AbortMonitor | None = None
@@ -115,7 +132,9 @@ class Campaign:
         the window; awake: turnover's resident set (none for other populations)."""
         population = self.run.params.population
         if population.kind == "turnover":
-            return {"target": population.target_rps * self.level, "awake": population.awake}
+            rate_level = self.plan[0].level if self.params.search.dimension == "awake" else None
+            target = population.target_rps * (rate_level if rate_level else self.level)
+            return {"target": target, "awake": self.awake}
         return {"target": intended_rate(window), "awake": None}
 
     @property
@@ -128,6 +147,16 @@ class Campaign:
         if self.stopped:
             return None
         plan = self.plan[index]
+        verdict, reason, span = await self._judged(plan.index, plan.level, plan.seconds)
+        self.verdicts.append(verdict)
+        self.spans.append(span)
+        self.run.extra_rows.append(
+            step_window_row(verdict, tag=self.params.tag, test_name=self.params.name)
+        )
+        self._ended(reason, verdict, f"window {plan.index}")
+        return verdict
+
+    def _monitor(self) -> AbortMonitor:
         if self.monitor is None:  # the warm-up delay counts from the start of the hold
             self.monitor = AbortMonitor(
                 self.run.recorder,
@@ -136,16 +165,25 @@ class Campaign:
                 delay_s=self.params.abort.delay_seconds,
                 target=self.references,
             )
-        self.level = plan.level
+        return self.monitor
+
+    async def _judged(
+        self, index: int, level: float, seconds: float, *, rate_level: float | None = None
+    ) -> tuple[WindowVerdict, str | None, Span]:
+        """Hold `seconds` at `level` from where the last window ended and judge them; the
+        reason the hold ended early, if it did. `rate_level`: the rate's level when `level`
+        is not it (a density probe holds the rate and moves the resident set)."""
+        self.level = level
         start, end, reason = await self.run.hold(
-            plan.seconds,
-            level=plan.level,
-            should_stop=self.monitor.check,
-            start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
+            seconds,
+            level=level if rate_level is None else rate_level,
+            should_stop=self._monitor().check,
+            start_ns=self.held_until_ns,  # windows tile the hold
         )
+        self.held_until_ns = end
         window = self.run.recorder.window(start, end)
         server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.9)
-        figures = await server.cut(start, end, index=index, level=plan.level) if server else None
+        figures = await server.cut(start, end, index=index, level=level) if server else None
         void: str | None
         if reason is not None and self.run.cut_short(reason):
             # Cut short by SIGINT/SIGTERM, our own disk or a lost shard: not judgeable, and not the
@@ -157,27 +195,108 @@ class Campaign:
         verdict = judge_window(
             window,
             self.thresholds,
-            index=plan.index,
-            level=plan.level,
+            index=index,
+            level=level,
             target=self.references(window),
             void_reason=void,
             abort_reason=aborted,
             server=figures,
         )
-        self.verdicts.append(verdict)
-        self.spans.append(Span(start, end))
-        self.run.extra_rows.append(
-            step_window_row(verdict, tag=self.params.tag, test_name=self.params.name)
-        )
+        return verdict, reason, Span(start, end)
+
+    def _ended(self, reason: str | None, verdict: WindowVerdict, what: str) -> None:
         if reason is not None:
             self.stop_reason = reason
-            if void is None:  # an abort rule or a dead substrate: news
-                log.error("window %d ended early: %s", plan.index, reason)
+            if verdict.void_reason is None:  # an abort rule or a dead substrate: news
+                log.error("%s ended early: %s", what, reason)
             else:  # a signal or a full disk, said once already
-                log.info("window %d ended early (void)", plan.index)
+                log.info("%s ended early (void)", what)
         else:
-            log.info("window %d at %.2gx: %s", plan.index, plan.level, verdict.outcome)
-        return verdict
+            log.info("%s at %.2gx: %s", what, verdict.level, verdict.outcome)
+
+    # ------------------------------------------------------------ the capacity search
+    @property
+    def searching(self) -> bool:
+        """A probe is (still) to come: call `probe` (docs/SPEC.md §6.4)."""
+        search = self.search
+        if search is None or self.stopped:
+            if search is not None and self.stop_reason is not None:
+                search.stop(self.stop_reason)
+            return False
+        if search.anchor is None and search.not_run is None:
+            search.start(*self._anchor())
+        return search.running
+
+    def _anchor(self) -> tuple[float | None, str | None]:
+        """The first level, when every one of its judged windows held."""
+        first = self.plan[0].level
+        mine = [v for v in self.verdicts if v.level == first]
+        if not mine or any(v.outcome != "pass" for v in mine):
+            outcomes = ", ".join(v.outcome for v in mine) or "none judged"
+            return None, f"the first level ({first:g}x) did not hold ({outcomes}): no search"
+        return first, None
+
+    async def probe(self, number: int) -> ProbeRecord | None:
+        """Settle at the search's next level, then hold and judge one probe window; None
+        when the search is over (its end is in `self.search.end`)."""
+        search = self.search
+        if search is None or not self.searching or (level := search.next_level()) is None:
+            return None
+        index = len(self.plan) + number
+        rate_level = self._set_probe_load(level)
+        settle = self.params.search.settle_seconds
+        if settle > 0:
+            _, self.held_until_ns, reason = await self.run.hold(
+                settle,
+                level=level if rate_level is None else rate_level,
+                should_stop=self._monitor().check,
+                start_ns=self.held_until_ns,
+            )
+            if reason is not None:
+                return self._probe_ended(level, index, reason)
+        verdict, reason, _ = await self._judged(
+            index, level, self.params.search_window_seconds, rate_level=rate_level
+        )
+        record = search.record(level, verdict)
+        what = f"probe {number} at {level:.3g}x ({record.rate:g} {search.dimension.unit})"
+        if reason is not None and self._substrate_side(reason):
+            # An abort rule ended the probe: the search ends at the last level that held,
+            # the campaign's verdict is the hold's (docs/SPEC.md §6.4).
+            log.error("%s ended early: %s", what, reason)
+            search.stop(f"an abort rule tripped at {level:g}x: {reason}")
+        else:
+            self._ended(reason, verdict, what)
+            if self.stop_reason is not None:
+                search.stop(self.stop_reason)
+        return record
+
+    def _probe_ended(self, level: float, index: int, reason: str) -> None:
+        assert self.search is not None
+        if self._substrate_side(reason):
+            log.error("settling at %.3gx ended early: %s", level, reason)
+            self.search.stop(f"an abort rule tripped while settling at {level:g}x: {reason}")
+        else:
+            self.stop_reason = reason
+            self.search.stop(reason)
+        return None
+
+    def _substrate_side(self, reason: str) -> bool:
+        """An abort rule tripped (not a signal, a full disk or a dead substrate)."""
+        return self.run.stop_reason() is None and not self.run.cut_short(reason)
+
+    def _set_probe_load(self, level: float) -> float | None:
+        """A density probe resizes turnover's resident set and keeps the rate of the first
+        level (returned); a rate probe only needs its level (None)."""
+        if self.params.search.dimension != "awake":
+            return None
+        assert self.search is not None
+        residents = int(self.search.dimension.load(level))
+        self.awake = residents
+        engine = getattr(self.run, "engine", None)
+        population = getattr(engine, "population", None)
+        if population is not None:
+            population.set_awake(residents)
+        return self.plan[0].level
 
     def finish(self) -> None:
         """The body reached its end: completed, or aborted by a rule or a stop."""
@@ -206,6 +325,21 @@ class Campaign:
         if not spans:
             return None
         return headline(self.run.recorder.window(spans[0][1], spans[-1][2]))
+
+    def capacity(self, run: Run) -> dict[str, Any] | None:
+        """gate.json's `capacity`: the search's result, or why it did not run."""
+        search = self.search
+        if search is None:
+            return None
+        if search.anchor is None and search.not_run is None:
+            stopped = self.stop_reason or run.reason or self.run.stop_reason()
+            if stopped:
+                search.stop(f"the campaign stopped before the search: {stopped}")
+            else:
+                search.start(*self._anchor())
+        elif search.running:  # ended between probes (a signal, a lost substrate)
+            search.stop(self.stop_reason or run.reason or "the campaign ended mid-search")
+        return search.document()
 
     def write_files(self, run: Run) -> None:
         """Run.finalizer: windows.jsonl and gate.json (in a thread); the Run then draws
@@ -239,6 +373,7 @@ class Campaign:
             ),
             confidence=settings.confidence,
             conditions=conditions(self.params.model_dump(mode="json")),
+            capacity=self.capacity(run),
         )
         if self.baseline:
             gate = with_baseline(
