@@ -173,6 +173,12 @@ class Campaign:
         """Hold `seconds` at `level` from where the last window ended and judge them; the
         reason the hold ended early, if it did. `rate_level`: the rate's level when `level`
         is not it (a density probe holds the rate and moves the resident set)."""
+        start, end, reason = await self._hold(level, seconds, rate_level)
+        return await self._judge(index, level, start, end, reason), reason, Span(start, end)
+
+    async def _hold(
+        self, level: float, seconds: float, rate_level: float | None
+    ) -> tuple[int, int, str | None]:
         self.level = level
         start, end, reason = await self.run.hold(
             seconds,
@@ -181,6 +187,11 @@ class Campaign:
             start_ns=self.held_until_ns,  # windows tile the hold
         )
         self.held_until_ns = end
+        return start, end, reason
+
+    async def _judge(
+        self, index: int, level: float, start: int, end: int, reason: str | None
+    ) -> WindowVerdict:
         window = self.run.recorder.window(start, end)
         server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.9)
         figures = await server.cut(start, end, index=index, level=level) if server else None
@@ -192,7 +203,7 @@ class Campaign:
         else:
             void = self.run.health.void_reason(window) if reason is None else None
             aborted = reason
-        verdict = judge_window(
+        return judge_window(
             window,
             self.thresholds,
             index=index,
@@ -202,7 +213,6 @@ class Campaign:
             abort_reason=aborted,
             server=figures,
         )
-        return verdict, reason, Span(start, end)
 
     def _ended(self, reason: str | None, verdict: WindowVerdict, what: str) -> None:
         if reason is not None:
@@ -238,30 +248,26 @@ class Campaign:
 
     async def probe(self, number: int) -> ProbeRecord | None:
         """Settle at the search's next level, then hold and judge one probe window; None
-        when the search is over (its end is in `self.search.end`)."""
+        when the search is over (its end is in `self.search.end`). A probe that an abort
+        rule ends, settling or judged, is `aborted`: the search ends at the last level that
+        held and the campaign's verdict stays the hold's (docs/SPEC.md §6.4)."""
         search = self.search
         if search is None or not self.searching or (level := search.next_level()) is None:
             return None
         index = len(self.plan) + number
         rate_level = self._set_probe_load(level)
         settle = self.params.search.settle_seconds
+        reason: str | None = None
         if settle > 0:
-            _, self.held_until_ns, reason = await self.run.hold(
-                settle,
-                level=level if rate_level is None else rate_level,
-                should_stop=self._monitor().check,
-                start_ns=self.held_until_ns,
+            start, end, reason = await self._hold(level, settle, rate_level)
+        if reason is None:
+            start, end, reason = await self._hold(
+                level, self.params.search_window_seconds, rate_level
             )
-            if reason is not None:
-                return self._probe_ended(level, index, reason)
-        verdict, reason, _ = await self._judged(
-            index, level, self.params.search_window_seconds, rate_level=rate_level
-        )
+        verdict = await self._judge(index, level, start, end, reason)
         record = search.record(level, verdict)
         what = f"probe {number} at {level:.3g}x ({record.rate:g} {search.dimension.unit})"
         if reason is not None and self._substrate_side(reason):
-            # An abort rule ended the probe: the search ends at the last level that held,
-            # the campaign's verdict is the hold's (docs/SPEC.md §6.4).
             log.error("%s ended early: %s", what, reason)
             search.stop(f"an abort rule tripped at {level:g}x: {reason}")
         else:
@@ -269,16 +275,6 @@ class Campaign:
             if self.stop_reason is not None:
                 search.stop(self.stop_reason)
         return record
-
-    def _probe_ended(self, level: float, index: int, reason: str) -> None:
-        assert self.search is not None
-        if self._substrate_side(reason):
-            log.error("settling at %.3gx ended early: %s", level, reason)
-            self.search.stop(f"an abort rule tripped while settling at {level:g}x: {reason}")
-        else:
-            self.stop_reason = reason
-            self.search.stop(reason)
-        return None
 
     def _substrate_side(self, reason: str) -> bool:
         """An abort rule tripped (not a signal, a full disk or a dead substrate)."""

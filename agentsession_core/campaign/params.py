@@ -450,7 +450,7 @@ class CampaignParams(RunParams):
                     f"search.dimension awake searches a turnover's resident set; the "
                     f"population is {population.kind}"
                 )
-            if self.generator.shards > 1:
+            if self.generator.shards != 1:
                 raise ValueError("search.dimension awake: one generator only (generator.shards 1)")
             most = round(population.awake * search.max_level)
             if most >= population.sessions:

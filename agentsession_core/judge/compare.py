@@ -304,10 +304,10 @@ def describe_metric(m: dict[str, Any]) -> str:
 
 
 __all__ = [
+    "CAPACITY",
     "DEFAULT_HISTORY",
     "DEFAULT_NIGHT_SPREAD",
     "MAX_HISTORY",
-    "CAPACITY",
     "STATUSES",
     "Reference",
     "compare",
