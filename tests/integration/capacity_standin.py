@@ -68,8 +68,12 @@ class Proxy:
                 )
             answer = await self._send(request, body)
             if self.verbose:
-                print(f"wake queued {began - arrived:.3f}s upstream {time.monotonic() - began:.3f}s "
-                      f"{answer.status}", file=sys.stderr, flush=True)
+                print(
+                    f"wake queued {began - arrived:.3f}s upstream {time.monotonic() - began:.3f}s "
+                    f"{answer.status}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             # The service time is fixed: a wake that was quicker upstream still holds the
             # server for the rest of it.
             await asyncio.sleep(max(0.0, began + self.service_seconds - time.monotonic()))

@@ -111,7 +111,7 @@ async def tolerant(
 
 def probes_line(capacity: dict[str, Any]) -> str:
     return ", ".join(
-        f"{p['rate']:g}/s {p['outcome']} (figure {p['figure']}, missed {p['missed']})"
+        f"{p['rate']:g} {capacity['unit']} {p['outcome']} (figure {p['figure']}, missed {p['missed']})"
         for p in capacity["probes"]
     )
 
@@ -185,12 +185,12 @@ async def test_the_density_search_finds_the_resident_limit(tmp_path: Path) -> No
         workers=WORKERS,
         store=tmp_path / "store",
         token=TOKEN,
-        templates={"test/small": "1Mi"},
+        templates={"test/density": "64Mi"},  # WORKERS × 64Mi: its memory limit
         park_timeout=1,  # a wake with no worker free is refused after 1 s
         log_path=tmp_path / "substrate.log",
     ) as proc:
         params = CampaignParams(
-            target={"substrate": proc.url, "token": TOKEN, "template": "test/small"},
+            target={"substrate": proc.url, "token": TOKEN, "template": "test/density"},
             script="smoke",
             think_scale=0.05,
             name="density",

@@ -1,0 +1,223 @@
+"""The capacity search's decisions (campaign/search.py), its parameters, gate.json's
+capacity and its comparison with a baseline (docs/SPEC.md §6.4)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.search import Probe, SearchEnd, SearchPlan, decide, most_probes
+from agentsession_core.engine.params import parse
+from agentsession_core.errors import UsageError
+from agentsession_core.judge.compare import compare_capacity
+from agentsession_core.judge.gate import GateInputError, check_gate, gate_document, with_baseline
+
+PLAN = SearchPlan(start=2.0, factor=2.0, resolution=0.1, max_level=16.0)
+
+
+def search_against(
+    knee: float, plan: SearchPlan = PLAN, anchor: float = 1.0
+) -> tuple[SearchEnd, list[Probe]]:
+    """Run the decisions against a substrate that holds every level below `knee`."""
+    probes: list[Probe] = []
+    for _ in range(100):
+        step = decide(plan, anchor, probes)
+        if isinstance(step, SearchEnd):
+            return step, probes
+        probes.append(Probe(step, "held" if step < knee else "broke"))
+    raise AssertionError("the search did not end")
+
+
+def test_the_search_grows_by_its_factor_then_bisects() -> None:
+    end, probes = search_against(5.0)
+    assert [p.level for p in probes[:3]] == [2.0, 4.0, 8.0]
+    assert [p.level for p in probes[3:5]] == [6.0, 5.0]  # between 4 (held) and 8 (broke)
+    assert end.status == "found"
+    assert end.capacity is not None and end.broke_at is not None
+    assert end.broke_at - end.capacity <= PLAN.resolution * end.capacity + 1e-9
+    assert end.capacity < 5.0 <= end.broke_at
+
+
+@pytest.mark.parametrize("knee", [1.3, 2.5, 3.1, 7.9, 11.0, 15.5])
+def test_the_capacity_is_within_resolution_below_the_knee(knee: float) -> None:
+    end, probes = search_against(knee)
+    assert end.status == "found" and end.capacity is not None
+    assert end.capacity < knee <= end.capacity * (1 + PLAN.resolution) + 1e-9
+    assert len(probes) <= most_probes(PLAN, anchor=1.0)
+    assert max(p.level for p in probes) <= PLAN.max_level
+
+
+def test_a_search_that_never_breaks_stops_at_max_level() -> None:
+    end, probes = search_against(math.inf, SearchPlan(2.0, 3.0, 0.1, 10.0))
+    assert [p.level for p in probes] == [2.0, 6.0, 10.0]  # never past max_level
+    assert end.status == "above" and end.broke_at is None
+
+
+def test_a_first_probe_that_breaks_bisects_down_to_the_held_first_level() -> None:
+    end, probes = search_against(1.5)
+    assert probes[0] == Probe(2.0, "broke")
+    assert probes[1].level == 1.5
+    assert end.status == "found" and end.capacity is not None and end.capacity >= 1.0
+
+
+def test_a_broken_level_below_the_held_anchor_has_nothing_held_beneath() -> None:
+    plan = SearchPlan(start=0.5, factor=2.0, resolution=0.1, max_level=4.0)
+    end = decide(plan, 1.0, [Probe(0.5, "broke")])
+    assert isinstance(end, SearchEnd) and end.status == "below" and end.capacity is None
+
+
+@pytest.mark.parametrize("outcome", ["void", "aborted"])
+def test_a_void_or_aborted_probe_ends_the_search_at_the_last_held(outcome: str) -> None:
+    probes = [Probe(2.0, "held"), Probe(4.0, outcome)]  # type: ignore[arg-type]
+    end = decide(PLAN, 1.0, probes)
+    assert isinstance(end, SearchEnd)
+    assert end.status == outcome and end.capacity == 2.0
+
+
+def test_whole_loads_end_the_bisection_when_no_count_lies_between() -> None:
+    # awake 2: round(2 × level) residents; 4 holds, 5 does not.
+    load: Callable[[float], float] = lambda level: float(round(2 * level))  # noqa: E731
+    plan = SearchPlan(start=2.0, factor=2.0, resolution=0.01, max_level=3.0, load_of=load)
+    probes: list[Probe] = []
+    while not isinstance(step := decide(plan, 1.0, probes), SearchEnd):
+        probes.append(Probe(step, "held" if load(step) <= 4 else "broke"))
+    assert step.status == "found" and step.capacity is not None
+    assert load(step.capacity) == 4 and step.broke_at is not None and load(step.broke_at) == 5
+    assert len(probes) <= 4
+
+
+# --------------------------------------------------------------------------- parameters
+@pytest.mark.parametrize(
+    ("search", "field"),
+    [
+        ({"factor": 1}, "search.factor"),
+        ({"factor": 0.5}, "search.factor"),
+        ({"resolution": 0}, "search.resolution"),
+        ({"resolution": -0.1}, "search.resolution"),
+        ({"start": 20, "max_level": 10}, "search"),
+        ({"threshold": "TimeToWake: p99 <"}, "search.threshold"),
+    ],
+)
+def test_bad_search_settings_are_refused_in_one_line_naming_the_field(
+    search: dict[str, object], field: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse(CampaignParams, {"search": {"threshold": "TimeToWake: p99 < 2s", **search}})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"parameter {field}:"), message
+
+
+def test_a_density_search_needs_a_turnover_and_parked_sessions() -> None:
+    with pytest.raises(UsageError, match=r"search\.dimension awake"):
+        parse(
+            CampaignParams,
+            {
+                "population": {"kind": "closed"},
+                "search": {"threshold": "WakeFirstTouch: p99 < 2s", "dimension": "awake"},
+            },
+        )
+    with pytest.raises(UsageError, match=r"search\.max_level 10x makes 1000 residents"):
+        parse(
+            CampaignParams,
+            {
+                "search": {
+                    "threshold": "TimeToWake: p99 < 2s",
+                    "dimension": "awake",
+                    "max_level": 10,
+                }
+            },
+        )
+
+
+def test_search_settings_come_from_set_paths_and_default_from_the_campaign() -> None:
+    params = parse(
+        CampaignParams,
+        {"window_seconds": 60, "hold_minutes": 1, "search": {"threshold": "TimeToWake: p99 < 2s"}},
+    )
+    assert params.search_window_seconds == 60
+    assert params.search_start == 2.0  # factor × the first level
+    assert "search" in CampaignParams.model_json_schema()["properties"]
+
+
+# --------------------------------------------------------------------------- gate.json
+def capacity(rate: float | None, broke: float | None = None, resolution: float = 0.1) -> dict:
+    return {
+        "status": "found" if rate else "above",
+        "level": rate,
+        "rate": rate,
+        "broke_at_level": broke,
+        "broke_at_rate": broke,
+        "resolution": resolution,
+        "unit": "swaps/s",
+        "reason": "test",
+        "probes": [{"level": 1.0}],
+    }
+
+
+def gate(cap: dict | None) -> dict:
+    doc = gate_document([], abort_reason=None, run_status="completed", capacity=cap)
+    # A passing hold: the document's own verdict decides nothing here.
+    doc["windows"] = [{"index": 0, "outcome": "pass", "level": 1.0, "missed": []}]
+    doc["verdict"], doc["reason"] = "pass", "1 window(s) passed"
+    return doc
+
+
+def test_a_capacity_regression_beyond_both_brackets_fails_the_gate() -> None:
+    now, base = gate(capacity(5.0, 5.4)), gate(capacity(10.0, 10.8))
+    compared = with_baseline(now, base, 0.2, night_spread=0.0)
+    metric = next(m for m in compared["baseline"]["metrics"] if m["metric"] == "capacity.rate")
+    assert metric["status"] == "regressed"
+    assert compared["verdict"] == "fail" and "capacity.rate" in compared["reason"]
+
+
+def test_a_capacity_within_its_resolution_is_unchanged() -> None:
+    # 9.5 vs 10: inside both brackets (±10 %), whatever the margin.
+    metric = compare_capacity(
+        gate(capacity(9.5, 10.4)),
+        [gate(capacity(10.0, 10.9))],
+        night_spread=0.0,
+        max_regression=0.0,
+        confidence=0.99,
+    )
+    assert metric is not None and metric["status"] == "unchanged"
+
+
+def test_the_run_to_run_spread_keeps_a_modest_fall_unchanged() -> None:
+    metric = compare_capacity(
+        gate(capacity(7.0, 7.5)),
+        [gate(capacity(10.0, 10.8))],
+        night_spread=0.1,
+        max_regression=0.2,
+        confidence=0.99,
+    )
+    assert metric is not None and metric["status"] == "unchanged"
+
+
+def test_a_side_with_no_capacity_is_inconclusive_and_no_search_is_no_metric() -> None:
+    metric = compare_capacity(
+        gate(capacity(None)),
+        [gate(capacity(10.0, 10.8))],
+        night_spread=0.0,
+        max_regression=0.2,
+        confidence=0.99,
+    )
+    assert metric is not None and metric["status"] == "inconclusive"
+    assert metric["why"].startswith("current:")
+    assert (
+        compare_capacity(
+            gate(None), [gate(None)], night_spread=0.1, max_regression=0.2, confidence=0.99
+        )
+        is None
+    )
+
+
+def test_check_gate_reads_capacity_and_refuses_a_bad_one() -> None:
+    doc = gate(capacity(5.0, 5.4))
+    assert check_gate(doc, "here") is doc
+    doc["capacity"]["rate"] = "fast"
+    with pytest.raises(GateInputError, match=r"capacity\.rate"):
+        check_gate(doc, "here")
