@@ -67,6 +67,7 @@ def knee_chart(capacity: dict[str, Any]) -> str:
         t1=top,
         x_unit="x",
         height=300,
+        rules_in_scale=True,  # the SLO is the point of the chart, however far above
         empty="no probe measured the SLO's figure",
     )
     chart.lines.append(Line("the SLO's figure at each probe", _points(probes), CURVE_COLOUR))
