@@ -106,7 +106,7 @@ class Campaign:
         self.search: CapacitySearch | None = None
         if params.search.enabled:
             # The SLO is judged in every window, the hold's too: the hold is the search's
-            # first level (docs/SPEC.md §6.4).
+            # first level (docs/SPEC.md §6.7).
             slo = _parse_slo(params)
             if slo.text not in {t.text for t in self.thresholds}:
                 self.thresholds.append(slo)
@@ -227,7 +227,7 @@ class Campaign:
     # ------------------------------------------------------------ the capacity search
     @property
     def searching(self) -> bool:
-        """A probe is (still) to come: call `probe` (docs/SPEC.md §6.4)."""
+        """A probe is (still) to come: call `probe` (docs/SPEC.md §6.7)."""
         search = self.search
         if search is None or self.stopped:
             if search is not None and self.stop_reason is not None:
@@ -250,7 +250,7 @@ class Campaign:
         """Settle at the search's next level, then hold and judge one probe window; None
         when the search is over (its end is in `self.search.end`). A probe that an abort
         rule ends, settling or judged, is `aborted`: the search ends at the last level that
-        held and the campaign's verdict stays the hold's (docs/SPEC.md §6.4)."""
+        held and the campaign's verdict stays the hold's (docs/SPEC.md §6.7)."""
         search = self.search
         if search is None or not self.searching or (level := search.next_level()) is None:
             return None

@@ -1,5 +1,5 @@
 """A campaign's capacity search as it runs: the probes judged so far, what a level means
-in the population's unit, and gate.json's `capacity` section (docs/SPEC.md §6.4).
+in the population's unit, and gate.json's `capacity` section (docs/SPEC.md §6.7).
 
 The decisions are campaign/search.py's; Campaign.probe holds and judges each probe; this
 module keeps the record between them and says what it found.
@@ -155,7 +155,7 @@ class CapacitySearch:
 
     # ------------------------------------------------------------ gate.json
     def document(self) -> dict[str, Any]:
-        """gate.json's `capacity` (docs/SPEC.md §6.4)."""
+        """gate.json's `capacity` (docs/SPEC.md §6.7)."""
         search, dim = self.params.search, self.dimension
         held_levels = [p.level for p in self.probes if p.outcome == "held"]
         if self.anchor is not None:

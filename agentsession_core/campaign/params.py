@@ -208,7 +208,7 @@ SearchDimension = Literal["rate", "awake"]
 
 
 class SearchParams(Section):
-    """The capacity search (docs/SPEC.md §6.4): after the first level's judged hold, probe
+    """The capacity search (docs/SPEC.md §6.7): after the first level's judged hold, probe
     ever higher levels until the SLO breaks, then bisect to the knee (campaign/search.py).
     No threshold: no search."""
 

@@ -1,4 +1,4 @@
-"""The capacity search's decisions (docs/SPEC.md §6.4): from the probes so far, the next
+"""The capacity search's decisions (docs/SPEC.md §6.7): from the probes so far, the next
 level to probe or the search's end and its result. Pure: no clock, no I/O, no engine, so
 every path is a unit test; `campaign/campaign.py` runs the probes it asks for.
 

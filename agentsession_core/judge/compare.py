@@ -215,7 +215,7 @@ def compare(
 def _known_capacity(gate: dict[str, Any]) -> tuple[float, float] | None:
     """(rate, log width of its bracket) of a gate document's capacity, when it found one:
     the knee lies in [rate, broke_at_rate), or within resolution of rate when the search
-    stopped before a level broke it (docs/SPEC.md §6.4)."""
+    stopped before a level broke it (docs/SPEC.md §6.7)."""
     capacity = gate.get("capacity") or {}
     rate, broke = capacity.get("rate"), capacity.get("broke_at_rate")
     if not isinstance(rate, int | float) or rate <= 0:

@@ -1,5 +1,5 @@
 """The capacity section of report.html: the knee curve of a capacity search (gate.json's
-`capacity`, docs/SPEC.md §6.4) — the SLO's figure at each probe's level, each probe marked
+`capacity`, docs/SPEC.md §6.7) — the SLO's figure at each probe's level, each probe marked
 held or broke, the SLO as a rule, the capacity and the level that broke it as marks — and
 the probes as a table. Nothing when the campaign ran no search."""
 

@@ -1,5 +1,5 @@
 """The capacity search against substrates whose capacity is known by construction
-(docs/SPEC.md §6.4):
+(docs/SPEC.md §6.7):
 
 * rate: a local substrate behind `capacity_standin.OneAtATimeRouter`, which serves wake
   probes one at a time for SERVICE_S each, so at most 1 / SERVICE_S wakes per second

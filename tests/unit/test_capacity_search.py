@@ -1,5 +1,5 @@
 """The capacity search's decisions (campaign/search.py), its parameters, gate.json's
-capacity and its comparison with a baseline (docs/SPEC.md §6.4)."""
+capacity and its comparison with a baseline (docs/SPEC.md §6.7)."""
 
 from __future__ import annotations
 

@@ -371,7 +371,7 @@ class TurnoverPopulation(Population):
             self.segments.append((now_ns(), multiplier))
 
     def set_awake(self, count: int) -> None:
-        """Resize the resident set (a density search's level, docs/SPEC.md §6.4): a larger
+        """Resize the resident set (a density search's level, docs/SPEC.md §6.7): a larger
         one is woken into at once, a smaller one parks its excess at the next tick."""
         self.awake = max(0, count)
         if self.turnover_start_ns is None or self.ctx.params.population.lifecycle_mode == "none":
