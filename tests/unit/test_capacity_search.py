@@ -221,3 +221,70 @@ def test_check_gate_reads_capacity_and_refuses_a_bad_one() -> None:
     doc["capacity"]["rate"] = "fast"
     with pytest.raises(GateInputError, match=r"capacity\.rate"):
         check_gate(doc, "here")
+
+
+# --------------------------------------------------------------------------- the report
+def knee_capacity() -> dict:
+    probes = [
+        {"level": 2.0, "rate": 2.0, "outcome": "held", "figure": 400.0, "missed": []},
+        {"level": 4.0, "rate": 4.0, "outcome": "broke", "figure": 2600.0, "missed": ["SLO"]},
+        {"level": 3.0, "rate": 3.0, "outcome": "held", "figure": 900.0, "missed": []},
+        {"level": 3.5, "rate": 3.5, "outcome": "broke", "figure": 2100.0, "missed": ["SLO"]},
+    ]
+    return {
+        **capacity(3.0, 3.5, resolution=0.2),
+        "level": 3.0,
+        "broke_at_level": 3.5,
+        "threshold": "TimeToWake: p99 < 2s",
+        "slo_value": 2000.0,
+        "figure_unit": "ms",
+        "dimension": "rate",
+        "base_rate": 1.0,
+        "anchor_level": 1.0,
+        "probes": probes,
+    }
+
+
+def with_capacity(run_dir, cap: dict | None) -> None:
+    import json
+
+    path = run_dir / "gate.json"
+    doc = json.loads(path.read_text())
+    doc["capacity"] = cap
+    path.write_text(json.dumps(doc))
+
+
+def test_the_report_draws_the_knee_curve(tmp_path) -> None:
+    from agentsession_core.output.report import render_report
+    from tests.unit.report_run import build_run
+
+    build_run(tmp_path)
+    assert 'id="capacity"' not in render_report(tmp_path)  # no search, no section
+    with_capacity(tmp_path, knee_capacity())
+    page = render_report(tmp_path)
+    assert '<section id="capacity">' in page and 'href="#capacity"' in page
+    knee = page.split('<section id="capacity">')[1].split("</section>")[0]
+    assert knee.count('r="5" fill="#2e7d32"') == 2  # held
+    assert knee.count('r="5" fill="#c62828"') == 2  # broke
+    assert "SLO 2000ms" in knee and "capacity 3x" in knee and "broke 3.5x" in knee
+    assert ">3x<" in knee or "3x</text>" in knee  # a level axis, not a time axis
+    assert "3 swaps/s (3x, ±20%)" in knee
+
+
+def test_report_against_a_baseline_shows_both_capacities(tmp_path) -> None:
+    from agentsession_core.output.report import read_run, render
+    from agentsession_core.output.report_compare import Comparison
+    from tests.unit.report_run import build_run
+
+    this, base = tmp_path / "this", tmp_path / "base"
+    for run_dir, cap in (
+        (this, knee_capacity()),
+        (base, {**knee_capacity(), "rate": 4.0, "level": 4.0}),
+    ):
+        run_dir.mkdir()
+        build_run(run_dir)
+        with_capacity(run_dir, cap)
+    page = render(read_run(this), comparison=Comparison(read_run(base)))
+    row = page.split("<th>capacity</th>")[1].split("</tr>")[0]
+    assert "4 swaps/s (4x" in row and "3 swaps/s (3x" in row
+    assert row.index("4 swaps/s") < row.index("3 swaps/s")  # baseline first, as every row
