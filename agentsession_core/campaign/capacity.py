@@ -34,7 +34,9 @@ class Dimension:
     whole: bool  # a count (sessions, residents): a level loads round(base × level)
 
     def load(self, level: float) -> float:
-        return float(max(1, round(self.base * level))) if self.whole else self.base * level
+        if self.whole:
+            return float(max(1, round(self.base * level)))
+        return round(self.base * level, 9)  # 0.3 × 3 is 0.9, not 0.8999999999999999
 
 
 def dimension_of(params: CampaignParams) -> Dimension:

@@ -12,8 +12,8 @@
 
 This box is shared (load averages past 10 on two cores), so the generator's own void rule
 is relaxed in these runs (`tolerant`): a saturated second here says nothing about the
-substrate, and the search under test would end `void` on it. bench/capacity_search.py runs
-three seeds of the rate search with the rule as shipped.
+substrate, and the search under test would end `void` on it. One seed per wire here, at
+resolution 0.25; bench/capacity_search.py runs three seeds on each wire at the default 0.1.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ async def tolerant(
 
 def probes_line(capacity: dict[str, Any]) -> str:
     return ", ".join(
-        f"{p['rate']:g} {capacity['unit']} {p['outcome']} (figure {p['figure']}, missed {p['missed']})"
+        f"{p['rate']:g} {capacity['unit']} {p['outcome']} "
+        f"(figure {p['figure']}, missed {p['missed']})"
         for p in capacity["probes"]
     )
 
