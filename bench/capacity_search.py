@@ -118,6 +118,10 @@ def main() -> None:
         f"{RESOLUTION:g}, 1 s settles, 5 s windows; SLO `TimeToWake: p99 < 2s`, thresholds "
         f"`TimeToWake: failure_ratio < 0.02` and `Backlog: events <= 0`. "
         f"**{within} of {len(rows)} runs found the capacity within the resolution.** "
+        f"The stand-in's own forwarding adds milliseconds to each {SERVICE_S:g} s service, "
+        f"so its true capacity lies a little below 1/s: a probe just above ~0.97/s can "
+        f"break on a run of back-to-back wakes. Search time = probes × (settle + window), "
+        f"as docs/guide/capacity-search.md has it. "
         f"Reproduce: `.venv/bin/python bench/capacity_search.py --write-results`.\n\n" + table(rows)
     )
     print(body)

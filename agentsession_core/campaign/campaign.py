@@ -39,6 +39,7 @@ from agentsession_core.judge.gate import (
 from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, HoldSeconds, second_records
 from agentsession_core.judge.hold_seconds import render as render_seconds
 from agentsession_core.judge.stored_run import load_run
+from agentsession_core.judge.thresholds import Threshold, parse_threshold
 from agentsession_core.judge.uncertainty import figures
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
 from agentsession_core.measure.stats import Window
@@ -87,9 +88,7 @@ def load_baseline(params: CampaignParams) -> list[dict[str, Any]] | None:
     return [run]
 
 
-def _parse_slo(params: CampaignParams) -> Any:
-    from agentsession_core.judge.thresholds import parse_threshold
-
+def _parse_slo(params: CampaignParams) -> Threshold:
     return parse_threshold(params.search.threshold or "", where="search.threshold")
 
 
@@ -235,7 +234,8 @@ class Campaign:
             return False
         if search.anchor is None and search.not_run is None:
             search.start(*self._anchor())
-        return search.running
+        # Decided now (the decision is pure: `probe` asks again), so no empty probe task runs.
+        return search.next_level() is not None
 
     def _anchor(self) -> tuple[float | None, str | None]:
         """The first level, when every one of its judged windows held."""
