@@ -256,6 +256,17 @@ class SearchParams(Section):
             raise ValueError(f"{value:g}: must be > 0 (a relative width, 0.1 = 10 %)")
         return value
 
+    @field_validator("threshold", mode="before")
+    @classmethod
+    def _one_line(cls, value: Any) -> Any:
+        """`--set search.threshold=TimeToWake: p99 < 2s` reads as YAML, i.e. a one-entry
+        mapping: it is the rule it was typed as."""
+        if isinstance(value, dict) and len(value) == 1:
+            ((rows, rule),) = value.items()
+            if isinstance(rows, str) and isinstance(rule, str):
+                return f"{rows}: {rule}"
+        return value
+
     @field_validator("threshold")
     @classmethod
     def _threshold(cls, value: str | None) -> str | None:

@@ -141,6 +141,11 @@ def test_search_settings_come_from_set_paths_and_default_from_the_campaign() -> 
     assert params.search_window_seconds == 60
     assert params.search_start == 2.0  # factor × the first level
     assert "search" in CampaignParams.model_json_schema()["properties"]
+    from agentsession_core.engine.params_io import apply_settings
+
+    values = apply_settings({}, ["search.threshold=TimeToWake: p99 < 1s", "search.factor=3"])
+    searched = parse(CampaignParams, values)
+    assert searched.search.threshold == "TimeToWake: p99 < 1s" and searched.search_start == 3.0
 
 
 # --------------------------------------------------------------------------- gate.json
@@ -288,3 +293,56 @@ def test_report_against_a_baseline_shows_both_capacities(tmp_path) -> None:
     row = page.split("<th>capacity</th>")[1].split("</tr>")[0]
     assert "4 swaps/s (4x" in row and "3 swaps/s (3x" in row
     assert row.index("4 swaps/s") < row.index("3 swaps/s")  # baseline first, as every row
+
+
+# --------------------------------------------------------------------------- the record
+def verdict(index: int, level: float, outcome: str, void_reason: str | None = None):
+    from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
+
+    slo = ThresholdResult("TimeToWake: p99 < 2s", 900.0, 40, outcome == "pass", "")
+    return WindowVerdict(
+        index,
+        level,
+        0.0,
+        1.0,
+        outcome,
+        [slo],
+        void_reason=void_reason,  # type: ignore[arg-type]
+    )
+
+
+def recorded_search(*probes: tuple[float, str, str | None]) -> dict:
+    from agentsession_core.campaign.capacity import CapacitySearch
+    from agentsession_core.judge.thresholds import parse_threshold
+
+    params = parse(CampaignParams, {"search": {"threshold": "TimeToWake: p99 < 2s"}})
+    search = CapacitySearch.of(params, parse_threshold("TimeToWake: p99 < 2s"))
+    search.start(1.0, None)
+    for i, (level, outcome, why) in enumerate(probes):
+        assert search.next_level() == level
+        search.record(level, verdict(i + 1, level, outcome, why))
+    assert search.next_level() is None
+    return search.document()
+
+
+def test_a_void_probe_names_the_generator_as_the_limit() -> None:
+    saturated = "the load generator was saturated in 5 of 10 s"
+    doc = recorded_search((2.0, "pass", None), (4.0, "void", saturated))
+    assert doc["status"] == "void" and doc["rate"] is None and doc["level"] is None
+    assert "the generator, not the substrate, was the limit" in doc["reason"]
+    assert saturated in doc["reason"] and "at least 10 swaps/s" in doc["reason"]
+    assert [p["outcome"] for p in doc["probes"]] == ["held", "void"]
+
+
+def test_the_document_gives_capacity_in_the_populations_unit() -> None:
+    doc = recorded_search(
+        (2.0, "pass", None),
+        (4.0, "break", None),
+        (3.0, "pass", None),
+        (3.5, "pass", None),
+        (3.75, "pass", None),
+    )
+    assert doc["status"] == "found" and doc["unit"] == "swaps/s"
+    assert doc["level"] == 3.75 and doc["rate"] == 18.75  # 5 swaps/s at 1x
+    assert doc["broke_at_level"] == 4.0 and doc["broke_at_rate"] == 20.0
+    assert doc["threshold"] == "TimeToWake: p99 < 2s" and doc["resolution"] == 0.1
