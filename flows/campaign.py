@@ -1,4 +1,5 @@
-"""The campaign flow: preflight → register → fill → hold windows → upload → publish → gate.
+"""The campaign flow: preflight → register → fill → hold windows → capacity probes → upload →
+publish → gate.
 
 One async flow drives one long-lived engine (`Run`) through thin async tasks, so the load
 keeps running between them and no task ever blocks the loop. Leaving the `async with Run`
@@ -38,7 +39,7 @@ from flows.run_logs import current_flow_run_id, engine_logs_to_flow_run
 from flows.target_limit import hold_target
 from flows.verdict_event import announce_verdict
 from tasks.gate import gate
-from tasks.hold import hold_window
+from tasks.hold import hold_window, probe_window
 from tasks.phases import fill, preflight, register
 from tasks.publish import hold_progress, publish
 from tasks.upload import upload
@@ -121,7 +122,8 @@ async def _campaign(params: CampaignParams) -> dict[str, Any] | State:
 
 
 async def _load(run: Run, driver: Campaign, params: CampaignParams) -> None:
-    """Register, fill and every judged window (ending early when one ends the campaign)."""
+    """Register, fill, every judged window (ending early when one ends the campaign) and
+    the capacity search's probes, one task each."""
     population = params.population
     await register.with_options(
         timeout_seconds=population.registration_deadline()
@@ -141,6 +143,16 @@ async def _load(run: Run, driver: Campaign, params: CampaignParams) -> None:
         if driver.stopped:
             break
         await hold(driver, window.index, progress)
+    probe = probe_window.with_options(
+        timeout_seconds=params.search.settle_seconds
+        + params.search_window_seconds
+        + params.cleanup.stop_grace_seconds
+        + HOLD_TIMEOUT_MARGIN_S
+    )
+    number = 0
+    while driver.searching:  # the capacity search, once the first level held
+        await probe(driver, number)
+        number += 1
 
 
 async def _upload(run: Run, params: CampaignParams) -> UploadResult:

@@ -56,6 +56,34 @@ async def hold_window(campaign: Campaign, index: int, progress: UUID | None = No
     return verdict.outcome
 
 
+@task(
+    name="probe_window", task_run_name="probe-{number}", cache_policy=NO_CACHE, persist_result=False
+)
+async def probe_window(campaign: Campaign, number: int) -> str | None:
+    """One probe of the capacity search (settle, then a judged window): its outcome (held /
+    broke / void / aborted), None when the search is over."""
+    record = await campaign.probe(number)
+    if record is None:
+        return None
+    unit = campaign.search.dimension.unit if campaign.search else ""
+    await acreate_table_artifact(
+        [
+            {
+                "threshold": r.threshold,
+                "observed": r.observed,
+                "samples": r.samples,
+                "passed": r.passed,
+                "detail": r.detail,
+            }
+            for r in record.verdict.results
+        ],
+        description=(
+            f"probe {number} at {record.level:.3g}x ({record.rate:g} {unit}): **{record.outcome}**"
+        ),
+    )
+    return record.outcome
+
+
 def held_percent(campaign: Campaign, index: int, into_window_s: float) -> float:
     """How much of the whole hold is behind us, `into_window_s` into window `index`."""
     plan = campaign.plan

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentsession_core.campaign.capacity import CapacitySearch, ProbeRecord
 from agentsession_core.campaign.params import CampaignParams, WindowPlan
 from agentsession_core.engine.run import Run
 from agentsession_core.errors import AgentsessionError
@@ -39,6 +40,7 @@ from agentsession_core.judge.gate import (
 from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, HoldSeconds, second_records
 from agentsession_core.judge.hold_seconds import render as render_seconds
 from agentsession_core.judge.stored_run import load_run
+from agentsession_core.judge.thresholds import Threshold, parse_threshold
 from agentsession_core.judge.uncertainty import figures
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
 from agentsession_core.measure.stats import Window
@@ -87,6 +89,10 @@ def load_baseline(params: CampaignParams) -> list[dict[str, Any]] | None:
     return [run]
 
 
+def _parse_slo(params: CampaignParams) -> Threshold:
+    return parse_threshold(params.search.threshold or "", where="search.threshold")
+
+
 class Campaign:
     """Windows, verdicts and the campaign's files for one Run (enter the Run first)."""
 
@@ -97,10 +103,20 @@ class Campaign:
         self.run = run
         self.plan: list[WindowPlan] = params.windows()
         self.thresholds = params.parsed_thresholds()
+        self.search: CapacitySearch | None = None
+        if params.search.enabled:
+            # The SLO is judged in every window, the hold's too: the hold is the search's
+            # first level (docs/SPEC.md §6.7).
+            slo = _parse_slo(params)
+            if slo.text not in {t.text for t in self.thresholds}:
+                self.thresholds.append(slo)
+            self.search = CapacitySearch.of(params, slo)
+        self.awake = params.population.awake
         self.abort_rules = params.parsed_abort_rules()
         self.baseline = baseline
         self.verdicts: list[WindowVerdict] = []
-        self.spans: list[Span] = []
+        self.spans: list[Span] = []  # of the planned windows, as self.verdicts
+        self.held_until_ns: int | None = None  # where the last hold ended: the next starts there
         self.level = self.plan[0].level if self.plan else 1.0
         self.stop_reason: str | None = None
         self.monitor: AbortMonitor | None = None
@@ -116,10 +132,9 @@ class Campaign:
         the window; awake: turnover's resident set (none for other populations)."""
         population = self.run.params.population
         if population.kind == "turnover":  # the level now: a live change moves the target too
-            return {
-                "target": population.target_rps * self.run.current_level,
-                "awake": population.awake,
-            }
+            rate_level = self.plan[0].level if self.params.search.dimension == "awake" else None
+            target = population.target_rps * (rate_level if rate_level else self.run.current_level)
+            return {"target": target, "awake": self.awake}
         return {"target": intended_rate(window), "awake": None}
 
     @property
@@ -136,6 +151,16 @@ class Campaign:
         if self.stopped:
             return None
         plan = self.plan[index]
+        verdict, reason, span = await self._judged(plan.index, plan.level, plan.seconds)
+        self.verdicts.append(verdict)
+        self.spans.append(span)
+        self.run.extra_rows.append(
+            step_window_row(verdict, tag=self.params.tag, test_name=self.params.name)
+        )
+        self._ended(reason, verdict, f"window {plan.index}")
+        return verdict
+
+    def _monitor(self) -> AbortMonitor:
         if self.monitor is None:  # the warm-up delay counts from the start of the hold
             self.monitor = AbortMonitor(
                 self.run.recorder,
@@ -144,25 +169,46 @@ class Campaign:
                 delay_s=self.params.abort.delay_seconds,
                 target=self.references,
             )
-        self.level = plan.level
+        return self.monitor
+
+    async def _judged(
+        self, index: int, level: float, seconds: float, *, rate_level: float | None = None
+    ) -> tuple[WindowVerdict, str | None, Span]:
+        """Hold `seconds` at `level` from where the last window ended and judge them; the
+        reason the hold ended early, if it did. `rate_level`: the rate's level when `level`
+        is not it (a density probe holds the rate and moves the resident set)."""
+        start, end, reason = await self._hold(index, level, seconds, rate_level)
+        return await self._judge(index, level, start, end, reason), reason, Span(start, end)
+
+    async def _hold(
+        self, index: int, level: float, seconds: float, rate_level: float | None
+    ) -> tuple[int, int, str | None]:
+        self.level = level
+        # What GET /v1/status says of the window (docs/SPEC.md §5.10).
         self.run.current_window = {
-            "index": plan.index,
-            "level": plan.level,
-            "seconds": plan.seconds,
+            "index": index,
+            "level": level,
+            "seconds": seconds,
             "started_unix": time.time(),
         }
         try:
             start, end, reason = await self.run.hold(
-                plan.seconds,
-                level=plan.level,
-                should_stop=self.monitor.check,
-                start_ns=self.spans[-1].end_ns if self.spans else None,  # windows tile the hold
+                seconds,
+                level=level if rate_level is None else rate_level,
+                should_stop=self._monitor().check,
+                start_ns=self.held_until_ns,  # windows tile the hold
             )
         finally:
             self.run.current_window = None
+        self.held_until_ns = end
+        return start, end, reason
+
+    async def _judge(
+        self, index: int, level: float, start: int, end: int, reason: str | None
+    ) -> WindowVerdict:
         window = self.run.recorder.window(start, end)
         server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.9)
-        figures = await server.cut(start, end, index=index, level=plan.level) if server else None
+        figures = await server.cut(start, end, index=index, level=level) if server else None
         void: str | None
         if reason is not None and self.run.cut_short(reason):
             # Cut short by SIGINT/SIGTERM, our own disk or a lost shard: not judgeable, and not the
@@ -173,30 +219,97 @@ class Campaign:
         else:
             void = self.run.health.void_reason(window) if reason is None else None
             aborted = reason
-        verdict = judge_window(
+        return judge_window(
             window,
             self.thresholds,
-            index=plan.index,
-            level=plan.level,
+            index=index,
+            level=level,
             target=self.references(window),
             void_reason=void,
             abort_reason=aborted,
             server=figures,
         )
-        self.verdicts.append(verdict)
-        self.spans.append(Span(start, end))
-        self.run.extra_rows.append(
-            step_window_row(verdict, tag=self.params.tag, test_name=self.params.name)
-        )
+
+    def _ended(self, reason: str | None, verdict: WindowVerdict, what: str) -> None:
         if reason is not None:
             self.stop_reason = reason
-            if void is None:  # an abort rule or a dead substrate: news
-                log.error("window %d ended early: %s", plan.index, reason)
+            if verdict.void_reason is None:  # an abort rule or a dead substrate: news
+                log.error("%s ended early: %s", what, reason)
             else:  # a signal or a full disk, said once already
-                log.info("window %d ended early (void)", plan.index)
+                log.info("%s ended early (void)", what)
         else:
-            log.info("window %d at %.2gx: %s", plan.index, plan.level, verdict.outcome)
-        return verdict
+            log.info("%s at %.2gx: %s", what, verdict.level, verdict.outcome)
+
+    # ------------------------------------------------------------ the capacity search
+    @property
+    def searching(self) -> bool:
+        """A probe is (still) to come: call `probe` (docs/SPEC.md §6.7)."""
+        search = self.search
+        if search is None or self.stopped:
+            if search is not None and self.stop_reason is not None:
+                search.stop(self.stop_reason)
+            return False
+        if search.anchor is None and search.not_run is None:
+            search.start(*self._anchor())
+        # Decided now (the decision is pure: `probe` asks again), so no empty probe task runs.
+        return search.next_level() is not None
+
+    def _anchor(self) -> tuple[float | None, str | None]:
+        """The first level, when every one of its judged windows held."""
+        first = self.plan[0].level
+        mine = [v for v in self.verdicts if v.level == first]
+        if not mine or any(v.outcome != "pass" for v in mine):
+            outcomes = ", ".join(v.outcome for v in mine) or "none judged"
+            return None, f"the first level ({first:g}x) did not hold ({outcomes}): no search"
+        return first, None
+
+    async def probe(self, number: int) -> ProbeRecord | None:
+        """Settle at the search's next level, then hold and judge one probe window; None
+        when the search is over (its end is in `self.search.end`). A probe that an abort
+        rule ends, settling or judged, is `aborted`: the search ends at the last level that
+        held and the campaign's verdict stays the hold's (docs/SPEC.md §6.7)."""
+        search = self.search
+        if search is None or not self.searching or (level := search.next_level()) is None:
+            return None
+        index = len(self.plan) + number
+        rate_level = self._set_probe_load(level)
+        settle = self.params.search.settle_seconds
+        reason: str | None = None
+        if settle > 0:
+            start, end, reason = await self._hold(index, level, settle, rate_level)
+        if reason is None:
+            start, end, reason = await self._hold(
+                index, level, self.params.search_window_seconds, rate_level
+            )
+        verdict = await self._judge(index, level, start, end, reason)
+        record = search.record(level, verdict)
+        what = f"probe {number} at {level:.3g}x ({record.rate:g} {search.dimension.unit})"
+        if reason is not None and self._substrate_side(reason):
+            log.error("%s ended early: %s", what, reason)
+            search.stop(f"an abort rule tripped at {level:g}x: {reason}")
+        else:
+            self._ended(reason, verdict, what)
+            if self.stop_reason is not None:
+                search.stop(self.stop_reason)
+        return record
+
+    def _substrate_side(self, reason: str) -> bool:
+        """An abort rule tripped (not a signal, a full disk or a dead substrate)."""
+        return self.run.stop_reason() is None and not self.run.cut_short(reason)
+
+    def _set_probe_load(self, level: float) -> float | None:
+        """A density probe resizes turnover's resident set and keeps the rate of the first
+        level (returned); a rate probe only needs its level (None)."""
+        if self.params.search.dimension != "awake":
+            return None
+        assert self.search is not None
+        residents = int(self.search.dimension.load(level))
+        self.awake = residents
+        engine = getattr(self.run, "engine", None)
+        population = getattr(engine, "population", None)
+        if population is not None:
+            population.set_awake(residents)
+        return self.plan[0].level
 
     def manual_void(self, start_ns: int, end_ns: int) -> str | None:
         """Why a window is void when a change by hand fell in it (or a pause covered it);
@@ -242,6 +355,21 @@ class Campaign:
             return None
         return headline(self.run.recorder.window(spans[0][1], spans[-1][2]))
 
+    def capacity(self, run: Run) -> dict[str, Any] | None:
+        """gate.json's `capacity`: the search's result, or why it did not run."""
+        search = self.search
+        if search is None:
+            return None
+        if search.anchor is None and search.not_run is None:
+            stopped = self.stop_reason or run.reason or self.run.stop_reason()
+            if stopped:
+                search.stop(f"the campaign stopped before the search: {stopped}")
+            else:
+                search.start(*self._anchor())
+        elif search.running:  # ended between probes (a signal, a lost substrate)
+            search.stop(self.stop_reason or run.reason or "the campaign ended mid-search")
+        return search.document()
+
     def write_files(self, run: Run) -> None:
         """Run.finalizer: windows.jsonl and gate.json (in a thread); the Run then draws
         report.html from them."""
@@ -276,6 +404,7 @@ class Campaign:
             ),
             confidence=settings.confidence,
             conditions=conditions(self.params.model_dump(mode="json")),
+            capacity=self.capacity(run),
         )
         if self.baseline:
             gate = with_baseline(

@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -204,6 +204,88 @@ class UploadParams(Section):
     )
 
 
+SearchDimension = Literal["rate", "awake"]
+
+
+class SearchParams(Section):
+    """The capacity search (docs/SPEC.md §6.7): after the first level's judged hold, probe
+    ever higher levels until the SLO breaks, then bisect to the knee (campaign/search.py).
+    No threshold: no search."""
+
+    threshold: Rule | None = Field(
+        None,
+        description="the SLO, e.g. 'TimeToWake: p99 < 2s' (none: no search); a probe also "
+        "breaks on any judged threshold",
+    )
+    start: Number | None = Field(
+        None,
+        gt=0,
+        le=MAX_LEVEL,
+        description="first probe's level (default: factor × the first level)",
+    )
+    factor: Number = Field(2.0, le=MAX_LEVEL, description="growth while the SLO holds (> 1)")
+    resolution: Number = Field(
+        0.1, le=10, description="relative width the knee is bracketed to (> 0; 0.1 = 10 %)"
+    )
+    max_level: Number = Field(16.0, gt=0, le=MAX_LEVEL, description="highest level probed")
+    settle_seconds: Seconds = Field(
+        30.0, ge=0, le=MAX_WINDOW_SECONDS, description="after each level change, not judged"
+    )
+    window_seconds: Seconds | None = Field(
+        None,
+        ge=1,
+        le=MAX_WINDOW_SECONDS,
+        description="each probe's judged window (default: the campaign's window_seconds)",
+    )
+    dimension: SearchDimension = Field(
+        "rate",
+        description="rate: the population's rate (as levels); awake: turnover's resident set",
+    )
+
+    @field_validator("factor")
+    @classmethod
+    def _factor(cls, value: float) -> float:
+        if not value > 1:
+            raise ValueError(f"{value:g}: the growth factor must be > 1")
+        return value
+
+    @field_validator("resolution")
+    @classmethod
+    def _resolution(cls, value: float) -> float:
+        if not value > 0:
+            raise ValueError(f"{value:g}: must be > 0 (a relative width, 0.1 = 10 %)")
+        return value
+
+    @field_validator("threshold", mode="before")
+    @classmethod
+    def _one_line(cls, value: Any) -> Any:
+        """`--set search.threshold=TimeToWake: p99 < 2s` reads as YAML, i.e. a one-entry
+        mapping: it is the rule it was typed as."""
+        if isinstance(value, dict) and len(value) == 1:
+            ((rows, rule),) = value.items()
+            if isinstance(rows, str) and isinstance(rule, str):
+                return f"{rows}: {rule}"
+        return value
+
+    @field_validator("threshold")
+    @classmethod
+    def _threshold(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        _parse_all([value], "search.threshold")
+        return value
+
+    @model_validator(mode="after")
+    def _start_below_max(self) -> SearchParams:
+        if self.start is not None and self.start > self.max_level:
+            raise ValueError(f"start {self.start:g} is above max_level {self.max_level:g}")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.threshold is not None
+
+
 @dataclass(frozen=True)
 class WindowPlan:
     index: int
@@ -282,6 +364,7 @@ class CampaignParams(RunParams):
     abort: AbortParams = Field(default_factory=AbortParams, json_schema_extra=form_position(18))
     upload: UploadParams = Field(default_factory=UploadParams, json_schema_extra=form_position(19))
     gate: GateParams = Field(default_factory=GateParams, json_schema_extra=form_position(22))
+    search: SearchParams = Field(default_factory=SearchParams, json_schema_extra=form_position(23))
 
     @model_validator(mode="before")
     @classmethod
@@ -362,7 +445,41 @@ class CampaignParams(RunParams):
             )
         self._server_rules(self.parsed_thresholds())
         self.parsed_abort_rules()
+        self._search()
         return self
+
+    def _search(self) -> None:
+        """What the search's fields can only get wrong together (each names its field)."""
+        search = self.search
+        if not search.enabled:
+            return
+        self._server_rules(_parse_all([search.threshold or ""], "search.threshold"))
+        population = self.population
+        if search.dimension == "awake":
+            if population.kind != "turnover":
+                raise ValueError(
+                    f"search.dimension awake searches a turnover's resident set; the "
+                    f"population is {population.kind}"
+                )
+            if self.generator.shards != 1:
+                raise ValueError("search.dimension awake: one generator only (generator.shards 1)")
+            most = round(population.awake * search.max_level)
+            if most >= population.sessions:
+                raise ValueError(
+                    f"search.max_level {search.max_level:g}x makes {most} residents of "
+                    f"population.sessions {population.sessions}: a swap needs parked ones"
+                )
+
+    @property
+    def search_start(self) -> float:
+        """The first probe's level: search.start, or factor × the first level."""
+        if self.search.start is not None:
+            return self.search.start
+        return min(self.search.factor * self.levels[0], self.search.max_level)
+
+    @property
+    def search_window_seconds(self) -> float:
+        return self.search.window_seconds or self.window_seconds
 
     def _server_rules(self, thresholds: list[Any]) -> None:
         """A `server.` rule needs a source of server figures; against the embedded local

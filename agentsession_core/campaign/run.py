@@ -83,6 +83,10 @@ async def run_campaign(
             if campaign.stopped:
                 break
             await campaign.hold_window(window.index)
+        probe = 0
+        while campaign.searching:  # the capacity search, after the first level held
+            await campaign.probe(probe)
+            probe += 1
         campaign.finish()
     assert run.result is not None
     if run.write_failure is not None:  # the local copy is incomplete: nothing to send

@@ -39,7 +39,8 @@ MIN_NIGHTS = 3
 DEFAULT_NIGHT_SPREAD = 0.1
 # 1.4826 × MAD estimates a standard deviation for normal data (the consistency constant).
 MAD_TO_SD = 1.4826
-HIGHER_IS_BETTER = ("requests.achieved_rps",)
+CAPACITY = "capacity.rate"
+HIGHER_IS_BETTER = ("requests.achieved_rps", CAPACITY)
 STATUSES = ("regressed", "improved", "unchanged", "inconclusive")
 
 
@@ -171,7 +172,9 @@ def judge(metric: dict[str, Any], max_regression: float, confidence: float) -> d
     to re-judge a stored comparison with another max_regression)."""
     name, d, se = metric["metric"], float(metric["log_change"]), float(metric["se_log"])
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
-    low, high = d - z * se, d + z * se
+    # A figure known only to within a bracket (a capacity) widens its interval by it.
+    half = float(metric.get("half_width_log") or 0.0)
+    low, high = d - half - z * se, d + half + z * se
     margin = _margin(name, max_regression)
     status = "regressed" if low > margin else "improved" if high < -margin else "unchanged"
     return {
@@ -208,6 +211,83 @@ def compare(
     return out
 
 
+# --------------------------------------------------------------------------- a capacity
+def _known_capacity(gate: dict[str, Any]) -> tuple[float, float] | None:
+    """(rate, log width of its bracket) of a gate document's capacity, when it found one:
+    the knee lies in [rate, broke_at_rate), or within resolution of rate when the search
+    stopped before a level broke it (docs/SPEC.md §6.7)."""
+    capacity = gate.get("capacity") or {}
+    rate, broke = capacity.get("rate"), capacity.get("broke_at_rate")
+    if not isinstance(rate, int | float) or rate <= 0:
+        return None
+    if isinstance(broke, int | float) and broke > rate:
+        return float(rate), math.log(broke / rate)
+    return float(rate), math.log1p(float(capacity.get("resolution") or 0.0))
+
+
+def compare_capacity(
+    current: dict[str, Any],
+    baselines: list[dict[str, Any]],
+    *,
+    night_spread: float,
+    max_regression: float,
+    confidence: float,
+) -> dict[str, Any] | None:
+    """The capacity of a gate document against its baselines' (gate documents), by the one
+    rule above: d = log(baseline) − log(current) (a fall is worse), its interval widened by
+    both brackets and z × the run-to-run spread (measured over MIN_NIGHTS baselines, else
+    assumed). None when no side searched; inconclusive when a side found no capacity."""
+    searched = [g for g in baselines if g.get("capacity")]
+    if not current.get("capacity") and not searched:
+        return None
+    mine = _known_capacity(current)
+    theirs = [c for c in (_known_capacity(g) for g in searched) if c is not None]
+    out: dict[str, Any] = {
+        "metric": CAPACITY,
+        "better": "higher",
+        "unit": (current.get("capacity") or {}).get("unit"),
+        "current": mine[0] if mine else None,
+        "baseline": statistics.median(r for r, _ in theirs) if theirs else None,
+        "samples": {
+            "current": len(current.get("capacity", {}).get("probes") or []),
+            "baseline": len(theirs),
+        },
+    }
+    if mine is None or not theirs:
+        side = "current" if mine is None else "baseline"
+        why = (current if mine is None else (searched[-1] if searched else {})).get("capacity")
+        reason = (why or {}).get("reason") or "no capacity search"
+        return {
+            **out,
+            "status": "inconclusive",
+            "why": f"{side}: {reason}",
+            "change": 0.0,
+            "interval": None,
+            "se_log": None,
+            "regression": False,
+            "log_change": 0.0,
+        }
+    rate, width = mine
+    logs = [math.log(r) for r, _ in theirs]
+    middle = statistics.median(logs)
+    base_width = statistics.median(w for _, w in theirs)
+    if len(theirs) >= MIN_NIGHTS:
+        spread = MAD_TO_SD * statistics.median(abs(v - middle) for v in logs)
+    else:
+        spread = night_spread
+    d = middle - math.log(rate)
+    # The true capacities lie in [rate, rate·e^width) and [base, base·e^base_width): their
+    # log difference in [d − width, d + base_width].
+    out.update(
+        change=_as_change(CAPACITY, d),
+        log_change=d + (base_width - width) / 2,
+        half_width_log=(base_width + width) / 2,
+        se_log=spread,
+        spread_log=spread,
+    )
+    return {**out, **judge(out, max_regression, confidence)}
+
+
 def counts(metrics: list[dict[str, Any]]) -> dict[str, int]:
     return {s: sum(1 for m in metrics if m.get("status") == s) for s in STATUSES}
 
@@ -224,12 +304,14 @@ def describe_metric(m: dict[str, Any]) -> str:
 
 
 __all__ = [
+    "CAPACITY",
     "DEFAULT_HISTORY",
     "DEFAULT_NIGHT_SPREAD",
     "MAX_HISTORY",
     "STATUSES",
     "Reference",
     "compare",
+    "compare_capacity",
     "compare_figure",
     "counts",
     "describe_metric",

@@ -25,6 +25,7 @@ from agentsession_core.errors import UsageError, clip
 from agentsession_core.judge.compare import (
     DEFAULT_NIGHT_SPREAD,
     compare,
+    compare_capacity,
     counts,
     describe_metric,
     figures_of,
@@ -89,7 +90,16 @@ def check_gate(doc: dict[str, Any], place: str) -> dict[str, Any]:
     for key in ("reason", "run_status", "abort_reason"):
         if doc.get(key) is not None and not isinstance(doc[key], str):
             raise _bad(place, key, doc[key], "text")
-    for key in ("run", "ramp", "drift", "conditions", "baseline", "figures", "headline"):
+    for key in (
+        "run",
+        "ramp",
+        "drift",
+        "conditions",
+        "baseline",
+        "figures",
+        "headline",
+        "capacity",
+    ):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise _bad(place, key, doc[key], "an object")
     confidence = doc.get("confidence")
@@ -112,7 +122,20 @@ def check_gate(doc: dict[str, Any], place: str) -> dict[str, Any]:
         isinstance(m, dict) for m in baseline.get("metrics", [])
     ):
         raise _bad(place, "baseline.metrics", baseline.get("metrics"), "a list of objects")
+    _check_capacity(doc.get("capacity") or {}, place)
     return doc
+
+
+def _check_capacity(capacity: dict[str, Any], place: str) -> None:
+    for key in ("level", "rate", "broke_at_level", "broke_at_rate", "resolution"):
+        value = capacity.get(key)
+        if value is not None and not _is_number(value):
+            raise _bad(place, f"capacity.{key}", value, "a number")
+    probes = capacity.get("probes", [])
+    if not isinstance(probes, list) or not all(
+        isinstance(p, dict) and _is_number(p.get("level")) for p in probes
+    ):
+        raise _bad(place, "capacity.probes", probes, "a list of probes with levels")
 
 
 # --------------------------------------------------------------------------- headline
@@ -145,7 +168,14 @@ def decide(doc: dict) -> tuple[str, str]:
         # figures are the generator's as much as the substrate's.
         named = "; ".join(describe_metric(m) for m in regressed)
         return "fail", f"regression against the baseline: {named}"
-    return verdict, reason + _comparison_note(comparison)
+    return verdict, reason + _comparison_note(comparison) + _capacity_note(doc)
+
+
+def _capacity_note(doc: dict) -> str:
+    capacity = doc.get("capacity")
+    if not capacity:
+        return ""
+    return f"; capacity search {capacity.get('status')}: {capacity.get('reason')}"
 
 
 def _judged(doc: dict) -> tuple[str, str]:
@@ -221,10 +251,13 @@ def gate_document(
     figures: dict[str, dict[str, Any]] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
     conditions: dict[str, Any] | None = None,
+    capacity: dict[str, Any] | None = None,
 ) -> dict:
     """gate.json without a comparison (with_baseline adds one). `run` describes this run
     (name, tag, location …) and may carry its whole-hold "headline"; `conditions` are the
-    parameters a baseline must share (judge/conditions.py)."""
+    parameters a baseline must share (judge/conditions.py); `capacity` the capacity
+    search's result (campaign/capacity.py), which informs the verdict only through a
+    comparison: a probe that broke above the capacity is the search working."""
     run = dict(run or {})
     current = run.pop("headline", None) or worst_headline(verdicts)
     doc: dict[str, Any] = {
@@ -243,6 +276,8 @@ def gate_document(
         "conditions": conditions or {},
         "baseline": None,
     }
+    if capacity is not None:
+        doc["capacity"] = capacity
     doc["verdict"], doc["reason"] = decide(doc)
     return doc
 
@@ -314,6 +349,16 @@ def with_baseline(
         metrics = compare(
             figures_of(doc), reference, max_regression=max_regression, confidence=level
         )
+        # The capacity beside the figures, by the same rule (known to its bracket).
+        capacity = compare_capacity(
+            doc,
+            [r.get("gate", r) for r in runs],
+            night_spread=night_spread,
+            max_regression=max_regression,
+            confidence=level,
+        )
+        if capacity is not None:
+            metrics.append(capacity)
         out["baseline"] = {
             "status": "compared",
             **reference.describe(),

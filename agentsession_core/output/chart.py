@@ -56,6 +56,7 @@ class Line:
     dash: str = ""  # an SVG stroke-dasharray
     width: float = 1.6
     reduce: Literal["max", "mean"] = "max"
+    dots: bool = False  # every point a dot, none joined (e.g. the probes of a search)
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,9 @@ class Chart:
     y_max: float | None = None  # a fixed top (e.g. a percentage)
     rules_in_scale: bool = False  # always scale to show the rules (limits far from the data)
     min_legend_rows: int = 1  # charts side by side share one legend height (render_charts)
+    # A value axis instead of time (t0..t1 are values; labels carry this unit, e.g. "x"):
+    # points are never bucketed and lines join across any gap.
+    x_unit: str | None = None
 
     def has_data(self) -> bool:
         return any(line.points for line in (*self.lines, *self.bars))
@@ -123,6 +127,9 @@ class _Frame:
         self.pw = self.w - self.left - self.right
         self.ph = self.h - self.top - self.bottom
         self.t0, self.span = chart.t0, max(1.0, chart.t1 - chart.t0)
+        self.x_unit = chart.x_unit
+        if chart.x_unit is not None:
+            self.span = max(1e-9, chart.t1 - chart.t0)
         self.y_hi, self.y_step = y_hi, y_step
 
     def x(self, t: float) -> float:
@@ -161,7 +168,8 @@ def _legend_entries(chart: Chart, y_hi: float) -> list[_LegendEntry]:
     out: list[_LegendEntry] = []
     for line in chart.lines:
         label = line.label if line.points else f"{line.label} (none)"
-        out.append((label, line.colour, line.dash, max(line.width, 2.0), "line"))
+        kind = "dot" if line.dots else "line"
+        out.append((label, line.colour, line.dash, max(line.width, 2.0), kind))
     out += [(bar.label, bar.colour, "", 0.0, "bar") for bar in chart.bars]
     seen: set[str] = set()
     for rule in chart.rules:
@@ -196,6 +204,8 @@ def _legend(rows: list[list[tuple[float, _LegendEntry]]]) -> list[str]:
                 out.append(
                     f'<rect x="{x:.0f}" y="{y - 9}" width="14" height="10" fill="{colour}"/>'
                 )
+            elif kind == "dot":
+                out.append(f'<circle cx="{x + 12:.0f}" cy="{y - 4}" r="4.5" fill="{colour}"/>')
             else:
                 pattern = f' stroke-dasharray="{dash}"' if dash else ""
                 out.append(
@@ -216,14 +226,22 @@ def _axes(frame: _Frame) -> list[str]:
             f'class="grid"/><text x="{frame.left - 5}" y="{y + 4:.1f}" class="ax" '
             f'text-anchor="end">{fmt_value(v)}</text>'
         )
-    step = time_step(frame.span, max(3, frame.pw // 110))
+    if frame.x_unit is None:
+        step = time_step(frame.span, max(3, frame.pw // 110))
+    else:
+        step = nice_ticks(frame.span)[1]
     k = 0
     while k * step <= frame.span + 1e-9:
         x = frame.x(frame.t0 + k * step)
+        label = (
+            fmt_offset(k * step)
+            if frame.x_unit is None
+            else f"{fmt_value(frame.t0 + k * step)}{frame.x_unit}"
+        )
         out.append(
             f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{frame.top + frame.ph}" '
             f'y2="{frame.top + frame.ph + 4}" class="tick"/><text x="{x:.1f}" '
-            f'y="{frame.h - 8}" class="ax" text-anchor="middle">{fmt_offset(k * step)}</text>'
+            f'y="{frame.h - 8}" class="ax" text-anchor="middle">{label}</text>'
         )
         k += 1
     return out
@@ -256,7 +274,7 @@ class _Layout:
 
     @classmethod
     def of(cls, chart: Chart) -> _Layout:
-        bucket = bucket_seconds(chart.t0, chart.t1)
+        bucket = 1.0 if chart.x_unit is not None else bucket_seconds(chart.t0, chart.t1)
         reduced = [(line, reduce_points(line.points, bucket, line.reduce)) for line in chart.lines]
         bars = [(bar, reduce_points(bar.points, bucket, "mean")) for bar in chart.bars]
         heights: dict[float, float] = {}
@@ -322,7 +340,15 @@ def render_chart(chart: Chart, caption: str = "") -> str:
             )
             base[x] = below + y
     for line, pts in reduced:
-        path, alone = _path(frame, pts, gap=1.5 * bucket)
+        if line.dots:
+            svg += [
+                f'<circle cx="{frame.x(x):.1f}" cy="{frame.y(y):.1f}" r="5" '
+                f'fill="{line.colour}" stroke="#fff" stroke-width="1"/>'
+                for x, y in pts
+            ]
+            continue
+        gap = math.inf if chart.x_unit is not None else 1.5 * bucket
+        path, alone = _path(frame, pts, gap=gap)
         dash = f' stroke-dasharray="{line.dash}"' if line.dash else ""
         if path:
             svg.append(

@@ -4,9 +4,10 @@ one (docs/SPEC.md §7).
 
 The page, top to bottom: the verdict and the headline figures; the judged windows with the
 rule that decided each and every threshold against every window; the baseline comparison
-(when there is one); throughput against target; failures by code; latency from the intended
-time beside service time and start lag; per-step latency; generator health with its void
-limits; the turnover gauge with the resident set asked for; the substrate's own figures
+(when there is one); the capacity search's knee curve and probes (when it ran; the knee's
+chart alone has a level axis); throughput against target; failures by code; latency from the
+intended time beside service time and start lag; per-step latency; generator health with its
+void limits; the turnover gauge with the resident set asked for; the substrate's own figures
 per window (server_summary.json) with its `server.` rules; ramp and drift; the whole-run
 rows; the run's parameters and thresholds; links to the other artifacts. Every chart shares
 one time axis, shades the windows by outcome, marks level changes and draws the thresholds
@@ -29,6 +30,7 @@ from agentsession_core.output.chart import esc
 from agentsession_core.output.report_compare import Comparison, baseline_section
 from agentsession_core.output.report_context import ReportContext, ThresholdRule
 from agentsession_core.output.report_data import RunData, load_run_data
+from agentsession_core.output.report_knee import capacity_section
 from agentsession_core.output.report_server import server
 from agentsession_core.output.run_dir import atomic_write
 from agentsession_core.output.run_source import RunSource, open_run
@@ -38,6 +40,7 @@ INDEX = (
     ("windows", "windows"),
     ("figures", "figures"),
     ("baseline", "baseline"),
+    ("capacity", "capacity"),
     ("throughput", "throughput"),
     ("failures", "failures"),
     ("latency", "latency"),
@@ -102,15 +105,17 @@ def render(
     if out_dir is None:
         out_dir = data.local_dir
     baseline = baseline_section(ctx, comparison)
+    capacity = capacity_section(data)
     index = " ".join(
         f'<a href="#{anchor}">{label}</a>'
         for anchor, label in INDEX
-        if anchor != "baseline" or baseline
+        if (anchor != "baseline" or baseline) and (anchor != "capacity" or capacity)
     )
     sections = [
         tables.windows(ctx),
         tables.figures(data),
         baseline,
+        capacity,
         charts.throughput(ctx),
         charts.failures(ctx),
         charts.latency(ctx),

@@ -24,6 +24,7 @@ from agentsession_core.output.report_context import (
     section,
 )
 from agentsession_core.output.report_data import SERVER_SUMMARY, Points, RunData, number
+from agentsession_core.output.report_knee import capacity_line, capacity_of
 from agentsession_core.output.report_server_data import (
     fmt_delta,
     fmt_figure,
@@ -70,6 +71,7 @@ def _side_by_side(this: RunData, base: RunData) -> str:
         ("run", lambda d: meta_line(d)),
         ("verdict", lambda d: esc(str((d.gate or {}).get("verdict", "not judged")).upper())),
         ("windows", lambda d: esc(", ".join(str(w.get("outcome")) for w in d.windows) or "–")),
+        ("capacity", lambda d: esc(capacity_line(capacity_of(d)))),
     ):
         rows.append(f"<tr><th>{label}</th><td>{pick(base)}</td><td>{pick(this)}</td></tr>")
     bh, th = (base.gate or {}).get("headline") or {}, (this.gate or {}).get("headline") or {}

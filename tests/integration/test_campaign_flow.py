@@ -82,7 +82,7 @@ def small_campaign(tmp_path: Path, **overrides) -> dict:
         "upload": {"attempts": 2, "retry_delay_seconds": 0.2},
     }
     for key, value in overrides.items():
-        values[key] = {**values[key], **value} if isinstance(value, dict) else value
+        values[key] = {**values.get(key, {}), **value} if isinstance(value, dict) else value
     return values
 
 
@@ -302,6 +302,34 @@ async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tm
     assert event.payload["location"] == result["location"]
     # Prefect relates it to the flow run that emitted it.
     assert f"prefect.flow-run.{state.state_details.flow_run_id}" in {r.id for r in event.related}
+
+
+async def test_a_capacity_search_runs_one_task_per_probe(prefect_api, tmp_path, monkeypatch):
+    """After the hold's `hold-N` tasks, one `probe-N` task per probe (docs/SPEC.md §6.7);
+    the probes' result lands in gate.json. A busy box must not void the one probe."""
+    from agentsession_core.measure.health import GeneratorHealth
+
+    monkeypatch.setattr(GeneratorHealth, "void_reason", lambda self, window: None)
+    values = small_campaign(
+        tmp_path,
+        search={
+            "threshold": "TimeToWake: p99 < 30s",
+            "start": 1.5,
+            "max_level": 1.5,
+            "settle_seconds": 0,
+            "window_seconds": 2,
+        },
+    )
+    state = await run_flow(values)
+    assert state.is_completed(), state
+    result = await state.result()
+    runs = await task_runs(state)
+    assert "probe-0" in runs and "probe-1" not in runs, runs
+    gate = orjson.loads((Path(result["run_dir"]) / "gate.json").read_bytes())
+    capacity = gate["capacity"]
+    assert [p["level"] for p in capacity["probes"]] == [1.5]
+    assert capacity["status"] == "above", capacity  # held at max_level: above it
+    assert "capacity search above" in result["reason"]
 
 
 async def flow_run_named(name: str):

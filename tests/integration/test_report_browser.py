@@ -280,3 +280,62 @@ def test_report_compares_two_s3_runs(s3_server, s3_runs, tmp_path):
     assert '<section id="baseline">' in page and esc(s3_runs["broken"]) in page
     assert "What the gate judged" in page
     assert_self_contained(page)
+
+
+# --------------------------------------------------------------------------- the knee
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> CampaignResult:
+    """A capacity search on the embedded substrate: 3 residents cannot swap 4 a second
+    (4x), so that probe books Backlog and breaks; 2x holds. The generator's void rule is
+    off here, as `broken` sets it: a busy box must not void the probes this page draws."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(GeneratorHealth, "void_reason", lambda self, window: None)
+        return _searched(tmp_path_factory)
+
+
+def _searched(tmp_path_factory: pytest.TempPathFactory) -> CampaignResult:
+    return campaign(
+        tmp_path_factory.mktemp("searched"),
+        "searched",
+        hold_minutes=4 / 60,
+        window_seconds=4,
+        levels=[1.0],
+        ramp_minutes=None,
+        thresholds=["Backlog: events <= 0"],
+        population={
+            "kind": "turnover",
+            "sessions": 10,
+            "awake": 3,
+            "target_rps": 1,
+            "registration_quiet_seconds": 1,
+        },
+        search={
+            "threshold": "TimeToWake: p99 < 2s",
+            "start": 2,
+            "factor": 2,
+            "max_level": 4,
+            "resolution": 0.5,
+            "settle_seconds": 1,
+            "window_seconds": 3,
+        },
+    )
+
+
+def test_the_knee_curve_of_a_capacity_search_in_chromium(searched, tmp_path):
+    capacity = searched.gate["capacity"]
+    outcomes = {p["outcome"] for p in capacity["probes"]}
+    print(capacity["reason"], [(p["level"], p["outcome"]) for p in capacity["probes"]])
+    page = (searched.run_dir / "report.html").read_text()
+    assert '<section id="capacity">' in page and '<a href="#capacity">' in page
+    assert 'aria-label="knee: TimeToWake: p99 &lt; 2s"' in page
+    # One dot per probe that measured the figure, coloured by its outcome; the SLO's rule.
+    measured = [p for p in capacity["probes"] if p["figure"] is not None]
+    assert page.count('r="5" fill="#') == len(measured) and measured
+    assert "SLO 2000ms" in page
+    if "broke" in outcomes and capacity["level"] is not None:
+        assert f"capacity {capacity['level']:g}x" in page
+        assert f"broke {capacity['broke_at_level']:g}x" in page
+    assert_self_contained(page)
+    screenshot(
+        searched.run_dir / "report.html", tmp_path, "knee", expect=("Capacity", "knee: TimeToWake")
+    )

@@ -185,7 +185,9 @@ def test_presets_load_and_validate():
     nightly = load_preset("nightly")
     assert nightly.script == "coding-session" and nightly.population.kind == "turnover"
     assert nightly.hold_minutes == 60 and nightly.window_seconds == 600
-    assert nightly.levels[0] == 1.0 and {1.5, 2.0} <= set(nightly.levels)
+    assert nightly.levels == [1.0] and nightly.search.enabled  # the hour, then the search
+    capacity = load_preset("capacity")
+    assert capacity.search.enabled and capacity.search_window_seconds < nightly.window_seconds
     demo = load_preset("demo")
     assert demo.script == "smoke" and demo.population.kind == "turnover"
     assert demo.hold_seconds <= 150

@@ -60,7 +60,8 @@ def test_parameters_validate_and_nightly_matches_its_preset(document):
     nightly = CampaignParams.model_validate(specs["nightly"]["parameters"]["params"])
     assert nightly == load_preset("nightly")
     assert nightly.script == "coding-session" and nightly.population.kind == "turnover"
-    assert [w.level for w in nightly.windows()] == [1.0] * 6 + [1.5, 2.0]
+    assert [w.level for w in nightly.windows()] == [1.0] * 6
+    assert nightly.search.enabled and nightly.search.max_level == 16
     assert not specs["adhoc"].get("parameters")
 
 

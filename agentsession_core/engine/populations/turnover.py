@@ -422,6 +422,16 @@ class TurnoverPopulation(Population):
         if self.turnover_start_ns is not None:
             self.segments.append((now_ns(), multiplier))
 
+    def set_awake(self, count: int) -> None:
+        """Resize the resident set (a density search's level, docs/SPEC.md §6.7): a larger
+        one is woken into at once, a smaller one parks its excess at the next tick."""
+        self.awake = max(0, count)
+        if self.turnover_start_ns is None or self.ctx.params.population.lifecycle_mode == "none":
+            return
+        intended = now_ns()
+        for _ in range(min(self.awake - self.claimed, len(self.parked))):
+            self._start_wake(self.parked.popleft(), intended)
+
     def gauges(self) -> dict[str, dict[str, int]]:
         out = {"turnover_sessions": self.gauge()}
         if self._filling:

@@ -1,0 +1,231 @@
+"""A campaign's capacity search as it runs: the probes judged so far, what a level means
+in the population's unit, and gate.json's `capacity` section (docs/SPEC.md §6.7).
+
+The decisions are campaign/search.py's; Campaign.probe holds and judges each probe; this
+module keeps the record between them and says what it found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.search import Probe, ProbeOutcome, SearchEnd, SearchPlan, decide
+from agentsession_core.judge.thresholds import LATENCY_STATS, Threshold
+from agentsession_core.judge.verdict import WindowVerdict
+
+# A probe window's outcome → the search's word for it.
+_PROBE_OUTCOME: dict[str, ProbeOutcome] = {
+    "pass": "held",
+    "break": "broke",
+    "void": "void",
+    "aborted": "aborted",
+}
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """What a level is in the population's own unit."""
+
+    base: float  # the load at 1x
+    unit: str
+    whole: bool  # a count (sessions, residents): a level loads round(base × level)
+
+    def load(self, level: float) -> float:
+        if self.whole:
+            return float(max(1, round(self.base * level)))
+        return round(self.base * level, 9)  # 0.3 × 3 is 0.9, not 0.8999999999999999
+
+
+def dimension_of(params: CampaignParams) -> Dimension:
+    population = params.population
+    if params.search.dimension == "awake":
+        return Dimension(float(population.awake), "residents", True)
+    if population.kind == "turnover":
+        return Dimension(population.target_rps, "swaps/s", False)
+    if population.kind == "turns":
+        return Dimension(population.turns_per_hour / 3600.0, "turns/s", False)
+    return Dimension(float(population.sessions), "sessions", True)
+
+
+@dataclass
+class ProbeRecord:
+    level: float
+    rate: float
+    outcome: ProbeOutcome
+    figure: float | None
+    verdict: WindowVerdict
+    why: str | None = None  # a void or aborted probe's reason, an SLO not judged
+
+    def to_dict(self) -> dict[str, Any]:
+        v = self.verdict
+        return {
+            "index": v.index,
+            "level": self.level,
+            "rate": self.rate,
+            "outcome": self.outcome,
+            "figure": self.figure,
+            "start_unix": v.start_unix,
+            "end_unix": v.end_unix,
+            "missed": [r.threshold for r in v.broken],
+            "why": self.why,
+        }
+
+
+@dataclass
+class CapacitySearch:
+    """The search of one campaign: started once the first level's hold held."""
+
+    params: CampaignParams
+    slo: Threshold
+    anchor: float | None = None  # the level that held before the first probe
+    not_run: str | None = None  # why there was no search, once that is known
+    probes: list[ProbeRecord] = field(default_factory=list)
+    end: SearchEnd | None = None
+
+    @classmethod
+    def of(cls, params: CampaignParams, slo: Threshold) -> CapacitySearch:
+        return cls(params, slo)
+
+    @property
+    def dimension(self) -> Dimension:
+        return dimension_of(self.params)
+
+    @property
+    def plan(self) -> SearchPlan:
+        search = self.params.search
+        load_of: Callable[[float], float] | None = (
+            self.dimension.load if self.dimension.whole else None
+        )
+        return SearchPlan(
+            start=self.params.search_start,
+            factor=search.factor,
+            resolution=search.resolution,
+            max_level=search.max_level,
+            load_of=load_of,
+        )
+
+    def start(self, anchor: float | None, why_not: str | None) -> None:
+        """After the planned windows: `anchor` the first level when it held, else why the
+        search does not run."""
+        if anchor is None:
+            self.not_run = why_not or "the first level did not hold"
+        self.anchor = anchor
+
+    @property
+    def running(self) -> bool:
+        return self.anchor is not None and self.end is None and self.not_run is None
+
+    def next_level(self) -> float | None:
+        """The next probe's level; None once the search has ended (self.end says how)."""
+        if not self.running:
+            return None
+        step = decide(self.plan, self.anchor, [Probe(p.level, p.outcome) for p in self.probes])
+        if isinstance(step, SearchEnd):
+            self.end = step
+            return None
+        return step
+
+    def record(self, level: float, verdict: WindowVerdict) -> ProbeRecord:
+        outcome = _PROBE_OUTCOME[verdict.outcome]
+        mine = next((r for r in verdict.results if r.threshold == self.slo.text), None)
+        why = verdict.void_reason or verdict.abort_reason
+        if outcome == "held" and (mine is None or mine.passed is None):
+            # An SLO that could not be judged (no wake answered) did not hold.
+            outcome = "broke"
+            why = f"the SLO was not judged: {mine.detail if mine else 'no result'}"
+        record = ProbeRecord(
+            level=level,
+            rate=self.dimension.load(level),
+            outcome=outcome,
+            figure=mine.observed if mine is not None else None,
+            verdict=verdict,
+            why=why,
+        )
+        self.probes.append(record)
+        return record
+
+    def stop(self, why: str) -> None:
+        """The campaign stopped (a signal, a dead substrate) before the search ended."""
+        if self.anchor is None and self.not_run is None:
+            self.not_run = why
+        elif self.end is None and self.not_run is None:
+            held = max([p.level for p in self.probes if p.outcome == "held"] + [self.anchor or 0])
+            self.end = SearchEnd("aborted", held or None, None, why)
+
+    # ------------------------------------------------------------ gate.json
+    def document(self) -> dict[str, Any]:
+        """gate.json's `capacity` (docs/SPEC.md §6.7)."""
+        search, dim = self.params.search, self.dimension
+        held_levels = [p.level for p in self.probes if p.outcome == "held"]
+        if self.anchor is not None:
+            held_levels.append(self.anchor)
+        doc: dict[str, Any] = {
+            "status": "not run",
+            "dimension": search.dimension,
+            "threshold": self.slo.text,
+            "figure_unit": "ms" if self.slo.stat in LATENCY_STATS else "",
+            "slo_value": self.slo.value,
+            "unit": dim.unit,
+            "base_rate": dim.base,
+            "resolution": search.resolution,
+            "max_level": search.max_level,
+            "level": None,
+            "rate": None,
+            "broke_at_level": None,
+            "broke_at_rate": None,
+            "held_level": max(held_levels) if held_levels else None,
+            "anchor_level": self.anchor,
+            "reason": self.not_run or "the search did not end",
+            "probes": [p.to_dict() for p in self.probes],
+        }
+        end = self.end
+        if self.not_run is not None or end is None:
+            return doc
+        broke_at = end.broke_at
+        if end.status == "aborted" and self.probes and self.probes[-1].outcome == "aborted":
+            tripped = self.probes[-1].level
+            broke_at = tripped if broke_at is None else min(broke_at, tripped)
+        doc.update(
+            status=end.status,
+            broke_at_level=broke_at,
+            broke_at_rate=dim.load(broke_at) if broke_at is not None else None,
+        )
+        held = end.capacity
+        if end.status in ("found", "aborted") and held is not None:
+            doc.update(level=held, rate=dim.load(held), reason=self._found(end, held, broke_at))
+        else:
+            doc["reason"] = self._unknown(end)
+        return doc
+
+    def _found(self, end: SearchEnd, held: float, broke_at: float | None) -> str:
+        dim = self.dimension
+        line = f"capacity {dim.load(held):g} {dim.unit} ({held:g}x)"
+        if broke_at is not None:
+            line += f"; broke at {dim.load(broke_at):g} {dim.unit} ({broke_at:g}x)"
+        if end.status == "aborted":
+            line += f"; the search ended early, the capacity is the last level held: {end.why}"
+        return line
+
+    def _unknown(self, end: SearchEnd) -> str:
+        dim = self.dimension
+        if end.status == "above":
+            top = self.params.search.max_level
+            return (
+                f"the SLO held at every probe up to max_level {top:g}x "
+                f"({dim.load(top):g} {dim.unit}): the capacity lies above it"
+            )
+        if end.status == "void":
+            last = self.probes[-1]
+            floor = f"; at least {dim.load(end.capacity):g} {dim.unit}" if end.capacity else ""
+            return (
+                f"void: the probe at {last.level:g}x ({last.rate:g} {dim.unit}) saturated the "
+                f"load generator ({last.why}): the generator, not the substrate, was the "
+                f"limit{floor}"
+            )
+        return f"the SLO never held: {end.why}"
+
+
+__all__ = ["CapacitySearch", "Dimension", "ProbeRecord", "dimension_of"]

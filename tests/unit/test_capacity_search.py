@@ -1,0 +1,348 @@
+"""The capacity search's decisions (campaign/search.py), its parameters, gate.json's
+capacity and its comparison with a baseline (docs/SPEC.md §6.7)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.search import Probe, SearchEnd, SearchPlan, decide, most_probes
+from agentsession_core.engine.params import parse
+from agentsession_core.errors import UsageError
+from agentsession_core.judge.compare import compare_capacity
+from agentsession_core.judge.gate import GateInputError, check_gate, gate_document, with_baseline
+
+PLAN = SearchPlan(start=2.0, factor=2.0, resolution=0.1, max_level=16.0)
+
+
+def search_against(
+    knee: float, plan: SearchPlan = PLAN, anchor: float = 1.0
+) -> tuple[SearchEnd, list[Probe]]:
+    """Run the decisions against a substrate that holds every level below `knee`."""
+    probes: list[Probe] = []
+    for _ in range(100):
+        step = decide(plan, anchor, probes)
+        if isinstance(step, SearchEnd):
+            return step, probes
+        probes.append(Probe(step, "held" if step < knee else "broke"))
+    raise AssertionError("the search did not end")
+
+
+def test_the_search_grows_by_its_factor_then_bisects() -> None:
+    end, probes = search_against(5.0)
+    assert [p.level for p in probes[:3]] == [2.0, 4.0, 8.0]
+    assert [p.level for p in probes[3:5]] == [6.0, 5.0]  # between 4 (held) and 8 (broke)
+    assert end.status == "found"
+    assert end.capacity is not None and end.broke_at is not None
+    assert end.broke_at - end.capacity <= PLAN.resolution * end.capacity + 1e-9
+    assert end.capacity < 5.0 <= end.broke_at
+
+
+@pytest.mark.parametrize("knee", [1.3, 2.5, 3.1, 7.9, 11.0, 15.5])
+def test_the_capacity_is_within_resolution_below_the_knee(knee: float) -> None:
+    end, probes = search_against(knee)
+    assert end.status == "found" and end.capacity is not None
+    assert end.capacity < knee <= end.capacity * (1 + PLAN.resolution) + 1e-9
+    assert len(probes) <= most_probes(PLAN, anchor=1.0)
+    assert max(p.level for p in probes) <= PLAN.max_level
+
+
+def test_a_search_that_never_breaks_stops_at_max_level() -> None:
+    end, probes = search_against(math.inf, SearchPlan(2.0, 3.0, 0.1, 10.0))
+    assert [p.level for p in probes] == [2.0, 6.0, 10.0]  # never past max_level
+    assert end.status == "above" and end.broke_at is None
+
+
+def test_a_first_probe_that_breaks_bisects_down_to_the_held_first_level() -> None:
+    end, probes = search_against(1.5)
+    assert probes[0] == Probe(2.0, "broke")
+    assert probes[1].level == 1.5
+    assert end.status == "found" and end.capacity is not None and end.capacity >= 1.0
+
+
+def test_a_broken_level_below_the_held_anchor_has_nothing_held_beneath() -> None:
+    plan = SearchPlan(start=0.5, factor=2.0, resolution=0.1, max_level=4.0)
+    end = decide(plan, 1.0, [Probe(0.5, "broke")])
+    assert isinstance(end, SearchEnd) and end.status == "below" and end.capacity is None
+
+
+@pytest.mark.parametrize("outcome", ["void", "aborted"])
+def test_a_void_or_aborted_probe_ends_the_search_at_the_last_held(outcome: str) -> None:
+    probes = [Probe(2.0, "held"), Probe(4.0, outcome)]  # type: ignore[arg-type]
+    end = decide(PLAN, 1.0, probes)
+    assert isinstance(end, SearchEnd)
+    assert end.status == outcome and end.capacity == 2.0
+
+
+def test_whole_loads_end_the_bisection_when_no_count_lies_between() -> None:
+    # awake 2: round(2 × level) residents; 4 holds, 5 does not.
+    load: Callable[[float], float] = lambda level: float(round(2 * level))  # noqa: E731
+    plan = SearchPlan(start=2.0, factor=2.0, resolution=0.01, max_level=3.0, load_of=load)
+    probes: list[Probe] = []
+    while not isinstance(step := decide(plan, 1.0, probes), SearchEnd):
+        probes.append(Probe(step, "held" if load(step) <= 4 else "broke"))
+    assert step.status == "found" and step.capacity is not None
+    assert load(step.capacity) == 4 and step.broke_at is not None and load(step.broke_at) == 5
+    assert len(probes) <= 4
+
+
+# --------------------------------------------------------------------------- parameters
+@pytest.mark.parametrize(
+    ("search", "field"),
+    [
+        ({"factor": 1}, "search.factor"),
+        ({"factor": 0.5}, "search.factor"),
+        ({"resolution": 0}, "search.resolution"),
+        ({"resolution": -0.1}, "search.resolution"),
+        ({"start": 20, "max_level": 10}, "search"),
+        ({"threshold": "TimeToWake: p99 <"}, "search.threshold"),
+    ],
+)
+def test_bad_search_settings_are_refused_in_one_line_naming_the_field(
+    search: dict[str, object], field: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse(CampaignParams, {"search": {"threshold": "TimeToWake: p99 < 2s", **search}})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"parameter {field}:"), message
+
+
+def test_a_density_search_needs_a_turnover_and_parked_sessions() -> None:
+    with pytest.raises(UsageError, match=r"search\.dimension awake"):
+        parse(
+            CampaignParams,
+            {
+                "population": {"kind": "closed"},
+                "search": {"threshold": "WakeFirstTouch: p99 < 2s", "dimension": "awake"},
+            },
+        )
+    with pytest.raises(UsageError, match=r"search\.max_level 10x makes 1000 residents"):
+        parse(
+            CampaignParams,
+            {
+                "search": {
+                    "threshold": "TimeToWake: p99 < 2s",
+                    "dimension": "awake",
+                    "max_level": 10,
+                }
+            },
+        )
+
+
+def test_search_settings_come_from_set_paths_and_default_from_the_campaign() -> None:
+    params = parse(
+        CampaignParams,
+        {"window_seconds": 60, "hold_minutes": 1, "search": {"threshold": "TimeToWake: p99 < 2s"}},
+    )
+    assert params.search_window_seconds == 60
+    assert params.search_start == 2.0  # factor × the first level
+    assert "search" in CampaignParams.model_json_schema()["properties"]
+    from agentsession_core.engine.params_io import apply_settings
+
+    values = apply_settings({}, ["search.threshold=TimeToWake: p99 < 1s", "search.factor=3"])
+    searched = parse(CampaignParams, values)
+    assert searched.search.threshold == "TimeToWake: p99 < 1s" and searched.search_start == 3.0
+
+
+# --------------------------------------------------------------------------- gate.json
+def capacity(rate: float | None, broke: float | None = None, resolution: float = 0.1) -> dict:
+    return {
+        "status": "found" if rate else "above",
+        "level": rate,
+        "rate": rate,
+        "broke_at_level": broke,
+        "broke_at_rate": broke,
+        "resolution": resolution,
+        "unit": "swaps/s",
+        "reason": "test",
+        "probes": [{"level": 1.0}],
+    }
+
+
+def gate(cap: dict | None) -> dict:
+    doc = gate_document([], abort_reason=None, run_status="completed", capacity=cap)
+    # A passing hold: the document's own verdict decides nothing here.
+    doc["windows"] = [{"index": 0, "outcome": "pass", "level": 1.0, "missed": []}]
+    doc["verdict"], doc["reason"] = "pass", "1 window(s) passed"
+    return doc
+
+
+def test_a_capacity_regression_beyond_both_brackets_fails_the_gate() -> None:
+    now, base = gate(capacity(5.0, 5.4)), gate(capacity(10.0, 10.8))
+    compared = with_baseline(now, base, 0.2, night_spread=0.0)
+    metric = next(m for m in compared["baseline"]["metrics"] if m["metric"] == "capacity.rate")
+    assert metric["status"] == "regressed"
+    assert compared["verdict"] == "fail" and "capacity.rate" in compared["reason"]
+
+
+def test_a_capacity_within_its_resolution_is_unchanged() -> None:
+    # 9.5 vs 10: inside both brackets (±10 %), whatever the margin.
+    metric = compare_capacity(
+        gate(capacity(9.5, 10.4)),
+        [gate(capacity(10.0, 10.9))],
+        night_spread=0.0,
+        max_regression=0.0,
+        confidence=0.99,
+    )
+    assert metric is not None and metric["status"] == "unchanged"
+
+
+def test_the_run_to_run_spread_keeps_a_modest_fall_unchanged() -> None:
+    metric = compare_capacity(
+        gate(capacity(7.0, 7.5)),
+        [gate(capacity(10.0, 10.8))],
+        night_spread=0.1,
+        max_regression=0.2,
+        confidence=0.99,
+    )
+    assert metric is not None and metric["status"] == "unchanged"
+
+
+def test_a_side_with_no_capacity_is_inconclusive_and_no_search_is_no_metric() -> None:
+    metric = compare_capacity(
+        gate(capacity(None)),
+        [gate(capacity(10.0, 10.8))],
+        night_spread=0.0,
+        max_regression=0.2,
+        confidence=0.99,
+    )
+    assert metric is not None and metric["status"] == "inconclusive"
+    assert metric["why"].startswith("current:")
+    assert (
+        compare_capacity(
+            gate(None), [gate(None)], night_spread=0.1, max_regression=0.2, confidence=0.99
+        )
+        is None
+    )
+
+
+def test_check_gate_reads_capacity_and_refuses_a_bad_one() -> None:
+    doc = gate(capacity(5.0, 5.4))
+    assert check_gate(doc, "here") is doc
+    doc["capacity"]["rate"] = "fast"
+    with pytest.raises(GateInputError, match=r"capacity\.rate"):
+        check_gate(doc, "here")
+
+
+# --------------------------------------------------------------------------- the report
+def knee_capacity() -> dict:
+    probes = [
+        {"level": 2.0, "rate": 2.0, "outcome": "held", "figure": 400.0, "missed": []},
+        {"level": 4.0, "rate": 4.0, "outcome": "broke", "figure": 2600.0, "missed": ["SLO"]},
+        {"level": 3.0, "rate": 3.0, "outcome": "held", "figure": 900.0, "missed": []},
+        {"level": 3.5, "rate": 3.5, "outcome": "broke", "figure": 2100.0, "missed": ["SLO"]},
+    ]
+    return {
+        **capacity(3.0, 3.5, resolution=0.2),
+        "level": 3.0,
+        "broke_at_level": 3.5,
+        "threshold": "TimeToWake: p99 < 2s",
+        "slo_value": 2000.0,
+        "figure_unit": "ms",
+        "dimension": "rate",
+        "base_rate": 1.0,
+        "anchor_level": 1.0,
+        "probes": probes,
+    }
+
+
+def with_capacity(run_dir, cap: dict | None) -> None:
+    import json
+
+    path = run_dir / "gate.json"
+    doc = json.loads(path.read_text())
+    doc["capacity"] = cap
+    path.write_text(json.dumps(doc))
+
+
+def test_the_report_draws_the_knee_curve(tmp_path) -> None:
+    from agentsession_core.output.report import render_report
+    from tests.unit.report_run import build_run
+
+    build_run(tmp_path)
+    assert 'id="capacity"' not in render_report(tmp_path)  # no search, no section
+    with_capacity(tmp_path, knee_capacity())
+    page = render_report(tmp_path)
+    assert '<section id="capacity">' in page and 'href="#capacity"' in page
+    knee = page.split('<section id="capacity">')[1].split("</section>")[0]
+    assert knee.count('r="5" fill="#2e7d32"') == 2  # held
+    assert knee.count('r="5" fill="#c62828"') == 2  # broke
+    assert "SLO 2000ms" in knee and "capacity 3x" in knee and "broke 3.5x" in knee
+    assert ">3x<" in knee or "3x</text>" in knee  # a level axis, not a time axis
+    assert "3 swaps/s (3x, ±20%)" in knee
+
+
+def test_report_against_a_baseline_shows_both_capacities(tmp_path) -> None:
+    from agentsession_core.output.report import read_run, render
+    from agentsession_core.output.report_compare import Comparison
+    from tests.unit.report_run import build_run
+
+    this, base = tmp_path / "this", tmp_path / "base"
+    for run_dir, cap in (
+        (this, knee_capacity()),
+        (base, {**knee_capacity(), "rate": 4.0, "level": 4.0}),
+    ):
+        run_dir.mkdir()
+        build_run(run_dir)
+        with_capacity(run_dir, cap)
+    page = render(read_run(this), comparison=Comparison(read_run(base)))
+    row = page.split("<th>capacity</th>")[1].split("</tr>")[0]
+    assert "4 swaps/s (4x" in row and "3 swaps/s (3x" in row
+    assert row.index("4 swaps/s") < row.index("3 swaps/s")  # baseline first, as every row
+
+
+# --------------------------------------------------------------------------- the record
+def verdict(index: int, level: float, outcome: str, void_reason: str | None = None):
+    from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
+
+    slo = ThresholdResult("TimeToWake: p99 < 2s", 900.0, 40, outcome == "pass", "")
+    return WindowVerdict(
+        index,
+        level,
+        0.0,
+        1.0,
+        outcome,
+        [slo],
+        void_reason=void_reason,  # type: ignore[arg-type]
+    )
+
+
+def recorded_search(*probes: tuple[float, str, str | None]) -> dict:
+    from agentsession_core.campaign.capacity import CapacitySearch
+    from agentsession_core.judge.thresholds import parse_threshold
+
+    params = parse(CampaignParams, {"search": {"threshold": "TimeToWake: p99 < 2s"}})
+    search = CapacitySearch.of(params, parse_threshold("TimeToWake: p99 < 2s"))
+    search.start(1.0, None)
+    for i, (level, outcome, why) in enumerate(probes):
+        assert search.next_level() == level
+        search.record(level, verdict(i + 1, level, outcome, why))
+    assert search.next_level() is None
+    return search.document()
+
+
+def test_a_void_probe_names_the_generator_as_the_limit() -> None:
+    saturated = "the load generator was saturated in 5 of 10 s"
+    doc = recorded_search((2.0, "pass", None), (4.0, "void", saturated))
+    assert doc["status"] == "void" and doc["rate"] is None and doc["level"] is None
+    assert "the generator, not the substrate, was the limit" in doc["reason"]
+    assert saturated in doc["reason"] and "at least 10 swaps/s" in doc["reason"]
+    assert [p["outcome"] for p in doc["probes"]] == ["held", "void"]
+
+
+def test_the_document_gives_capacity_in_the_populations_unit() -> None:
+    doc = recorded_search(
+        (2.0, "pass", None),
+        (4.0, "break", None),
+        (3.0, "pass", None),
+        (3.5, "pass", None),
+        (3.75, "pass", None),
+    )
+    assert doc["status"] == "found" and doc["unit"] == "swaps/s"
+    assert doc["level"] == 3.75 and doc["rate"] == 18.75  # 5 swaps/s at 1x
+    assert doc["broke_at_level"] == 4.0 and doc["broke_at_rate"] == 20.0
+    assert doc["threshold"] == "TimeToWake: p99 < 2s" and doc["resolution"] == 0.1
