@@ -49,6 +49,19 @@ GAUGE_SAMPLE_AT_NS = 500_000_000
 FLUSH_AFTER_NS = 20_000_000
 
 
+async def one_second(recorder: Recorder, sample: Callable[[], None]) -> None:
+    """One beat of a run's (or a shard's) reporter: `sample` the gauges mid-second, unless
+    that moment has passed (the second then keeps the last sample: gauges hold), then sleep
+    until just after the second ends, when the caller closes it."""
+    second = recorder.second_of(now_ns())
+    middle = recorder.mono_ns_of_second(second) + GAUGE_SAMPLE_AT_NS
+    if now_ns() < middle:
+        await asyncio.sleep((middle - now_ns()) / 1e9)
+        sample()
+    boundary = recorder.mono_ns_of_second(second + 1) + FLUSH_AFTER_NS
+    await asyncio.sleep(max(0.0, (boundary - now_ns()) / 1e9))
+
+
 def now_ns() -> int:
     return time.monotonic_ns()
 

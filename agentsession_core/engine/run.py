@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agentsession_core.engine.context import FLUSH_AFTER_NS, GAUGE_SAMPLE_AT_NS, now_ns
+from agentsession_core.engine.context import now_ns, one_second
 from agentsession_core.engine.control_api import ControlAPI
 from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.live_control import LiveControl
@@ -449,14 +449,7 @@ class Run:
         engine = self._engine()
         rec = self.recorder
         while True:
-            # The gauges mid-second, the second closed just after it ends (GAUGE_SAMPLE_AT_NS).
-            second = rec.second_of(now_ns())
-            middle = rec.mono_ns_of_second(second) + GAUGE_SAMPLE_AT_NS
-            if now_ns() < middle:  # else this second keeps the last sample (gauges hold)
-                await asyncio.sleep((middle - now_ns()) / 1e9)
-                engine.sample()
-            boundary = rec.mono_ns_of_second(second + 1) + FLUSH_AFTER_NS
-            await asyncio.sleep(max(0.0, (boundary - now_ns()) / 1e9))
+            await one_second(rec, engine.sample)  # the gauges mid-second (GAUGE_SAMPLE_AT_NS)
             engine.ctx.summarise_logs()
             rec.flush()
             texts = self.history.render_closed_files(self.recorder, len(engine.population.sessions))

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from agentsession_core.engine.context import FLUSH_AFTER_NS, GAUGE_SAMPLE_AT_NS, now_ns
+from agentsession_core.engine.context import now_ns, one_second
 from agentsession_core.engine.engine import Engine
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.shards.split import ShardLevel, ShardPlan
@@ -265,13 +265,7 @@ class ShardEngine:
         engine = self._engine()
         rec = engine.recorder
         while True:
-            second = rec.second_of(now_ns())
-            middle = rec.mono_ns_of_second(second) + GAUGE_SAMPLE_AT_NS
-            if now_ns() < middle:  # else this second keeps the last sample (gauges hold)
-                await asyncio.sleep((middle - now_ns()) / 1e9)
-                engine.sample()
-            boundary = rec.mono_ns_of_second(second + 1) + FLUSH_AFTER_NS
-            await asyncio.sleep(max(0.0, (boundary - now_ns()) / 1e9))
+            await one_second(rec, engine.sample)
             self.ship()
             if time.monotonic() - self.last_drain > ORPHAN_S and not self.finished:
                 log.error("no coordinator for %.0fs: stopping, cleaning up", ORPHAN_S)
