@@ -24,7 +24,7 @@ import psutil
 
 from agentsession_core.measure.histogram import PERCENTILES
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
-from agentsession_core.measure.stats import LOAD_KINDS, RowKey, Window
+from agentsession_core.measure.stats import LOAD_KINDS, RowKey, Window, is_breakdown_row
 
 # The kind of every row this module books. They measure the generator, not the substrate, so
 # the CSVs, the Aggregated row and the judge's request rows leave them out.
@@ -40,8 +40,14 @@ VOID_FRACTION = 0.01
 
 
 def is_request_row(key: RowKey) -> bool:
-    """A row of requests: not the generator's health, not the load's own shape."""
-    return key[0] != HEALTH_KIND and key[0] not in LOAD_KINDS
+    """A row of requests: not the generator's health, not the load's own shape, not a
+    per-script copy of TimeToWake (counted once, in the overall row)."""
+    return key[0] != HEALTH_KIND and key[0] not in LOAD_KINDS and not is_breakdown_row(key)
+
+
+def is_listed_row(key: RowKey) -> bool:
+    """A row the Locust CSVs list: the request rows and the per-script TimeToWake rows."""
+    return is_request_row(key) or is_breakdown_row(key)
 
 
 class GeneratorHealth:
@@ -165,5 +171,6 @@ __all__ = [
     "LOOP_LAG_ROW",
     "VOID_FRACTION",
     "GeneratorHealth",
+    "is_listed_row",
     "is_request_row",
 ]

@@ -10,6 +10,7 @@ histograms by adding bucket counts, so any window is exact and percentiles are n
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -48,6 +49,38 @@ QUEUE_WAIT_ROW: RowKey = ("turns", "QueueWait")
 BACKLOG_ROW: RowKey = ("turnover", "Backlog")
 RESIDENT_SHORTFALL_ROW: RowKey = ("turnover", "ResidentShortfall")
 INTENDED_ROWS: tuple[RowKey, ...] = (STEPS_DUE_ROW, ARRIVALS_ROW)
+
+# A run of several scripts (docs/SPEC.md §1.6, §5.1) names a script's own rows with the
+# script's name after a slash: `Step_01_read_task/coding-session`, `TimeToWake/coding-session`
+# beside the overall TimeToWake. So `Step_*` still merges every step once, `TimeToWake` is
+# still the overall row, and a rule selects one script with `Step_*/NAME`, `TimeToWake/NAME`
+# or `*/NAME`. The slash cannot be in a script name, and the threshold language's `:` ends
+# a row pattern, so neither can be the separator's other choice. A run of one script keeps
+# its names unchanged.
+SCRIPT_SEPARATOR = "/"
+SCRIPT_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")  # script/validate.py's NAME_PATTERN
+
+
+def script_row(name: str, script: str) -> str:
+    """`name` as the row of one script of a mix."""
+    return f"{name}{SCRIPT_SEPARATOR}{script}"
+
+
+def row_script(name: str) -> tuple[str, str | None]:
+    """(the row name without its script, the script) of a mix's row; (name, None) for any
+    other row."""
+    base, separator, script = name.rpartition(SCRIPT_SEPARATOR)
+    if separator and base and SCRIPT_NAME.fullmatch(script):
+        return base, script
+    return name, None
+
+
+def is_breakdown_row(key: RowKey) -> bool:
+    """A per-script TimeToWake: the overall row's samples again, split by script. Listed in
+    the CSVs and stats.jsonl, never added into a total (Aggregated, all requests)."""
+    kind, name = key
+    return (kind, row_script(name)[0]) == TIME_TO_WAKE_ROW and name != TIME_TO_WAKE_ROW[1]
+
 
 # stats.jsonl carries p50 … p99_9 of the headline latency (docs/SPEC.md §7) and a shorter set
 # for service time and start lag, which are reported beside it (docs/SPEC.md §5.2).
@@ -230,10 +263,14 @@ __all__ = [
     "QUEUE_WAIT_ROW",
     "RESIDENT_SHORTFALL_ROW",
     "ROUTER_KIND",
+    "SCRIPT_SEPARATOR",
     "STEPS_DUE_ROW",
     "TIME_TO_WAKE_ROW",
     "Interval",
     "RowKey",
     "RowStats",
     "Window",
+    "is_breakdown_row",
+    "row_script",
+    "script_row",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from agentsession_core.measure.health import HEALTH_KIND, is_request_row
+from agentsession_core.measure.health import HEALTH_KIND, is_listed_row, is_request_row
 from agentsession_core.measure.histogram import PERCENTILES, LogHistogram, percentiles
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.stats import RowKey, RowStats, Window
@@ -122,7 +122,9 @@ def _csv_text(header: list[str] | None, rows: Iterable[list[Any]]) -> str:
 
 
 def _request_rows(window: Window) -> list[tuple[RowKey, RowStats]]:
-    return [(key, window.rows[key]) for key in sorted(window.rows) if is_request_row(key)]
+    """The rows the CSVs list (per-script TimeToWake too); Aggregated adds up only the
+    request rows."""
+    return [(key, window.rows[key]) for key in sorted(window.rows) if is_listed_row(key)]
 
 
 def render_stats_csv(window: Window) -> str:
@@ -279,9 +281,10 @@ class HistoryWriter:
             stats = intervals[key].stats()
             if (record := second_record(second, key, stats)) is not None:
                 records.append(record)
-            if not is_request_row(key):
+            if not is_listed_row(key):
                 continue
-            this_second.merge(stats)
+            if is_request_row(key):
+                this_second.merge(stats)
             total = self._totals.setdefault(key, RowStats())
             total.merge(stats)
             out.append(self._line(second, users, key, stats, total))

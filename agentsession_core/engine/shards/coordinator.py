@@ -47,7 +47,7 @@ from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError, UsageError
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
-from agentsession_core.script import encode, load_script
+from agentsession_core.script.mix import load_mix
 from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
@@ -116,7 +116,7 @@ class ShardedRun(Run):
 
     # ------------------------------------------------------------ enter / leave
     async def _open(self) -> None:
-        self.script = await asyncio.to_thread(load_script, self.params.script)
+        self.script = await asyncio.to_thread(load_mix, self.params.script)
         await self._write_start_files()
         target, generator = self.params.target, self.params.generator
         url, router = target.substrate, target.router
@@ -154,8 +154,8 @@ class ShardedRun(Run):
         )
         self.futures = [f for f, _ in started]
         self.actors = [a for _, a in started]
-        text = encode(self.script)
-        opened = (a.open(p, text) for a, p in zip(self.actors, plans, strict=True))
+        texts = self.script.encode()
+        opened = (a.open(p, texts) for a, p in zip(self.actors, plans, strict=True))
         self.shard_info = list(await asyncio.gather(*opened))
         if self.params.metrics_port is not None:
             metrics = MetricsServer(self.recorder, self.params.metrics_port)

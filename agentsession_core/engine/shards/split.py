@@ -7,6 +7,11 @@ add up to the single process's tick by tick; at a campaign level the level's tot
 again, never each shard's share multiplied and rounded on its own. The turns population
 splits its sessions (each keeps its own turns_per_hour), so its turns split with them.
 
+A mix of scripts stays exact across the shards (engine/script_mix.py): the run's sessions are
+given their scripts once, from the run's seed, and session i is dealt to shard i mod K (its
+`labels`), so every script's sessions and residents add up over the shards to the single
+process's.
+
 Each shard gets its own seed, derived from (run seed, K, k): the same seed and K give the
 same schedule, shard by shard. Actor names stay disjoint through a prefix per shard
 (`agent-s<k>-<session>`), all in the run's one atespace.
@@ -21,6 +26,8 @@ from typing import Any
 
 from agentsession_core.engine.pacing import derive_seed
 from agentsession_core.engine.params import GeneratorParams, RunParams, TargetParams
+from agentsession_core.engine.script_mix import assign
+from agentsession_core.script.mix import entries
 
 _TARGET_FIELDS = set(TargetParams.model_fields)
 
@@ -34,6 +41,7 @@ class ShardPlan:
     count: int
     params: RunParams
     actor_prefix: str
+    labels: tuple[int, ...] | None = None  # each of its sessions' script, in a mix
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ def plan_shards(params: RunParams, count: int, *, target: dict[str, Any]) -> lis
     awake = split_int(pop.awake, count)
     rates = split_rate(pop.target_rps, count)
     fill = [max(1, n) for n in split_int(pop.fill_concurrency, count)]
+    labels = _labels(params)
     base = {name: getattr(params, name) for name in RunParams.model_fields}
     plans = []
     for k in range(count):
@@ -111,8 +120,18 @@ def plan_shards(params: RunParams, count: int, *, target: dict[str, Any]) -> lis
             "cleanup": params.cleanup.model_dump(),
             "generator": GeneratorParams().model_dump(),  # a shard is one process
         }
-        plans.append(ShardPlan(k, count, RunParams.model_validate(values), actor_prefix(k)))
+        mine = None if labels is None else tuple(labels[k::count])
+        plans.append(ShardPlan(k, count, RunParams.model_validate(values), actor_prefix(k), mine))
     return plans
+
+
+def _labels(params: RunParams) -> list[int] | None:
+    """Every session's script in a mix, drawn for the whole run (None: one script)."""
+    weights = [weight for _, weight in entries(params.script)]
+    if len(weights) < 2:
+        return None
+    pop = params.population
+    return assign(params.seed, pop.sessions, pop.awake if pop.kind == "turnover" else 0, weights)
 
 
 def shard_levels(params: RunParams, plans: list[ShardPlan], level: float) -> list[ShardLevel]:
