@@ -105,8 +105,7 @@ async def test_a_three_to_one_turnover_campaign_is_judged_per_script(
     for section in ("TimeToWake/smoke", "TimeToWake/smoke-b", "Step_*/smoke", "Step_*/smoke-b"):
         assert figures[f"{section}.p99"]["unit"] == "ms" and figures[f"{section}.p99"]["n"] > 0
     assert (
-        figures["TimeToWake/smoke.p50"]["n"]
-        + figures["TimeToWake/smoke-b.p50"]["n"]
+        figures["TimeToWake/smoke.p50"]["n"] + figures["TimeToWake/smoke-b.p50"]["n"]
         == figures["TimeToWake.p50"]["n"]
     )
     assert gate["verdict"] in ("pass", "void"), gate["reason"]

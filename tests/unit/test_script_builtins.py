@@ -15,6 +15,7 @@ from agentsession_core.script import (
     encode,
     load_script,
 )
+from agentsession_core.script.builtin_table import builtin_table
 from agentsession_core.script.quantity import format_duration, format_quantity, parse_duration
 from agentsession_core.substrate.op_limits import OpLimits, over_limits
 
@@ -197,3 +198,11 @@ def test_encode_quotes_what_yaml_would_misread():
     text = encode(script)
     assert 'agent: "yes"' in text
     assert decode(text, "again") == script
+
+
+def test_the_guide_s_table_is_the_registry_s():
+    """docs/guide/scripts.md shows builtin_table()'s output between its markers: regenerate
+    it there when a built-in changes."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "scripts.md").read_text()
+    shown = guide.split("<!-- builtin-table:begin -->")[1].split("<!-- builtin-table:end -->")[0]
+    assert shown.strip() == builtin_table().strip()
