@@ -31,6 +31,7 @@ from tests.integration.conftest import TOKEN
 pytestmark = pytest.mark.timeout(120)
 MIX = {"smoke": 3, "smoke-b": 1}  # campaign.json's `script`: by script name
 MiB = 1 << 20
+MISSED = "TimeToWake/smoke-b: count > 100000"  # a rule on one script that cannot hold
 
 
 def jsonl(path: Path) -> list[dict[str, Any]]:
@@ -68,6 +69,7 @@ async def test_a_three_to_one_turnover_campaign_is_judged_per_script(
             "TimeToWake/smoke-b: failure_ratio < 0.5",
             "Step_*/smoke-b: failure_ratio < 0.5",
             "*/smoke: failures < 1000",
+            MISSED,
         ],
     )
     result = await run_campaign(params, handle_signals=False)
@@ -95,20 +97,26 @@ async def test_a_three_to_one_turnover_campaign_is_judged_per_script(
     windows = jsonl(run_dir / "windows.jsonl")
     assert len(windows) == 2
     for window in windows:
-        judged = {t["threshold"]: t for t in window["thresholds"]}
-        assert judged["*/smoke: failures < 1000"]["passed"] is True
+        results = {t["threshold"]: t for t in window["thresholds"]}
+        assert results["*/smoke: failures < 1000"]["passed"] is True
+        assert results[MISSED]["samples"] > 0  # smoke-b's own wakes, judged alone
         assert "TimeToWake/smoke" in window["headline"], window["headline"].keys()
-        assert "Step_*/smoke-b" in window["headline"]
+    assert any("Step_*/smoke-b" in window["headline"] for window in windows)
     gate = json.loads((run_dir / "gate.json").read_text())
     assert gate["conditions"]["script"] == {"smoke": 3, str(other): 1}
-    figures = gate["figures"]
-    for section in ("TimeToWake/smoke", "TimeToWake/smoke-b", "Step_*/smoke", "Step_*/smoke-b"):
-        assert figures[f"{section}.p99"]["unit"] == "ms" and figures[f"{section}.p99"]["n"] > 0
-    assert (
-        figures["TimeToWake/smoke.p50"]["n"] + figures["TimeToWake/smoke-b.p50"]["n"]
-        == figures["TimeToWake.p50"]["n"]
-    )
-    assert gate["verdict"] in ("pass", "void"), gate["reason"]
+    if all(window["outcome"] == "void" for window in windows):
+        # A busy shared machine may void short windows (generator saturation): nothing judged.
+        assert gate["verdict"] == "void" and gate["figures"] == {}, gate["reason"]
+    else:
+        # One script's rule missed fails the gate, naming it; the figures are per script.
+        assert gate["verdict"] == "fail" and MISSED in gate["reason"], gate["reason"]
+        figures = gate["figures"]
+        for section in ("TimeToWake/smoke", "TimeToWake/smoke-b", "Step_*/smoke", "Step_*/smoke-b"):
+            assert figures[f"{section}.p99"]["unit"] == "ms" and figures[f"{section}.p99"]["n"] > 0
+        assert (
+            figures["TimeToWake/smoke.p50"]["n"] + figures["TimeToWake/smoke-b.p50"]["n"]
+            == figures["TimeToWake.p50"]["n"]
+        )
     assert verify_manifest(run_dir) == []
 
 
