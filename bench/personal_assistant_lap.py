@@ -4,8 +4,8 @@ through it: each window's largest worker RSS from server_summary.json (the local
 substrate's /metrics, sampled every second). The heap the script declares grows from 640 MiB
 at 06:00 to 960 MiB by the evening, so the windows' peaks should climb with it.
 
-    .venv/bin/python bench/personal_assistant_lap.py [--think-scale 0.02] [--window 240]
-        [--hold-minutes 36] [--out /tmp/pa-lap]
+    .venv/bin/python bench/personal_assistant_lap.py [--think-scale 0.02] [--window 300]
+        [--hold-minutes 50] [--out /tmp/pa-lap]
 
 One closed session on two local workers; the hold covers one lap (Σ think 24 h × the scale,
 plus the ops' own time). Writes its table into bench/RESULTS.md between its own markers.
@@ -102,7 +102,7 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--think-scale", type=float, default=0.02)
-    parser.add_argument("--window", type=float, default=240.0)
-    parser.add_argument("--hold-minutes", type=float, default=36.0)
+    parser.add_argument("--window", type=float, default=300.0)
+    parser.add_argument("--hold-minutes", type=float, default=50.0)
     parser.add_argument("--out", default="/tmp/pa-lap")
     asyncio.run(main(parser.parse_args()))
