@@ -127,9 +127,9 @@ async def test_personal_assistant_grows_its_worker_through_the_day(tmp_path: Pat
         out=str(tmp_path),
         seed=1,
         script="personal-assistant",
-        think_scale=0.0007,  # the morning's first message (07:10) about 3 s in
-        hold_minutes=6 / 60,
-        window_seconds=2,
+        think_scale=0.0005,  # the morning's first message (07:10) about 2 s in
+        hold_minutes=4 / 60,
+        window_seconds=1,
         population={
             "kind": "closed",
             "sessions": 1,
@@ -150,6 +150,6 @@ async def test_personal_assistant_grows_its_worker_through_the_day(tmp_path: Pat
     assert "http_Step_0710_message_c1m1" in steps  # the morning's growth to 704Mi
     summary = json.loads((run_dir / "server_summary.json").read_text())
     peaks = [w["figures"]["worker_rss_bytes_w0"]["max"] for w in summary["windows"]]
-    assert len(peaks) == 3, peaks
+    assert len(peaks) == 4, peaks
     assert peaks[0] > 600 * MiB  # the start of the day holds the 640 MiB heap
     assert peaks[-1] > peaks[0] + 48 * MiB, [p / MiB for p in peaks]  # day_memory grew
