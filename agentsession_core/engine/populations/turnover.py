@@ -189,8 +189,11 @@ class TurnoverPopulation(Population):
         params = self.ctx.params.population
         self._filling = True
         if params.lifecycle_mode == "none":
+            self._fill_claimed = self.claimed_by_script()
             while self.parked and len(self.idle) < self.awake:
-                self.idle.append(self.parked.popleft())
+                if (session := self._fill_pick()) is None:
+                    break
+                self.idle.append(session)
         else:
             await self._fill(params.fill_deadline(), params.fill_concurrency)
         if self.ctx.stopping.is_set():
