@@ -29,6 +29,7 @@ from agentsession_core.script import ScriptError, decode, encode, load_script
 from agentsession_core.script.mix import ScriptMix, load_mix
 from agentsession_core.substrate.fake import FakeSubstrate
 from agentsession_core.substrate.interface import Template
+from agentsession_core.substrate.op_limits import OpLimits
 
 weights_st = st.lists(st.integers(1, 50), min_size=1, max_size=8)
 
@@ -306,3 +307,20 @@ async def test_preflight_checks_the_mix_s_largest_script():
     engine = Engine(params, SmallTemplate(), load_mix(spec), Recorder(), atespace="unit")
     with pytest.raises(PreflightError, match="below script coding-session's min_actor_memory 1Gi"):
         await engine.preflight()
+
+
+async def test_preflight_checks_every_script_of_the_mix_against_the_caps():
+    spec = {"smoke": 3, "personal-assistant-light": 1}  # the second fills 24Mi in one op
+    params = RunParams(script=spec, population={"sessions": 2})
+
+    class SmallCaps(FakeSubstrate):
+        async def get_template(self, namespace: str, name: str) -> Template:
+            return Template(namespace, name, 1 << 30, OpLimits(max_op_bytes=8 << 20))
+
+    engine = Engine(params, SmallCaps(), load_mix(spec), Recorder(), atespace="unit")
+    with pytest.raises(PreflightError) as refused:
+        await engine.preflight()
+    assert str(refused.value).startswith(
+        "script personal-assistant-light step 01_hourly_heartbeat op 1 fill_ram size 24Mi is "
+        "above the target's per-op cap of 8Mi"
+    )
