@@ -383,13 +383,32 @@ class Soak:
 
 
 # ---------------------------------------------------------------- judging
-def resident_per_second(run_dir: Path) -> dict[int, float]:
+def gauge_per_second(run_dir: Path, name: str, labels: dict[str, str]) -> dict[int, float]:
     out: dict[int, float] = {}
     for line in (run_dir / "gauges.jsonl").read_text().splitlines():
         gauge = json.loads(line)
-        if gauge["name"] == "turnover_resident" and gauge["labels"] == {"state": "resident"}:
+        if gauge["name"] == name and gauge["labels"] == labels:
             out[int(gauge["t"])] = gauge["value"]
     return out
+
+
+def resident_per_second(run_dir: Path) -> dict[int, float]:
+    return gauge_per_second(run_dir, "turnover_resident", {"state": "resident"})
+
+
+def fill_from_gauges(soak: Soak) -> None:
+    """A sharded run's /metrics (the coordinator's) has no engine-tasks or resident gauge:
+    those samples take the run's merged gauges.jsonl at the sample's second instead."""
+    if soak.run_dir is None or not (soak.run_dir / "gauges.jsonl").exists():
+        return
+    tasks = gauge_per_second(soak.run_dir, "engine_tasks", {})
+    resident = resident_per_second(soak.run_dir)
+    for sample in soak.samples:
+        second = int(sample.unix) - 1  # the last closed second when it was taken
+        if sample.tasks is None:
+            sample.tasks = tasks.get(second)
+        if sample.resident is None:
+            sample.resident = resident.get(second)
 
 
 def not_grown(early: list[float], late: list[float], slack: float) -> tuple[bool, str]:
@@ -404,6 +423,7 @@ def not_grown(early: list[float], late: list[float], slack: float) -> tuple[bool
 
 def judge(soak: Soak) -> dict[str, Any]:
     args = soak.args
+    fill_from_gauges(soak)
     total_s = args.minutes * 60.0
     sixth = total_s / 6
     # Samples after the hold see the cleanup (its connections, the actors going): not the load.

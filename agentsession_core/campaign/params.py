@@ -48,6 +48,7 @@ from agentsession_core.judge.compare import (
     MAX_HISTORY,
 )
 from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
+from agentsession_core.script.mix import ScriptSpec
 
 # The default thresholds per population kind (docs/SPEC.md §6), used when a campaign names
 # none. achieved_rps and its target share a unit for every kind (judge/verdict.py): swaps per
@@ -411,11 +412,12 @@ class CampaignParams(RunParams):
 
     @field_validator("script")
     @classmethod
-    def _script(cls, value: str) -> str:
-        from agentsession_core.script import ScriptError, load_script
+    def _script(cls, value: ScriptSpec) -> ScriptSpec:
+        from agentsession_core.script import ScriptError
+        from agentsession_core.script.mix import load_mix
 
         try:
-            load_script(value)
+            load_mix(value)
         except ScriptError as exc:
             raise ValueError(str(exc)) from None
         return value

@@ -114,7 +114,7 @@ def _token_of(values: dict[str, Any]) -> Any:
 
 def _handle(args: argparse.Namespace) -> int:
     from agentsession_core.engine.run import run_blocking
-    from agentsession_core.script import load_script
+    from agentsession_core.script.mix import load_mix
 
     try:
         params = resolve(args)
@@ -125,7 +125,7 @@ def _handle(args: argparse.Namespace) -> int:
         print(json.dumps(redact(params.model_dump(mode="json")), indent=2))
         return 0
     # A broken script is refused before anything exists (no run directory, no actor).
-    load_script(params.script)
+    load_mix(params.script)
     live = args.progress == "live" or (args.progress == "auto" and sys.stderr.isatty())
     _log_to_stderr(quiet=live)
     result = run_blocking(params, hold_seconds=args.hold, live=live)

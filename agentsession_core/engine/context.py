@@ -13,16 +13,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentsession_core.engine.failure_log import FailureLog
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.script_mix import ScriptPart, parts_of
 from agentsession_core.engine.worker_pools import PoolDraw
 from agentsession_core.log_limit import LogLimiter
 from agentsession_core.measure.health import DISPATCH_LAG_ROW
+from agentsession_core.script.mix import ScriptMix
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate
 
@@ -91,7 +93,7 @@ class RunContext:
 
     substrate: Substrate
     recorder: Recorder
-    script: Script
+    script: Script | ScriptMix  # one script, or the run's mix (docs/SPEC.md §1.6)
     params: RunParams
     atespace: str
     ledger: ActorLedger
@@ -125,15 +127,29 @@ class RunContext:
     first_session: int = 0
     # When the steady load starts (see steady_start); set by a shard of a sharded run.
     common_t0: Callable[[], Awaitable[int]] | None = None
+    # The script of each session id (engine/script_mix.py assign) in a mix; None: all run
+    # the one script. Ids past its end (a closed population grown by a level) repeat it.
+    labels: Sequence[int] | None = None
     dispatch_lag: Row = field(init=False)
     # Each actor name's worker pool (target.worker_pools; None: no pools, no selector).
     pools: PoolDraw | None = field(init=False)
+    mix: ScriptMix = field(init=False)
+    parts: tuple[ScriptPart, ...] = field(init=False)
 
     def __post_init__(self) -> None:
+        self.mix = self.script if isinstance(self.script, ScriptMix) else ScriptMix.of(self.script)
+        self.parts = parts_of(self.mix)
         # How late the loop wakes a sleeper past its intended time: the generator-health
         # signal that judges a window void (telemetry.GeneratorHealth).
         self.dispatch_lag = self.recorder.row(*DISPATCH_LAG_ROW)
         self.pools = PoolDraw.of(self.params.seed, self.params.target.worker_pools)
+
+    def part_of(self, sid: int) -> ScriptPart:
+        """The script session `sid` runs, with its rows."""
+        if self.labels is None or not self.labels:
+            return self.parts[0]
+        # By position in this engine's sessions (a carried-on part's ids start past 0).
+        return self.parts[self.labels[(sid - self.first_session) % len(self.labels)]]
 
     async def steady_start(self) -> int:
         """The intended start of the steady load (the fill is done): the next whole second,

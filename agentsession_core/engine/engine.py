@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from agentsession_core.engine.backoff import Backoff, transient
@@ -20,9 +20,11 @@ from agentsession_core.engine.populations.base import Population
 from agentsession_core.engine.populations.closed import ClosedPopulation
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
 from agentsession_core.engine.populations.turns import TurnsPopulation
+from agentsession_core.engine.script_mix import assign
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import Script
+from agentsession_core.script.mix import ScriptMix
 from agentsession_core.script.quantity import format_quantity
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate, Template
@@ -60,19 +62,30 @@ class Engine:
         self,
         params: RunParams,
         substrate: Substrate,
-        script: Script,
+        script: Script | ScriptMix,
         recorder: Recorder,
         *,
         atespace: str,
         ledger: ActorLedger | None = None,
+        labels: Sequence[int] | None = None,
     ) -> None:
+        """`script`: the run's one script or its mix; `labels`: each session's script in a
+        mix (default: engine/script_mix.py assign over the run's own sessions; a shard is
+        given its share of the run's)."""
         self.params = params
         self.substrate = substrate
-        self.script = script
+        self.mix = script if isinstance(script, ScriptMix) else ScriptMix.of(script)
+        self.script = self.mix.first
         self.recorder = recorder
         self._states_seen: set[str] = set()  # a state no session is in any more reads 0
         self.ledger = ledger if ledger is not None else ActorLedger(atespace)
-        self.ctx = RunContext(substrate, recorder, script, params, atespace, self.ledger)
+        if labels is None and self.mix.mixed:
+            pop = params.population
+            awake = pop.awake if pop.kind == "turnover" else 0
+            labels = assign(params.seed, pop.sessions, awake, self.mix.weights)
+        self.ctx = RunContext(
+            substrate, recorder, self.mix, params, atespace, self.ledger, labels=labels
+        )
         self.population = POPULATIONS[params.population.kind](self.ctx)
         self.phase = "created"
         self.template: Template | None = None
@@ -92,25 +105,31 @@ class Engine:
             )
         except SubstrateError as exc:
             raise _preflight_error(exc, f"{where}: GetTemplate {namespace}/{name}") from None
-        need = self.script.min_actor_memory
+        # Every actor is made from the one template: it must hold the mix's largest script.
+        largest = self.mix.largest_memory()
+        need = largest.min_actor_memory
         limit = template.memory_limit_bytes
         if limit is None:
             log.warning(
                 "template %s/%s has no memory limit; script %s needs %s",
                 namespace,
                 name,
-                self.script.name,
+                largest.name,
                 format_quantity(need),
             )
         elif limit < need:
             raise PreflightError(
                 f"template {namespace}/{name} memory limit {format_quantity(limit)} is below "
-                f"script {self.script.name}'s min_actor_memory {format_quantity(need)}; "
+                f"script {largest.name}'s min_actor_memory {format_quantity(need)}; "
                 f"use a template with at least {format_quantity(need)} (--template) "
                 "or a script that needs less"
             )
         caps = template.op_limits
-        if caps is not None and (refused := over_limits(self.script, caps)) is not None:
+        refused = None
+        for script in self.mix.scripts:
+            if caps is not None and refused is None:
+                refused = over_limits(script, caps)
+        if refused is not None:
             # Every attempt of that op would be refused INVALID_ARGUMENT (docs/SPEC.md §3.1).
             raise PreflightError(
                 f"{refused} (template {namespace}/{name}, {where}); "

@@ -51,6 +51,7 @@ from agentsession_core.engine.param_types import (
 from agentsession_core.engine.server_params import ServerParams
 from agentsession_core.engine.target_params import TargetParams, wire_of
 from agentsession_core.errors import UsageError
+from agentsession_core.script.mix import check_spec
 
 # The model and the vocabulary it is built from (param_types.py), importable from here.
 __all__ = [
@@ -289,10 +290,12 @@ class RunParams(Section):
         description="one seed for every random choice",
         json_schema_extra=form_position(4),
     )
-    script: str = Field(
+    script: Annotated[
+        Annotated[str, Field(max_length=MAX_TEXT)] | dict[str, int], BeforeValidator(check_spec)
+    ] = Field(
         "coding-session",
-        max_length=MAX_TEXT,
-        description="built-in script name or YAML path",
+        description="built-in script name or YAML path, or a weighted mix of them "
+        "({coding-session: 3, personal-assistant-light: 1})",
         json_schema_extra=form_position(5),
     )
     think_scale: Number = Field(

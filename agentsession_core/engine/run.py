@@ -48,7 +48,7 @@ from agentsession_core.measure.stats import ROUTER_KIND
 from agentsession_core.output.report_context import ThresholdRule
 from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
-from agentsession_core.script import Script, load_script
+from agentsession_core.script.mix import ScriptMix, load_mix
 from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
@@ -124,7 +124,7 @@ class Run:
         self.signal: signal.Signals | None = None
         self.engine: Engine | None = None
         self.recorder = Recorder()
-        self.script: Script | None = None
+        self.script: ScriptMix | None = None  # the run's scripts (one, or a mix)
         self.run_dir = RunDir.create(params.out, params.name, params.tag, self.started_unix)
         self.history = HistoryWriter(header=not self.run_dir.has_content("stats_history.csv"))
         # Per run: a second run of the same name in the same second (run_tag=<tag>.N) gets
@@ -167,7 +167,7 @@ class Run:
         return self
 
     async def _open(self) -> None:
-        self.script = await asyncio.to_thread(load_script, self.params.script)
+        self.script = await asyncio.to_thread(load_mix, self.params.script)
         await self._write_start_files()
         substrate = self.substrate
         if substrate is None:
@@ -207,7 +207,7 @@ class Run:
         metrics = MetricsServer(
             self.recorder,
             self.params.metrics_port,
-            user_class=self.script.name,
+            user_class="+".join(self.script.names),  # a mix: its scripts, one label
             routes=api.add_routes,
         )
         await metrics.start()

@@ -27,6 +27,7 @@ from agentsession_core.output.stats_files import (
     render_stats_jsonl,
 )
 from agentsession_core.script import encode
+from agentsession_core.script.mix import ScriptMix
 from agentsession_core.version import __version__
 
 if TYPE_CHECKING:
@@ -38,9 +39,22 @@ log = logging.getLogger("agentsession")
 def write_start_files(run: Run) -> None:
     assert run.script is not None
     run.run_dir.write_json("campaign.json", campaign_document(run))
-    run.run_dir.write_text("script.yaml", encode(run.script))
+    for name, text in script_files(run.script).items():
+        run.run_dir.write_text(name, text)
     run.run_dir.write_json("status.json", status_document(run, final=False))
     run.run_dir.reserve_manifest()  # the manifest still fits when the disk fills up
+
+
+def script_files(mix: ScriptMix) -> dict[str, str]:
+    """The scripts as the run ran them: script.yaml, or in a mix script-<name>.yaml each."""
+    if not mix.mixed:
+        return {"script.yaml": encode(mix.first)}
+    return {f"script-{script.name}.yaml": encode(script) for script in mix.scripts}
+
+
+def script_of(mix: ScriptMix) -> str | dict[str, int]:
+    """campaign.json's `script`: the script's name, or in a mix {name: weight}."""
+    return mix.weight_of() if mix.mixed else mix.first.name
 
 
 def campaign_document(run: Run) -> dict[str, Any]:
@@ -53,7 +67,7 @@ def campaign_document(run: Run) -> dict[str, Any]:
         "params": redact(params),
         "params_model": type(run.params).__name__,
         "atespace": run.atespace,
-        "script": run.script.name if run.script else run.params.script,
+        "script": script_of(run.script) if run.script else run.params.script,
         "started_unix": run.started_unix,
         "versions": {
             "agentsession": __version__,

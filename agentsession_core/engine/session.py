@@ -60,6 +60,7 @@ class Session(Recovery):
         "generation",
         "id",
         "needs_hibernate",
+        "part",
         "ready_ns",
         "state",
         "wake_given_up",
@@ -71,6 +72,7 @@ class Session(Recovery):
         self.generation = 0
         self.actor = f"{ctx.actor_prefix}-{sid}"
         self.cursor = 0
+        self.part = ctx.part_of(sid)  # its script, for its whole life (replacements too)
         self.failures_in_a_row = 0
         self.awake = False
         self.created = False
@@ -122,7 +124,7 @@ class Session(Recovery):
 
     # ---------------------------------------------------------------- the think gap
     def next_step(self) -> Step:
-        return self.ctx.script.steps[self.cursor]
+        return self.part.script.steps[self.cursor]
 
     def think_ns(self, step: Step) -> int:
         scale = self.ctx.params.think_scale
@@ -293,6 +295,8 @@ class Session(Recovery):
         rows = []
         if time_to_wake:
             rows.append((self.row(*TIME_TO_WAKE_ROW), intended_ns))
+            if self.part.time_to_wake is not None:  # a mix: the script's own row beside it
+                rows.append((self.row(*self.part.time_to_wake), intended_ns))
             if self.ctx.pools is not None:  # beside it, per pool, so a slow pool shows
                 rows.append((self.row(*self.ctx.pools.wake_row(self.actor)), intended_ns))
         population = self.ctx.params.population
@@ -340,11 +344,12 @@ class Session(Recovery):
         self.state = "idle"
 
     async def run_step(self, intended_ns: int) -> None:
-        """The ops of the step under the cursor, booked together as Step_<name>; the first
-        failing op ends the step. The cursor advances only when the step succeeds."""
+        """The ops of the step under the cursor, booked together as Step_<name> (in a mix
+        Step_<name>/<script>); the first failing op ends the step. The cursor advances only
+        when the step succeeds."""
         ctx = self.ctx
         step = self.next_step()
-        row = self.row(ROUTER_KIND, f"Step_{step.name}")
+        row = self.row(ROUTER_KIND, self.part.step_rows[self.cursor])
         reset_server_time()  # the step's server time is the sum over its ops
         sent = now_ns()
         nbytes = 0
@@ -374,7 +379,7 @@ class Session(Recovery):
                 raise
         row.ok(intended_ns, sent, now_ns(), nbytes, server_time_us())
         self.state = "idle"
-        self.cursor = (self.cursor + 1) % len(ctx.script.steps)
+        self.cursor = (self.cursor + 1) % len(self.part.script.steps)
         self.failures_in_a_row = 0
         ctx.refused_in_a_row = 0
 

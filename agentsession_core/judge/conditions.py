@@ -9,9 +9,10 @@ for an older run they are read from its campaign.json parameters.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-# Whatever the population kind.
+# Whatever the population kind. `script` is the one script or the whole mix, weights and all.
 COMMON = (
     "script",
     "think_scale",
@@ -51,12 +52,22 @@ def wire(params: dict[str, Any]) -> str:
     return "ate" if str(target.get("substrate") or "").startswith("grpc") else "json"
 
 
+def script_mix(value: Any) -> Any:
+    """`script` as conditions compare it: a mix's weights in lowest terms ({a: 6, b: 2} and
+    {a: 3, b: 1} share out sessions alike: engine/script_mix.py), its entries sorted."""
+    if not isinstance(value, dict) or not all(isinstance(w, int) for w in value.values()):
+        return value
+    common = math.gcd(*value.values()) or 1
+    return {entry: value[entry] // common for entry in sorted(value)}
+
+
 def conditions(params: dict[str, Any]) -> dict[str, Any]:
     """The comparable parameters of a run, from its parameters as campaign.json holds them."""
     kind = str(_get(params, "population.kind") or "")
     out: dict[str, Any] = {}
     for path in (*COMMON, *BY_KIND.get(kind, ())):
         out[path] = wire(params) if path == "wire" else _get(params, path)
+    out["script"] = script_mix(out["script"])
     return out
 
 

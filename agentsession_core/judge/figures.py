@@ -5,7 +5,8 @@ Schema 2 carries each headline figure with its uncertainty under a top-level ``f
 schema 1 (the runs written before it) has only ``headline`` (``{"TimeToWake": {"p50": …},
 "requests": {"failure_ratio": …, "achieved_rps": …}}``), read as values without an interval.
 The headline metrics are TimeToWake, WakeFirstTouch and Step_* (whichever the run has) at
-p50, p90, p99 and p99_9, plus requests.failure_ratio and requests.achieved_rps.
+p50, p90, p99 and p99_9, plus requests.failure_ratio and requests.achieved_rps; a mix of
+scripts adds each script's TimeToWake/<script> and Step_*/<script> at the same percentiles.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from agentsession_core.judge.uncertainty import COMPARED_LATENCIES
 from agentsession_core.judge.verdict import HEADLINE_ROWS
+from agentsession_core.measure.stats import row_script
 
 LATENCY_SECTIONS = tuple(HEADLINE_ROWS)
 LATENCY_FIGURES = COMPARED_LATENCIES  # the gate compares these (judge/uncertainty.py)
@@ -45,7 +47,9 @@ def headline_metrics() -> list[str]:
 
 
 def is_latency(metric: str) -> bool:
-    return metric.split(".", 1)[0] in LATENCY_SECTIONS
+    """A latency figure: of a headline section, or of a mix's per-script one
+    (`TimeToWake/coding-session.p99`)."""
+    return row_script(metric.split(".", 1)[0])[0] in LATENCY_SECTIONS
 
 
 def unit_of(metric: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from agentsession_core.judge.verdict import HEADLINE_ROWS, achieved, select
+from agentsession_core.judge.verdict import HEADLINE_ROWS, achieved, headline_rows, select
 from agentsession_core.measure.histogram import NUM_BUCKETS, LogHistogram
 from agentsession_core.measure.recorder import Recorder
 
@@ -80,7 +80,9 @@ class HoldSeconds:
     @classmethod
     def of_records(cls, records: list[dict]) -> HoldSeconds:
         """From hold_seconds.jsonl's lines (or the recorder's, the same shape)."""
-        names = [s for s in HEADLINE_ROWS if any(s in r["sections"] for r in records)]
+        seen = {s for r in records for s in r["sections"]}
+        # The fixed sections first, then a mix's per-script ones (judge/verdict.py headline).
+        names = [s for s in HEADLINE_ROWS if s in seen] + sorted(seen - set(HEADLINE_ROWS))
         empty = {"zero": 0, "slots": [], "counts": [], "count": 0}
         sections = {}
         for name in names:
@@ -109,26 +111,32 @@ def second_records(recorder: Recorder, spans: list[tuple[int, int, int]]) -> lis
     """One record per whole second of each (window index, start_ns, end_ns) span, cut exactly
     as the windows were (Recorder.window)."""
     out: list[dict] = []
-    for index, start_ns, end_ns in spans:
-        first, last = recorder.second_of(start_ns), recorder.second_of(end_ns)
-        for second in range(first, last):
-            window = recorder.window_seconds(second, second + 1)
-            sections = {}
-            for name, pattern in HEADLINE_ROWS.items():
-                stats = select(window, pattern)
-                if stats.count:
-                    sections[name] = {**stats.response.to_dict(), "failures": stats.failures}
-            everything = select(window, None)
-            out.append(
-                {
-                    "t": second,
-                    "window": index,
-                    "sections": sections,
-                    "requests": everything.count,
-                    "request_failures": everything.failures,
-                    "achieved": achieved(window)[1],
-                }
-            )
+    seconds = [
+        (index, second)
+        for index, start_ns, end_ns in spans
+        for second in range(recorder.second_of(start_ns), recorder.second_of(end_ns))
+    ]
+    # Every second has the run's sections (a mix's per-script ones from all its seconds), so
+    # a second in which a script booked nothing is an empty second of its section.
+    rows = headline_rows(key for _, second in seconds for key in recorder.intervals.get(second, {}))
+    for index, second in seconds:
+        window = recorder.window_seconds(second, second + 1)
+        sections = {}
+        for name, pattern in rows.items():
+            stats = select(window, pattern)
+            if stats.count:
+                sections[name] = {**stats.response.to_dict(), "failures": stats.failures}
+        everything = select(window, None)
+        out.append(
+            {
+                "t": second,
+                "window": index,
+                "sections": sections,
+                "requests": everything.count,
+                "request_failures": everything.failures,
+                "achieved": achieved(window)[1],
+            }
+        )
     return out
 
 

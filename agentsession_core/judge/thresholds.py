@@ -7,7 +7,9 @@ Grammar (whitespace is free)::
                  stats.jsonl metric name KIND_NAME ("TimeToWake" or "rps_TimeToWake",
                  "WakeFirstTouch", "Step_*" or "http_Step_*", "ResumeActor", "grpc_*");
                  a breakdown row by its label too ("TimeToWake:pool=slow",
-                 "TimeToWake:pool=*"), never by a pattern without one
+                 "TimeToWake:pool=*"), never by a pattern without one;
+                 in a mix of scripts one script's rows end in "/SCRIPT":
+                 "TimeToWake/coding-session", "Step_*/personal-assistant", "*/smoke"
     STAT      := p50 | p66 | p75 | p80 | p90 | p95 | p98 | p99 | p99_9 | p(99) | p(99.9)
                  | max | mean | avg | failure_ratio | failures | count | rps
                  | events | events_per_s | achieved_rps
@@ -25,6 +27,7 @@ Examples::
     achieved_rps >= 0.95 * target
     ResidentShortfall: events_per_s <= 0.02 * awake
     TimeToWake: failure_ratio < 0.5 (min 20, abort)
+    TimeToWake/personal-assistant-light: p99 < 3s
 
 Several rows matching ROWS are merged (their histograms added) before the stat is taken.
 Without ROWS a row stat covers every request row of the window; ``achieved_rps`` is
@@ -86,7 +89,7 @@ _PERCENTILE_CALL = re.compile(r"^p\(\s*([0-9]+(?:\.[0-9]+)?)\s*\)$")
 
 _LINE = re.compile(
     r"""^\s*
-    (?:(?P<rows>[A-Za-z0-9_*?\[\]!.\-]+
+    (?:(?P<rows>[A-Za-z0-9_*?\[\]!./\-]+
         (?::[A-Za-z0-9_*?\[\]!.\-]+=[A-Za-z0-9_*?\[\]!.\-]+)?)\s*:\s*)?
     (?P<stat>[A-Za-z_][A-Za-z0-9_]*(?:\(\s*[0-9.]+\s*\))?)\s*
     (?P<op><=|>=|<|>|==|!=|=)\s*

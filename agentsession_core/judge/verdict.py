@@ -28,11 +28,15 @@ on the window's ServerWindow (measure/server_metrics.py) instead of its requests
 without server figures, or without that figure, leaves the rule not judged and says why.
 
 The headline of a window: TimeToWake, WakeFirstTouch and the Step_* rows merged (latency
-percentiles in ms, from the intended time), plus the request totals and failure ratio.
+percentiles in ms, from the intended time), plus the request totals and failure ratio. A mix
+of scripts (docs/SPEC.md §1.6) adds each script's own sections, `TimeToWake/<script>` and
+`Step_*/<script>` (its rows, named as docs/SPEC.md §5.1 says), so the gate's figures and a
+baseline comparison are per script too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -50,11 +54,14 @@ from agentsession_core.measure.stats import (
     BREAKDOWN_MARK,
     INTENDED_ROWS,
     ROUTER_KIND,
+    SCRIPT_SEPARATOR,
     TIME_TO_WAKE_ROW,
     RowKey,
     RowStats,
     Window,
     is_breakdown,
+    row_script,
+    script_row,
 )
 
 Outcome = Literal["pass", "break", "void", "aborted"]
@@ -127,9 +134,10 @@ class WindowVerdict:
 # --------------------------------------------------------------------------- measuring
 def matches(key: RowKey, pattern: str) -> bool:
     """Whether the row's name, or its metric name `<kind>_<name>`, matches `pattern`. A
-    breakdown row (`TimeToWake:pool=fast`) only matches a pattern that names a label too,
-    so `rps_*` does not count its requests twice (stats.py)."""
-    if is_breakdown(key) and BREAKDOWN_MARK not in pattern:
+    breakdown row (a pool's `TimeToWake:pool=fast`, a mix's `TimeToWake/coding-session`)
+    only matches a pattern that names a label or a script too, so `rps_*` does not count its
+    requests twice (stats.py)."""
+    if is_breakdown(key) and BREAKDOWN_MARK not in pattern and SCRIPT_SEPARATOR not in pattern:
         return False
     kind, name = key
     return fnmatchcase(name, pattern) or fnmatchcase(f"{kind}_{name}", pattern)
@@ -257,10 +265,38 @@ def _latencies(stats: RowStats) -> dict[str, float]:
     return out
 
 
+def mix_scripts(keys: Iterable[RowKey]) -> list[str]:
+    """The scripts of a mix whose rows are among `keys` (none in a run of one script)."""
+    found = set()
+    for key in keys:
+        kind, name = key
+        base, script = row_script(name)
+        if script is not None and (
+            (kind == ROUTER_KIND and base.startswith("Step_")) or is_breakdown(key)
+        ):
+            found.add(script)
+    return sorted(found)
+
+
+def script_sections(scripts: Iterable[str]) -> dict[str, str]:
+    """Each script's headline sections: name -> row pattern (the name is the pattern)."""
+    out = {}
+    for script in scripts:
+        for base in ("TimeToWake", "Step_*"):
+            out[script_row(base, script)] = script_row(base, script)
+    return out
+
+
+def headline_rows(keys: Iterable[RowKey]) -> dict[str, str]:
+    """The headline sections of a window with rows `keys`: HEADLINE_ROWS, then each
+    script's in a mix."""
+    return {**HEADLINE_ROWS, **script_sections(mix_scripts(keys))}
+
+
 def headline(window: Window) -> dict[str, dict[str, float]]:
     """The window's headline metrics (sections present only when their rows saw requests)."""
     out: dict[str, dict[str, float]] = {}
-    for section, pattern in HEADLINE_ROWS.items():
+    for section, pattern in headline_rows(window.rows).items():
         stats = select(window, pattern)
         if stats.count:
             out[section] = _latencies(stats)
@@ -320,8 +356,11 @@ __all__ = [
     "achieved",
     "evaluate",
     "headline",
+    "headline_rows",
     "intended_rate",
     "judge_window",
     "matches",
+    "mix_scripts",
+    "script_sections",
     "select",
 ]

@@ -40,7 +40,8 @@ VOID_FRACTION = 0.01
 
 
 def is_request_row(key: RowKey) -> bool:
-    """A row of requests: not the generator's health, not the load's own shape."""
+    """A row of requests (breakdowns too): not the generator's health, not the load's own
+    shape. The rows the CSVs and stats.jsonl list."""
     return key[0] != HEALTH_KIND and key[0] not in LOAD_KINDS
 
 

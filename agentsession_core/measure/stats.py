@@ -10,6 +10,7 @@ histograms by adding bucket counts, so any window is exact and percentiles are n
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -63,8 +64,40 @@ def breakdown(key: RowKey, label: str, value: str) -> RowKey:
     return (kind, f"{name}{BREAKDOWN_MARK}{label}={value}")
 
 
+# A run of several scripts (docs/SPEC.md §1.6, §5.1) names a script's own rows with the
+# script's name after a slash: `Step_01_read_task/coding-session`, `TimeToWake/coding-session`
+# beside the overall TimeToWake. So `Step_*` still merges every step once, `TimeToWake` is
+# still the overall row, and a rule selects one script with `Step_*/NAME`, `TimeToWake/NAME`
+# or `*/NAME`. The slash cannot be in a script name, and the threshold language's `:` ends
+# a row pattern, so neither can be the separator's other choice. A run of one script keeps
+# its names unchanged.
+SCRIPT_SEPARATOR = "/"
+SCRIPT_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")  # script/validate.py's NAME_PATTERN
+
+
+def script_row(name: str, script: str) -> str:
+    """`name` as the row of one script of a mix."""
+    return f"{name}{SCRIPT_SEPARATOR}{script}"
+
+
+def row_script(name: str) -> tuple[str, str | None]:
+    """(the row name without its script, the script) of a mix's row; (name, None) for any
+    other row."""
+    base, separator, script = name.rpartition(SCRIPT_SEPARATOR)
+    if separator and base and SCRIPT_NAME.fullmatch(script):
+        return base, script
+    return name, None
+
+
 def is_breakdown(key: RowKey) -> bool:
-    return BREAKDOWN_MARK in key[1]
+    """A row of requests another row counts too: a pool's (`TimeToWake:pool=fast`) or, in a
+    mix, a script's TimeToWake (`TimeToWake/coding-session`, the overall row's samples again).
+    Listed in the CSVs and stats.jsonl, never added into a total (Aggregated, all requests),
+    and selected only by a pattern that names its label or script (judge/verdict.py)."""
+    kind, name = key
+    if BREAKDOWN_MARK in name:
+        return True
+    return (kind, row_script(name)[0]) == TIME_TO_WAKE_ROW and name != TIME_TO_WAKE_ROW[1]
 
 
 # stats.jsonl carries p50 … p99_9 of the headline latency (docs/SPEC.md §7) and a shorter set
@@ -249,6 +282,7 @@ __all__ = [
     "QUEUE_WAIT_ROW",
     "RESIDENT_SHORTFALL_ROW",
     "ROUTER_KIND",
+    "SCRIPT_SEPARATOR",
     "STEPS_DUE_ROW",
     "TIME_TO_WAKE_ROW",
     "Interval",
@@ -257,4 +291,6 @@ __all__ = [
     "Window",
     "breakdown",
     "is_breakdown",
+    "row_script",
+    "script_row",
 ]

@@ -84,6 +84,13 @@ FILES = {
 }
 
 
+MIX_SCRIPT = "one script of the mix (docs/SPEC.md §1.6)"
+
+
+def _is_mix_script(name: str) -> bool:
+    return name.startswith("script-") and name.endswith(".yaml")
+
+
 def artifacts(data: RunData, out_dir: Path | None) -> str:
     """Links to the run's files, relative to where the report is written; an s3 run's files
     are named, not linked (a link would leave the page)."""
@@ -92,7 +99,8 @@ def artifacts(data: RunData, out_dir: Path | None) -> str:
         names.add("report.html")
     items = []
     for name in sorted(names):
-        about = f' <span class="dim">{esc(FILES[name])}</span>' if name in FILES else ""
+        said = FILES.get(name) or (MIX_SCRIPT if _is_mix_script(name) else None)
+        about = f' <span class="dim">{esc(said)}</span>' if said else ""
         if data.local_dir is not None and out_dir is not None:
             href = Path(os.path.relpath(data.local_dir / name, out_dir)).as_posix()
             items.append(f'<li><a href="{esc(href)}">{esc(name)}</a>{about}</li>')

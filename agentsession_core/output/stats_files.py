@@ -125,6 +125,8 @@ def _csv_text(header: list[str] | None, rows: Iterable[list[Any]]) -> str:
 
 
 def _request_rows(window: Window) -> list[tuple[RowKey, RowStats]]:
+    """The rows the CSVs list (per-script TimeToWake too); Aggregated adds up only the
+    request rows."""
     return [(key, window.rows[key]) for key in sorted(window.rows) if is_request_row(key)]
 
 

@@ -45,6 +45,11 @@ def validate(
         line = lines.get((index, None))
         if not step.name.strip():
             raise ScriptError(source, where, "name is not set", line=line)
+        if "/" in step.name:
+            # A mix's rows put the script's name after a slash (docs/SPEC.md §5.1).
+            raise ScriptError(
+                source, where, f"name {quote(step.name)} has a '/', which rows reserve", line=line
+            )
         if not step.agent.strip():
             raise ScriptError(source, where, "agent is not set", line=line)
         if step.name in first_use:

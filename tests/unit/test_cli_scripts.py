@@ -32,6 +32,7 @@ def test_list(capsys):
     lines = out.splitlines()
     assert [line.split()[0] for line in lines] == [
         "coding-session",
+        "personal-assistant",
         "personal-assistant-light",
         "smoke",
     ]
@@ -107,7 +108,7 @@ def test_show_unknown_name(capsys):
     assert code == 1 and out == ""
     assert err == (
         "agentsession: nope: file: no such file, and not a built-in script "
-        "(built-ins: coding-session, personal-assistant-light, smoke)\n"
+        "(built-ins: coding-session, personal-assistant, personal-assistant-light, smoke)\n"
     )
 
 

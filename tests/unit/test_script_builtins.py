@@ -7,6 +7,7 @@ import pytest
 
 from agentsession_core.script import (
     OP_ARGS,
+    Script,
     budget,
     builtin_dir,
     builtin_names,
@@ -14,7 +15,11 @@ from agentsession_core.script import (
     encode,
     load_script,
 )
+from agentsession_core.script.builtin_table import builtin_table
 from agentsession_core.script.quantity import format_duration, format_quantity, parse_duration
+from agentsession_core.substrate.op_limits import OpLimits, over_limits
+
+MiB = 2**20
 
 # docs/SPEC.md §1.5's table, copied verbatim: the built-in must match it exactly.
 CODING_SESSION_TABLE = """
@@ -51,10 +56,17 @@ def op_text(op) -> str:
 
 
 def test_the_built_ins():
-    assert builtin_names() == ["coding-session", "personal-assistant-light", "smoke"]
+    assert builtin_names() == [
+        "coding-session",
+        "personal-assistant",
+        "personal-assistant-light",
+        "smoke",
+    ]
 
 
-@pytest.mark.parametrize("name", ["coding-session", "personal-assistant-light", "smoke"])
+@pytest.mark.parametrize(
+    "name", ["coding-session", "personal-assistant", "personal-assistant-light", "smoke"]
+)
 def test_built_in_name_is_the_file_stem(name):
     assert load_script(name).name == name
     assert (builtin_dir() / f"{name}.yaml").is_file()
@@ -114,7 +126,49 @@ def test_personal_assistant_light_shape():
         assert f"| {think} " in rows[0], (step.name, think)
 
 
-@pytest.mark.parametrize("name", ["coding-session", "personal-assistant-light", "smoke"])
+def heap_through_the_lap(script: Script) -> list[int]:
+    """The declared RAM after each step: Σ over keys of the largest fill_ram so far."""
+    held: dict[str, int] = {}
+    out = []
+    for step in script.steps:
+        for op in step.ops:
+            if op.kind == "fill_ram" and op.key and op.size:
+                held[op.key] = max(held.get(op.key, 0), op.size)
+        out.append(sum(held.values()))
+    return out
+
+
+def test_personal_assistant_is_the_published_day():
+    """Upstream's published description (a simulated day): ~61 wakes, heap 640 -> ~960 MiB,
+    ~150 MiB written, ~65 CPU-seconds, 50-110 KiB contexts shipped out, heartbeats and crons,
+    about 30 user messages in 7 clusters; and the local substrate's default template and caps
+    take it."""
+    script = load_script("personal-assistant")
+    ops = [op for step in script.steps for op in step.ops]
+    assert len(script.steps) == 61  # one wake a step
+    assert script.think_ns_per_lap == 24 * 3600 * 10**9  # a day
+    heap = heap_through_the_lap(script)
+    assert heap[0] == 640 * MiB and heap[-1] == 960 * MiB
+    assert heap == sorted(heap) and len(set(heap)) >= 5  # it grows through the day, in steps
+    written = sum(op.size or 0 for op in ops if op.kind in ("ingest", "write_disk"))
+    assert 140 * MiB <= written <= 160 * MiB
+    cpu_ms = sum((op.millis or 0) * (op.parallel or 1) for op in ops if op.kind == "burn_cpu")
+    assert 60_000 <= cpu_ms <= 70_000
+    shipped = {op.key for op in ops if op.kind == "read_disk_data"}
+    contexts = [op.size for op in ops if op.key in shipped and op.kind == "write_disk"]
+    assert len(contexts) == 30 and min(contexts) == 50 * 2**10 and max(contexts) == 110 * 2**10
+    names = [step.name for step in script.steps]
+    assert sum("_cron" in n for n in names) == 24 and sum("_heartbeat" in n for n in names) == 7
+    messages = [n for n in names if "_message_" in n]
+    assert len(messages) == 30 and len({n.split("_")[-1].split("m")[0] for n in messages}) == 7
+    # The local substrate's default template (1Gi) and caps (256Mi an op) take it.
+    assert budget(script).total_bytes <= script.min_actor_memory <= 2**30
+    assert over_limits(script, OpLimits(256 * MiB, 60_000, 16)) is None
+
+
+@pytest.mark.parametrize(
+    "name", ["coding-session", "personal-assistant", "personal-assistant-light", "smoke"]
+)
 def test_built_ins_round_trip_and_encode_is_stable(name):
     script = load_script(name)
     text = encode(script)
@@ -144,3 +198,11 @@ def test_encode_quotes_what_yaml_would_misread():
     text = encode(script)
     assert 'agent: "yes"' in text
     assert decode(text, "again") == script
+
+
+def test_the_guide_s_table_is_the_registry_s():
+    """docs/guide/scripts.md shows builtin_table()'s output between its markers: regenerate
+    it there when a built-in changes."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "scripts.md").read_text()
+    shown = guide.split("<!-- builtin-table:begin -->")[1].split("<!-- builtin-table:end -->")[0]
+    assert shown.strip() == builtin_table().strip()

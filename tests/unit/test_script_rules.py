@@ -510,7 +510,7 @@ def test_unknown_name_lists_the_built_ins():
         load_script("no-such-script")
     assert str(caught.value) == (
         "no-such-script: file: no such file, and not a built-in script (built-ins: "
-        "coding-session, personal-assistant-light, smoke)"
+        "coding-session, personal-assistant, personal-assistant-light, smoke)"
     )
 
 

@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-BUILT_INS = ["coding-session", "personal-assistant-light", "smoke"]
+BUILT_INS = ["coding-session", "personal-assistant", "personal-assistant-light", "smoke"]
 
 
 def test_wheel_ships_and_finds_the_built_in_scripts(tmp_path):

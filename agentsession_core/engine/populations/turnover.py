@@ -43,6 +43,14 @@ substrate that lost its state one failed wake at a time. The check runs again 1 
 later (CHECK_AFTER_S): a session inside a step, or moving, during one pass is judged by the
 next, once its step has ended on the actor the restart lost.
 
+A mix of scripts (docs/SPEC.md §1.6) keeps each script's share of the resident set: its quota
+is how many of the first `awake` sessions run it (engine/script_mix.py assign: exact shares),
+the fill and the owed wakes fill each script up to its quota, a park above quota parks that
+script's longest-idle resident, and each swap parks and wakes within one script, the scripts
+dealt their swaps by quota (script_mix.Dealer: exact over every `awake` swaps). A script
+whose quota is 0 is never woken after registration. With one script all of this is the plain
+rule above.
+
 Fill: `awake` sessions are woken, fill_concurrency at a time; a failed fill wake is retried
 (with the next parked session, after a short backoff) until the set is full or the fill
 deadline passes. A fill that ends short says so in one line, which the run carries
@@ -61,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.populations.base import Population, failure_line
 from agentsession_core.engine.populations.turnover_window import level_rows
+from agentsession_core.engine.script_mix import Dealer
 from agentsession_core.engine.session import Session, StepFailed, Stopped
 from agentsession_core.measure.stats import BACKLOG_ROW, RESIDENT_SHORTFALL_ROW
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
@@ -114,6 +123,11 @@ class TurnoverPopulation(Population):
         self._checking = False  # a check of the residents after an outage is under way
         # The last park failed: swaps park first and wake after (_swap_in_turn) until one parks.
         self._parks_failing = False
+        # Residents wanted per script (module docstring), and who gets the next swap.
+        self.mixed = ctx.mix.mixed
+        self.quota = self._quota(self.awake)
+        self._dealer = Dealer(self.quota)
+        self._fill_claimed: list[int] = []
         self._shortfall = ctx.recorder.row(*RESIDENT_SHORTFALL_ROW)
         self._backlog = ctx.recorder.row(*BACKLOG_ROW)
         ctx.registers = True
@@ -123,6 +137,47 @@ class TurnoverPopulation(Population):
     def claimed(self) -> int:
         """Slots held or being woken into: what the conductor fills up to `awake`."""
         return len(self.idle) + len(self.waking)
+
+    def claimed_by_script(self) -> list[int]:
+        """`claimed`, per script (an O(awake) count: a mix only)."""
+        if not self.mixed:
+            return [self.claimed]
+        out = [0] * len(self.quota)
+        for session in (*self.idle, *self.waking):
+            out[session.part.index] += 1
+        return out
+
+    def _find(self, queue: deque[Session], part: int) -> int | None:
+        """Where the first session of script `part` is in `queue` (None: there is none)."""
+        if not self.mixed:
+            return 0 if queue else None
+        for i, session in enumerate(queue):
+            if session.part.index == part:
+                return i
+        return None
+
+    @staticmethod
+    def _pop(queue: deque[Session], at: int) -> Session:
+        if at == 0:
+            return queue.popleft()
+        session = queue[at]
+        del queue[at]
+        return session
+
+    def _take(self, queue: deque[Session], part: int) -> Session | None:
+        at = self._find(queue, part)
+        return None if at is None else self._pop(queue, at)
+
+    def _fill_pick(self) -> Session | None:
+        """The longest-parked session whose script is below its quota."""
+        if not self.mixed:
+            return self.parked.popleft()
+        for i, session in enumerate(self.parked):
+            part = session.part.index
+            if self._fill_claimed[part] < self.quota[part]:
+                self._fill_claimed[part] += 1
+                return self._pop(self.parked, i)
+        return None
 
     @property
     def residents(self) -> int:
@@ -141,8 +196,11 @@ class TurnoverPopulation(Population):
         params = self.ctx.params.population
         self._filling = True
         if params.lifecycle_mode == "none":
+            self._fill_claimed = self.claimed_by_script()
             while self.parked and len(self.idle) < self.awake:
-                self.idle.append(self.parked.popleft())
+                if (session := self._fill_pick()) is None:
+                    break
+                self.idle.append(session)
         else:
             await self._fill(params.fill_deadline(), params.fill_concurrency)
         if self.ctx.stopping.is_set():
@@ -157,16 +215,18 @@ class TurnoverPopulation(Population):
         deadline = now_ns() + int(deadline_s * NS_PER_S)
         gate = asyncio.Semaphore(concurrency)
         changed = asyncio.Event()
+        self._fill_claimed = self.claimed_by_script()
         while not self.ctx.stopping.is_set() and len(self.idle) < self.awake:
             left = (deadline - now_ns()) / NS_PER_S
             if left <= 0 or (not self.parked and not self.waking):
                 break
             if self.claimed < self.awake and self.parked and not gate.locked():
-                await gate.acquire()
-                session = self.parked.popleft()
-                self.waking.add(session)
-                self.spawn(self._fill_wake(session, gate, changed), f"fill-{session.id}")
-                continue
+                session = self._fill_pick()
+                if session is not None:
+                    await gate.acquire()
+                    self.waking.add(session)
+                    self.spawn(self._fill_wake(session, gate, changed), f"fill-{session.id}")
+                    continue
             changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), min(left, 1.0))
@@ -201,6 +261,8 @@ class TurnoverPopulation(Population):
             finally:
                 self.waking.discard(session)
                 (self.idle if session.awake else self.parked).append(session)
+                if self.mixed and not session.awake:  # its script's slot is free again
+                    self._fill_claimed[session.part.index] -= 1
                 changed.set()
             if not session.awake:  # back off before this slot tries the next session
                 await asyncio.sleep(FILL_RETRY_BACKOFF_S)
@@ -237,12 +299,21 @@ class TurnoverPopulation(Population):
         self._shortfall.event(intended_ns, shortfall)
         if self.ctx.params.population.lifecycle_mode == "none":
             return  # nothing parks or wakes: the gauge of a density run only
-        gap = self.awake - self.claimed
-        while gap < 0 and self.idle:
-            gap += 1
-            self._start_park(self.idle.popleft(), intended_ns)
-        for _ in range(min(gap, self.catch_up(), len(self.parked))):
-            self._start_wake(self.parked.popleft(), intended_ns)
+        # Per script in a mix (module docstring); with one script, its one quota is `awake`.
+        quota = self.quota if self.mixed else [self.awake]
+        claimed = self.claimed_by_script()
+        for part, wanted in enumerate(quota):
+            for _ in range(claimed[part] - wanted):
+                if (resident := self._take(self.idle, part)) is None:
+                    break
+                self._start_park(resident, intended_ns)
+        owed_budget = self.catch_up()
+        for part, wanted in enumerate(quota):
+            for _ in range(min(wanted - claimed[part], owed_budget)):
+                if (session := self._take(self.parked, part)) is None:
+                    break
+                owed_budget -= 1
+                self._start_wake(session, intended_ns)
         if swaps > 1 and self.ctx.params.population.swap_pacing == "even":
             self.spawn(self._paced_swaps(intended_ns, swaps), "turnover-pacer")
             return
@@ -260,16 +331,20 @@ class TurnoverPopulation(Population):
             self._swap(due)
 
     def _swap(self, intended_ns: int) -> None:
-        """One swap: park the longest-idle resident and wake the longest-parked session."""
-        if not self.idle or not self.parked:
+        """One swap: park the longest-idle resident and wake the longest-parked session, of
+        the script the dealer deals next in a mix."""
+        part = self._dealer.next()
+        out, into = self._find(self.idle, part), self._find(self.parked, part)
+        if out is None or into is None:
             self._backlog.event(intended_ns)
             return
+        resident, session = self._pop(self.idle, out), self._pop(self.parked, into)
         self.swaps_started += 1
         if self._parks_failing:
-            self._start_swap_in_turn(self.idle.popleft(), self.parked.popleft(), intended_ns)
+            self._start_swap_in_turn(resident, session, intended_ns)
             return
-        self._start_park(self.idle.popleft(), intended_ns)
-        self._start_wake(self.parked.popleft(), intended_ns)
+        self._start_park(resident, intended_ns)
+        self._start_wake(session, intended_ns)
 
     def _start_park(self, session: Session, intended_ns: int) -> None:
         self.spawn(self._park(session, intended_ns), f"park-{session.id}")
@@ -422,10 +497,20 @@ class TurnoverPopulation(Population):
         if self.turnover_start_ns is not None:
             self.segments.append((now_ns(), multiplier))
 
+    def _quota(self, awake: int) -> list[int]:
+        """Residents wanted per script: the scripts of the first `awake` sessions (their
+        assignment makes these shares exact, engine/script_mix.py)."""
+        quota = [0] * len(self.ctx.parts)
+        for i in range(awake):
+            quota[self.ctx.part_of(self.ctx.first_session + i).index] += 1
+        return quota
+
     def set_awake(self, count: int) -> None:
         """Resize the resident set (a density search's level, docs/SPEC.md §6.7): a larger
         one is woken into at once, a smaller one parks its excess at the next tick."""
         self.awake = max(0, count)
+        if self.mixed:
+            self.quota = self._quota(self.awake)
         if self.turnover_start_ns is None or self.ctx.params.population.lifecycle_mode == "none":
             return
         intended = now_ns()

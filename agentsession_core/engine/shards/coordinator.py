@@ -59,7 +59,7 @@ from agentsession_core.engine.target import client_for, local_endpoints, local_s
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError, UsageError
 from agentsession_core.measure.recorder import Recorder
-from agentsession_core.script import encode, load_script
+from agentsession_core.script.mix import load_mix
 from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
@@ -150,7 +150,7 @@ class ShardedRun(Run):
 
     # ------------------------------------------------------------ enter / leave
     async def _open(self) -> None:
-        self.script = await asyncio.to_thread(load_script, self.params.script)
+        self.script = await asyncio.to_thread(load_mix, self.params.script)
         await self._write_start_files()
         target, generator = self.params.target, self.params.generator
         url, router = target.substrate, target.router
@@ -190,8 +190,8 @@ class ShardedRun(Run):
         )
         self.futures = [f for f, _ in started]
         self.actors = [a for _, a in started]
-        text = encode(self.script)
-        opened = (a.open(p, text) for a, p in zip(self.actors, plans, strict=True))
+        texts = self.script.encode()
+        opened = (a.open(p, texts) for a, p in zip(self.actors, plans, strict=True))
         self.shard_info = list(await asyncio.gather(*opened))
         if self.params.metrics_port is not None:
             await self._serve_metrics()
@@ -560,8 +560,8 @@ class ShardedRun(Run):
         self.futures.extend(f for f, _ in started)
         self.actors.extend(a for _, a in started)
         assert self.script is not None
-        text = encode(self.script)
-        opened = (self.actors[i].open(self.plans[i], text) for i in indices)
+        texts = self.script.encode()
+        opened = (self.actors[i].open(self.plans[i], texts) for i in indices)
         self.shard_info.extend(await asyncio.gather(*opened))
         loss.carried_by = indices
         loss.stages["opened"] = time.time() - loss.at

@@ -41,7 +41,7 @@ from agentsession_core.engine.shards.stream import ShardDelta
 from agentsession_core.engine.target import client_for
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
-from agentsession_core.script import decode
+from agentsession_core.script.mix import ScriptMix
 from agentsession_core.substrate.errors import SubstrateError
 
 log = logging.getLogger("agentsession")
@@ -118,9 +118,9 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 class ShardEngine:
     """The engine of one shard, on a thread of its own."""
 
-    def __init__(self, plan: ShardPlan, script_text: str) -> None:
+    def __init__(self, plan: ShardPlan, scripts: list[tuple[str, int]]) -> None:
         self.plan = plan
-        self.script = decode(script_text, f"shard {plan.index} script")
+        self.script = ScriptMix.decode(scripts, f"shard {plan.index} script")
         self.outbox: deque[ShardDelta] = deque()
         self.last_drain = time.monotonic()
         self.waiting_t0 = False
@@ -154,7 +154,15 @@ class ShardEngine:
         recorder = Recorder()
         atespace = target.atespace or "agentsession"
         ledger = JournalLedger(atespace)
-        engine = Engine(params, substrate, self.script, recorder, atespace=atespace, ledger=ledger)
+        engine = Engine(
+            params,
+            substrate,
+            self.script,
+            recorder,
+            atespace=atespace,
+            ledger=ledger,
+            labels=self.plan.labels,
+        )
         engine.ctx.actor_prefix = self.plan.actor_prefix
         engine.ctx.first_session = self.plan.first_session
         engine.ctx.common_t0 = self._wait_for_t0
@@ -345,8 +353,9 @@ class ShardActor:
             raise RuntimeError("shard not opened")
         return self.shard
 
-    async def open(self, plan: ShardPlan, script_text: str) -> dict[str, Any]:
-        self.shard = ShardEngine(plan, script_text)
+    async def open(self, plan: ShardPlan, scripts: list[tuple[str, int]]) -> dict[str, Any]:
+        """`scripts`: the run's scripts as (YAML text, weight), in the mix's order."""
+        self.shard = ShardEngine(plan, scripts)
         await self._on_engine(self.shard.open())
         return {"pid": os.getpid(), "host": socket.gethostname(), "seed": plan.params.seed}
 

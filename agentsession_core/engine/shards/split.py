@@ -7,6 +7,11 @@ add up to the single process's tick by tick; at a campaign level the level's tot
 again, never each shard's share multiplied and rounded on its own. The turns population
 splits its sessions (each keeps its own turns_per_hour), so its turns split with them.
 
+A mix of scripts stays exact across the shards (engine/script_mix.py): the run's sessions are
+given their scripts once, from the run's seed, and session i is dealt to shard i mod K (its
+`labels`), so every script's sessions and residents add up over the shards to the single
+process's.
+
 Each shard gets its own seed, derived from (run seed, K, k): the same seed and K give the
 same schedule, shard by shard. Actor names stay disjoint through a prefix per shard
 (`agent-s<k>-<session>`), all in the run's one atespace.
@@ -21,6 +26,8 @@ from typing import Any
 
 from agentsession_core.engine.pacing import derive_seed
 from agentsession_core.engine.params import GeneratorParams, RunParams, TargetParams
+from agentsession_core.engine.script_mix import assign
+from agentsession_core.script.mix import entries
 
 _TARGET_FIELDS = set(TargetParams.model_fields)
 
@@ -50,6 +57,10 @@ class ShardPlan:
         sid = name[len(self.actor_prefix) + 1 :].split("-", 1)[0]
         count = self.params.population.sessions
         return sid.isdigit() and self.first_session <= int(sid) < self.first_session + count
+
+    # Each of its sessions' script in a mix, by position from first_session (None: one
+    # script).
+    labels: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -102,12 +113,14 @@ def plan_shards(params: RunParams, count: int, *, target: dict[str, Any]) -> lis
     pop = params.population
     if count > pop.sessions:
         raise ValueError(f"{count} shards for {pop.sessions} sessions: one session each at least")
+    labels = _labels(params)
     return [
         ShardPlan(
             k,
             count,
             _shard_params(params, share, shard_seed(params.seed, count, k), target),
             actor_prefix(k),
+            labels=None if labels is None else tuple(labels[k::count]),
         )
         for k, share in enumerate(_shares(pop, count))
     ]
@@ -125,6 +138,7 @@ def replan(lost: ShardPlan, survivors: int, first_index: int) -> list[ShardPlan]
     for j, share in enumerate(_shares(pop, parts)):
         values = lost.params.model_dump()
         values["population"] = {**values["population"], **share}
+        offset = first - lost.first_session
         plan = ShardPlan(
             first_index + j,
             lost.count,
@@ -132,6 +146,9 @@ def replan(lost: ShardPlan, survivors: int, first_index: int) -> list[ShardPlan]
             lost.actor_prefix,
             first_session=first,
             adopted_from=lost.index,
+            labels=None
+            if lost.labels is None
+            else lost.labels[offset : offset + share["sessions"]],
         )
         plans.append(plan)
         first += share["sessions"]
@@ -172,6 +189,15 @@ def _shard_params(
         "generator": GeneratorParams().model_dump(),  # a shard is one process
     }
     return RunParams.model_validate(values)
+
+
+def _labels(params: RunParams) -> list[int] | None:
+    """Every session's script in a mix, drawn for the whole run (None: one script)."""
+    weights = [weight for _, weight in entries(params.script)]
+    if len(weights) < 2:
+        return None
+    pop = params.population
+    return assign(params.seed, pop.sessions, pop.awake if pop.kind == "turnover" else 0, weights)
 
 
 def shard_levels(params: RunParams, plans: list[ShardPlan], level: float) -> list[ShardLevel]:
