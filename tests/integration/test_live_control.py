@@ -126,7 +126,7 @@ async def test_a_run_steered_by_hand(
             assert (await http.patch(url, content=b"{", headers=AUTH)).status_code == 400
             assert run.control.changes == []
 
-            await asyncio.sleep(1.5)  # a few seconds at the base rate
+            await asyncio.sleep(3.0)  # a few seconds at the base rate, after the fill
             doubled = await http.patch(url, json={"level": 2}, headers=AUTH)
             assert doubled.status_code == 200
             assert doubled.json()["intended_rate"] == 2 * BASE_RPS
