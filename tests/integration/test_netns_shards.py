@@ -116,7 +116,9 @@ async def test_a_two_shard_campaign_runs_across_namespaces(hosts: Hosts, tmp_pat
     assert workers == {f"tcp://{hosts.address('w0')}", f"tcp://{hosts.address('w1')}"}
     # Both started on the common t0, each a measured skew behind it.
     skews = status["generator"]["start_skew_ms"]
-    assert set(skews) == {"0", "1"} and all(0 <= v < 1000 for v in skews.values()), skews
+    # Lateness plus the wall clock's own movement against the monotonic one while the shard
+    # waited (this VM's clock is stepped now and then: a skew of either sign, -122 ms seen).
+    assert set(skews) == {"0", "1"} and all(abs(v) < 1000 for v in skews.values()), skews
     # The merged counts are exactly the shards' sums, row by row.
     summed: dict[str, int] = {}
     for final in run.finals.values():

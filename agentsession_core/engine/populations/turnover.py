@@ -280,8 +280,10 @@ class TurnoverPopulation(Population):
         rate_owed = 0.0
         tick = 0
         while not self.ctx.stopping.is_set():
-            tick += 1
+            # The first tick on t0 itself: a window [t0, t0 + n s) holds n ticks (t0 is a whole
+            # second, so a tick on its last edge would fall in the next window).
             intended = t0_ns + tick * self.tick_ns
+            tick += 1
             if not await self.ctx.wait_until(intended):
                 return
             if self.paused:  # by hand: no swap, no shortfall, nothing owed for this tick
