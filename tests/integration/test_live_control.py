@@ -257,7 +257,9 @@ async def test_a_level_by_hand_over_the_ate_wire(
 
     async def steer(url: str) -> None:
         async with httpx.AsyncClient(timeout=10) as http:
-            await asyncio.sleep(1.5)
+            # Whole seconds at the base rate first: the hold starts on the next whole second
+            # after the fill, and the base must be seen before the change.
+            await asyncio.sleep(3.0)
             assert (await http.patch(url, json={"level": 2}, headers=AUTH)).is_success
             changed.append(time.time())
             await asyncio.sleep(2.5)
