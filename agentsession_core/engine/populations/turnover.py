@@ -260,7 +260,7 @@ class TurnoverPopulation(Population):
                 pass
             finally:
                 self.waking.discard(session)
-                (self.idle if session.awake else self.parked).append(session)
+                self._requeue(session)
                 if self.mixed and not session.awake:  # its script's slot is free again
                     self._fill_claimed[session.part.index] -= 1
                 changed.set()
@@ -402,7 +402,11 @@ class TurnoverPopulation(Population):
             if session.wake_given_up and not self.ctx.stopping.is_set():
                 self.spawn(self._park_given_up(session), f"park-{session.id}")
             else:
-                (self.idle if session.awake else self.parked).append(session)
+                self._requeue(session)
+
+    def _requeue(self, session: Session) -> None:
+        """Back among the residents or the parked sessions, as its actor now is."""
+        (self.idle if session.awake else self.parked).append(session)
 
     async def _park_given_up(self, session: Session) -> None:
         """A wake the client gave up on (no answer in time) may still complete on the
@@ -413,7 +417,7 @@ class TurnoverPopulation(Population):
         try:
             await session.hibernate()
         finally:
-            (self.idle if session.awake else self.parked).append(session)
+            self._requeue(session)
 
     # ------------------------------------------------------------ after an outage
     def substrate_back(self) -> None:
@@ -491,7 +495,7 @@ class TurnoverPopulation(Population):
             async with gate:
                 await session.replace()
         finally:
-            (self.idle if session.awake else self.parked).append(session)
+            self._requeue(session)
 
     # ------------------------------------------------------------ levels, gauges, summary
     def set_level(self, multiplier: float) -> None:
