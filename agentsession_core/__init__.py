@@ -32,8 +32,8 @@ _PUBLIC = {
     # one run, phase by phase or whole
     "Run": "agentsession_core.engine.run",
     "RunResult": "agentsession_core.engine.run",
-    "run": "agentsession_core.engine.run",
-    "run_blocking": "agentsession_core.engine.run",
+    "run": "agentsession_core.engine.single_run",
+    "run_blocking": "agentsession_core.engine.single_run",
     # a judged campaign without Prefect
     "Campaign": "agentsession_core.campaign.campaign",
     "CampaignResult": "agentsession_core.campaign.run",
@@ -53,7 +53,7 @@ _PUBLIC = {
     "HttpSubstrate": "agentsession_core.substrate.http",
     "AteSubstrate": "agentsession_core.substrate.ate.substrate",
     "FakeSubstrate": "agentsession_core.substrate.fake",
-    "LocalSubstrate": "agentsession_core.substrate.local.launcher",
+    "LocalSubstrate": "local_substrate.launcher",
     # errors and logging
     "AgentsessionError": "agentsession_core.errors",
     "UsageError": "agentsession_core.errors",
@@ -105,7 +105,8 @@ if TYPE_CHECKING:
         run_campaign_blocking,
     )
     from agentsession_core.engine.params import PopulationParams, RunParams, TargetParams
-    from agentsession_core.engine.run import Run, RunResult, run, run_blocking
+    from agentsession_core.engine.run import Run, RunResult
+    from agentsession_core.engine.single_run import run, run_blocking
     from agentsession_core.errors import AgentsessionError, UsageError
     from agentsession_core.judge.stored_run import load_run
     from agentsession_core.logs import log_to_stderr
@@ -120,7 +121,7 @@ if TYPE_CHECKING:
         Substrate,
         Template,
     )
-    from agentsession_core.substrate.local.launcher import LocalSubstrate
+    from local_substrate.launcher import LocalSubstrate
 
 
 def __getattr__(name: str) -> Any:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))  # the stand-in and the campaign live beside the t
 
 from results_file import write_section  # noqa: E402  (bench/ is on the path)
 
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess  # noqa: E402
+from local_substrate.launcher import LocalSubstrateProcess  # noqa: E402
 from tests.integration.capacity_standin import OneAtATimeRouter  # noqa: E402
 from tests.integration.conftest import TOKEN  # noqa: E402
 from tests.integration.test_capacity_search import (  # noqa: E402

@@ -84,7 +84,7 @@ def one_run(
 ) -> dict[str, Any]:
     from agentsession_core.campaign.params import CampaignParams
     from agentsession_core.campaign.run import run_campaign_blocking
-    from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+    from local_substrate.launcher import LocalSubstrateProcess
 
     started = time.time()
     with LocalSubstrateProcess(workers=WORKERS, faults=faults, fault_seed=seed) as sub:

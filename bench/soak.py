@@ -60,7 +60,7 @@ from results_file import RESULTS, write_section
 
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 
 HERE = Path(__file__).resolve().parent
 ATESPACE = "soak"

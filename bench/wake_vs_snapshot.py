@@ -28,8 +28,8 @@ from pathlib import Path
 from results_file import write_section
 
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local import store
-from agentsession_core.substrate.local.launcher import LocalSubstrate
+from local_substrate import store
+from local_substrate.launcher import LocalSubstrate
 
 MiB = 1 << 20
 

@@ -488,7 +488,7 @@ class CampaignParams(RunParams):
         substrate its series must be one the substrate exports (docs/SPEC.md §5.9), so a typo
         is refused here rather than left "not judged" in every window."""
         from agentsession_core.measure.server_metrics import split_figure
-        from agentsession_core.substrate.local.metrics import FAMILIES
+        from local_substrate.metric_names import FAMILIES
 
         for i, rule in enumerate(thresholds):
             if rule.server is None:

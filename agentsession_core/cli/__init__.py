@@ -17,7 +17,6 @@ from agentsession_core.errors import AgentsessionError
 # The engine's own command groups, in the order `--help` lists them.
 COMMAND_MODULES = (
     "agentsession_core.cli.scripts",
-    "agentsession_core.cli.substrate",
     "agentsession_core.cli.run",
     "agentsession_core.cli.gate",
     "agentsession_core.cli.report",
@@ -25,7 +24,8 @@ COMMAND_MODULES = (
     "agentsession_core.cli.control",
 )
 # Packages built on the engine add theirs through this entry-point group (the Prefect
-# commands `campaign` and `serve` live with the flows, so the engine never imports Prefect).
+# commands `campaign` and `serve` live with the flows, so the engine never imports Prefect;
+# `substrate` lives with the local substrate, a platform of its own).
 PLUGIN_GROUP = "agentsession.commands"
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.history import history_document, load_series
-from agentsession_core.output.history_page import HISTORY_HTML, HISTORY_JSON, render_history
 from agentsession_core.output.run_dir import atomic_write
+from agentsession_core.report.history_page import HISTORY_HTML, HISTORY_JSON, render_history
 
 
 def register(sub: argparse._SubParsersAction) -> None:

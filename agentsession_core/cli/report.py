@@ -28,11 +28,11 @@ from agentsession_core.judge.gate import (
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.thresholds import Threshold, parse_thresholds
 from agentsession_core.judge.verdict import WindowVerdict
-from agentsession_core.output.report import REPORT, Comparison, read_run, render
-from agentsession_core.output.report_data import RunData, number
 from agentsession_core.output.run_dir import MANIFEST, RunDir, atomic_write
 from agentsession_core.output.run_reader import where
 from agentsession_core.output.run_source import RunSource, open_run
+from agentsession_core.report.data import RunData, number
+from agentsession_core.report.page import REPORT, Comparison, read_run, render
 
 log = logging.getLogger("agentsession")
 DEFAULT_MAX_REGRESSION = 0.2

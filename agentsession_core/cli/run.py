@@ -113,7 +113,7 @@ def _token_of(values: dict[str, Any]) -> Any:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from agentsession_core.engine.run import run_blocking
+    from agentsession_core.engine.single_run import run_blocking
     from agentsession_core.script.mix import load_mix
 
     try:

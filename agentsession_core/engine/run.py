@@ -1,7 +1,6 @@
-"""A run's lifecycle (`Run`): run directory, substrate, engine phases, cleanup, exit status;
-and `run`, the `agentsession run` body (start-up, one hold). The substrate client and the
-embedded local substrate are made in target.py; the run's own files are written by
-run_files.py.
+"""A run's lifecycle (`Run`): run directory, substrate, engine phases, cleanup, exit status.
+The substrate client and the embedded local substrate are made in target.py; the run's own
+files are written by run_files.py; `run`, the `agentsession run` body, is single_run.py.
 
 Order matters for "nothing is lost": the run directory and its log exist before the first
 call to the substrate; stats_history.csv (+ .jsonl) and status.json are written every second
@@ -45,9 +44,9 @@ from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_sources import ServerMetrics
 from agentsession_core.measure.stats import ROUTER_KIND
-from agentsession_core.output.report_context import ThresholdRule
 from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
+from agentsession_core.report.context import ThresholdRule
 from agentsession_core.script.mix import ScriptMix, load_mix
 from agentsession_core.substrate.interface import Substrate
 
@@ -71,13 +70,6 @@ class RunResult:
     run_dir: Path
     reason: str | None = None
     leaks: list[dict[str, str]] = field(default_factory=list)
-
-
-def run_blocking(
-    params: RunParams, *, hold_seconds: float = DEFAULT_HOLD_S, live: bool = False
-) -> RunResult:
-    """`run` on a fresh event loop."""
-    return run_on_fresh_loop(run(params, hold_seconds=hold_seconds, live=live))
 
 
 def run_on_fresh_loop(main: Coroutine[Any, Any, T]) -> T:
@@ -512,26 +504,3 @@ class Run:
             log.warning("received %s: stopping, cleaning up, writing artifacts", self.signal.name)
             if self.engine is not None:
                 self.engine.ctx.stopping.set()
-
-
-async def run(
-    params: RunParams, *, hold_seconds: float = DEFAULT_HOLD_S, live: bool = False
-) -> RunResult:
-    """The CLI's run: start-up, then one hold of `hold_seconds`."""
-    from agentsession_core.engine.shards import open_run  # imports this module
-
-    run = open_run(params, live=live)
-    async with run:
-        if await run.preflight():  # refused: said once; leaving writes the files
-            await run.register()
-            await run.fill()
-            log.info("hold %.0fs", hold_seconds)
-            start, end, reason = await run.hold(hold_seconds)
-            if run.server is not None:  # the hold is the steady window of server_summary.json
-                await run.server.cut(start, end, index=0, level=1.0)
-            # A load that was not what was asked (a resident set that stayed short) is no
-            # "completed" run: its one line is the reason (docs/SPEC.md §4.2).
-            reason = reason or run.load_problem()
-            run.finish("completed" if reason is None else "failed", reason)
-    assert run.result is not None
-    return run.result

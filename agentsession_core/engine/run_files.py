@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.context import now_ns
 from agentsession_core.measure.stats import Window
-from agentsession_core.output.report import write_report
 from agentsession_core.output.run_dir import redact
 from agentsession_core.output.stats_files import (
     HISTORY_JSONL,
@@ -26,6 +25,7 @@ from agentsession_core.output.stats_files import (
     render_stats_csv,
     render_stats_jsonl,
 )
+from agentsession_core.report.page import write_report
 from agentsession_core.script import encode
 from agentsession_core.script.mix import ScriptMix
 from agentsession_core.version import __version__

@@ -15,8 +15,8 @@ from agentsession_core.engine.worker_pools import split_workers
 from agentsession_core.errors import UsageError
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.interface import Substrate
-from agentsession_core.substrate.local.launcher import LocalSubstrate
 from agentsession_core.substrate.router_tls import RouterTls
+from local_substrate.launcher import LocalSubstrate
 
 log = logging.getLogger("agentsession")
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from prometheus_client.metrics_core import Metric
 
-from agentsession_core.substrate.local.metrics import PREFIX as LOCAL_PREFIX
+from local_substrate.metric_names import PREFIX as LOCAL_PREFIX
 
 COUNTER, GAUGE = "counter", "gauge"
 # A query that names $window is asked once per window, at its end, over the whole window

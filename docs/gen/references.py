@@ -405,9 +405,9 @@ def thresholds_page() -> str:
 
 
 def faults_page() -> str:
-    from agentsession_core.substrate.local import fault_rules
+    from local_substrate import fault_rules
 
-    text = header("Fault rule language", "agentsession_core/substrate/local/fault_rules.py")
+    text = header("Fault rule language", "local_substrate/fault_rules.py")
     text += (
         "The local substrate's `--fault RULE` and `PUT /v1/debug/faults` take these rules "
         "(how to use them: [rehearsing faults](../how-to/faults.md)). `agentsession substrate "
@@ -431,11 +431,11 @@ def faults_page() -> str:
 def artifacts_page() -> str:
     from agentsession_core.measure import health, stats
     from agentsession_core.output import run_dir, run_reader
-    from agentsession_core.output.report_params import FILES
+    from agentsession_core.report.params import FILES
 
     text = header(
         "Run directory reference",
-        "agentsession_core/output/run_dir.py, output/run_reader.py, output/report_params.py, "
+        "agentsession_core/output/run_dir.py, output/run_reader.py, report/params.py, "
         "measure/stats.py and measure/health.py",
     )
     layout = re.search(r"``(<dest>/runs/[^`]+)``", run_dir.__doc__ or "")
@@ -449,7 +449,7 @@ def artifacts_page() -> str:
         "sharded run adds `shards/<k>/health.json`.\n\n"
         "| file | holds | read cap | the gate reads it |\n|---|---|---|---|\n"
     )
-    from agentsession_core.output.report import REPORT
+    from agentsession_core.report.page import REPORT
 
     about = {**FILES, REPORT: "the run's report, one self-contained page"}
     for name in sorted(set(FILES) | set(run_reader.CAPS)):

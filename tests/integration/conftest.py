@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 
 TOKEN = "integration-token"
 SMALL_TEMPLATE = ("test", "small")  # 1 MiB limit

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 
 IP = shutil.which("ip") or "/usr/sbin/ip"
 BRIDGE = "br0"

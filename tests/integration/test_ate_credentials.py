@@ -22,7 +22,7 @@ import pytest
 
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.ate_pki import Pki, make_pki
 
 pytestmark = pytest.mark.timeout(240)

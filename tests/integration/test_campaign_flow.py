@@ -28,8 +28,8 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import parse
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.output.upload import list_objects, read_object, s3_client
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 from flows.credentials import TOKEN_ENV, TOKEN_PARAMETER_REFUSED
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 from tests.integration.mounts import tmpfs
 

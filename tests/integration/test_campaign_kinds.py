@@ -14,7 +14,7 @@ import pytest
 
 from agentsession_core.campaign.params import DEFAULT_THRESHOLDS_BY_KIND, CampaignParams
 from agentsession_core.campaign.run import run_campaign
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(180)

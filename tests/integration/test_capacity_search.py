@@ -29,7 +29,7 @@ from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.shards import open_run
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.capacity_standin import OneAtATimeRouter
 from tests.integration.conftest import TOKEN
 

@@ -22,7 +22,7 @@ from agentsession_core.engine.context import MISCONFIGURED_GIVE_UP
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run, RunResult
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,7 +14,7 @@ from agentsession_core.engine import watchdog
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run
 from agentsession_core.output.run_dir import verify_manifest
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 
 
 async def test_substrate_killed_mid_hold_fails_the_run_and_lists_the_leaks(

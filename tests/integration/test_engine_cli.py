@@ -16,7 +16,7 @@ from pathlib import Path
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 
 RUN = [sys.executable, "-m", "agentsession_core", "run", "--progress", "plain"]

@@ -17,7 +17,7 @@ import pytest
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import LEAKED_EXIT, Run
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -18,7 +18,7 @@ from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrate
+from local_substrate.launcher import LocalSubstrate
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -13,7 +13,7 @@ from agentsession_core.engine.params import RunParams
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 
 # Every other turn the actor computes for 900 ms; turns arrive 4 per second, so the

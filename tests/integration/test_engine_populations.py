@@ -21,7 +21,7 @@ from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.interface import RouterResponse
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 
 

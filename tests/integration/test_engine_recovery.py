@@ -38,8 +38,8 @@ import pytest
 from agentsession_core.engine.populations.turnover import RESIDENT_TOLERANCE
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
-from agentsession_core.substrate.local.persist import RUNTIME_PREFIX
+from local_substrate.launcher import LocalSubstrateProcess
+from local_substrate.persist import RUNTIME_PREFIX
 from tests.integration.test_engine_turnover import read_jsonl
 
 pytestmark = pytest.mark.timeout(120)

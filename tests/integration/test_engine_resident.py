@@ -20,9 +20,10 @@ import pytest
 
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
-from agentsession_core.engine.run import Run, run_blocking
+from agentsession_core.engine.run import Run
+from agentsession_core.engine.single_run import run_blocking
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.faults import Faulty
 from tests.integration.test_engine_turnover import read_jsonl
 

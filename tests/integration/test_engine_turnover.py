@@ -13,7 +13,7 @@ from agentsession_core.engine.populations.turnover import FILL_DONE_MARKER, Turn
 from agentsession_core.engine.run import Run
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 
 SESSIONS, AWAKE, RATE, HOLD = 12, 4, 2.0, 20.0

@@ -30,7 +30,7 @@ import pytest
 from agentsession_core.campaign.campaign import Campaign, load_baseline
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.run import Run, run_on_fresh_loop
-from agentsession_core.substrate.local.launcher import LocalSubstrate
+from local_substrate.launcher import LocalSubstrate
 
 pytestmark = pytest.mark.timeout(300)
 # A wake takes ~10 ms here and tens of ms on a loaded machine (a CI run once hid a 60 ms

@@ -22,7 +22,7 @@ from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.run import Run
 from agentsession_core.output.run_dir import verify_manifest
-from agentsession_core.substrate.local.launcher import LocalSubstrate
+from local_substrate.launcher import LocalSubstrate
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -23,7 +23,7 @@ from agentsession_core.engine.run import Run
 from agentsession_core.measure.stats import TIME_TO_WAKE_ROW
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]

@@ -28,7 +28,6 @@ from agentsession_core.substrate.ate.proto import ateapi_pb2 as pb
 from agentsession_core.substrate.ate.proto import ateapi_pb2_grpc as pb_grpc
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 from agentsession_core.substrate.protocol import (
     ELAPSED_HEADER,
     HOSTED_ACTOR_HEADER,
@@ -42,6 +41,7 @@ from agentsession_core.substrate.protocol import (
     WORKER_SECRET_HEADER,
     router_says_actor_gone,
 )
+from local_substrate.launcher import LocalSubstrateProcess
 
 TOKEN = "ate-wire-token"
 GLUTTON = ("benchmark-workloads", "glutton")

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from agentsession_core.cli.substrate import parse_grpc_port
 from agentsession_core.errors import UsageError
 from agentsession_core.substrate.ate import control_codec as cc
 from agentsession_core.substrate.ate.control import ControlClient
 from agentsession_core.substrate.errors import SubstrateError
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.cli import parse_grpc_port
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.ate_pki import Pki, make_pki
 
 TOKEN = "ate-tls-token"

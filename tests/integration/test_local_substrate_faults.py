@@ -15,7 +15,7 @@ import pytest
 
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 
 GLUTTON = ("benchmark-workloads", "glutton")
 

@@ -23,13 +23,13 @@ from agentsession_core.substrate.ate import glutton_codec as gc
 from agentsession_core.substrate.ate.control import ControlClient
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 from agentsession_core.substrate.protocol import (
     PROTOBUF_CONTENT_TYPE,
     TARGET_HEADER,
     WORKER_SECRET_ENV,
     WORKER_SECRET_HEADER,
 )
+from local_substrate.launcher import LocalSubstrateProcess
 
 GLUTTON = ("benchmark-workloads", "glutton")
 
@@ -228,7 +228,7 @@ def test_kill_9_of_agentsession_run_leaves_nothing_behind(tmp_path: Path) -> Non
     try:
         assert holding.wait(60), f"the run never reached its hold: {''.join(seen)[-2000:]}"
         family = psutil.Process(run.pid).children(recursive=True)
-        substrate = next(p for p in family if "substrate" in p.cmdline())
+        substrate = next(p for p in family if "local_substrate" in p.cmdline())
         store = Path(re.search(r"--store (\S+)", " ".join(substrate.cmdline()))[1])
         workers = substrate.children()
         assert len(workers) == 2 and store.is_dir()

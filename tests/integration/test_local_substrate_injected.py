@@ -18,13 +18,13 @@ from agentsession_core.substrate.ate import glutton_codec as gc
 from agentsession_core.substrate.ate.control import ControlClient
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 from agentsession_core.substrate.protocol import (
     DEBUG_FAULTS_PATH,
     PROTOBUF_CONTENT_TYPE,
     ROUTER_HEADER,
     TARGET_HEADER,
 )
+from local_substrate.launcher import LocalSubstrateProcess
 
 TOKEN = "fault-token"
 GLUTTON = ("benchmark-workloads", "glutton")

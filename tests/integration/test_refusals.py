@@ -16,7 +16,7 @@ import pytest
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import run_campaign_blocking
 from agentsession_core.output.run_dir import verify_manifest
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(240)

@@ -27,9 +27,9 @@ import pytest
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import CampaignResult, run_campaign_blocking
 from agentsession_core.measure.health import GeneratorHealth
-from agentsession_core.output.chart import esc
-from agentsession_core.output.report_server_data import fmt_figure
 from agentsession_core.output.upload import s3_client, upload_run
+from agentsession_core.report.server_data import fmt_figure
+from agentsession_core.report.svg_chart import esc
 from tests.unit.test_report import SECTIONS, assert_self_contained
 from tests.unit.test_report_server import figure_rows, server_section
 

@@ -17,9 +17,9 @@ import pytest
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run
 from agentsession_core.substrate.errors import SubstrateError
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 from agentsession_core.substrate.router_client import FastRouterClient
 from agentsession_core.substrate.router_tls import RouterTls
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.ate_pki import ROUTER_NAME, Pki, make_pki
 
 pytestmark = pytest.mark.slow

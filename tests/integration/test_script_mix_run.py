@@ -25,7 +25,7 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import run_campaign
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.script import encode, load_script
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
+from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(120)

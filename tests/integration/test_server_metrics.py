@@ -28,14 +28,14 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import run_campaign
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run
-from agentsession_core.engine.run import run as run_engine
+from agentsession_core.engine.single_run import run as run_engine
 from agentsession_core.measure.server_metrics import SCHEMA, ServerMetricsStore
 from agentsession_core.measure.server_sources import PrometheusRange
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.ate.control import ControlClient
 from agentsession_core.substrate.fake import FakeSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrate
-from agentsession_core.substrate.local.metrics import FAMILIES, PREFIX
+from local_substrate.launcher import LocalSubstrate
+from local_substrate.metric_names import FAMILIES, PREFIX
 from tests import grafana
 
 pytestmark = pytest.mark.timeout(120)

@@ -42,7 +42,7 @@ from agentsession_core.engine.shards.coordinator import ShardedRun
 from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrate
+from local_substrate.launcher import LocalSubstrate
 
 from .conftest import TOKEN
 from .test_engine_recovery import Substrate, leftovers

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import run as run_engine
+from agentsession_core.engine.single_run import run as run_engine
 from tests.promql_subset import evaluate, parse_exposition, scrapes_source
 
 pytestmark = pytest.mark.timeout(60)

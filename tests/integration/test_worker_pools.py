@@ -20,8 +20,8 @@ from agentsession_core.engine.worker_pools import PoolDraw
 from agentsession_core.substrate.ate.substrate import AteSubstrate
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.local.launcher import LocalSubstrateProcess
 from agentsession_core.substrate.protocol import NO_POOL_MATCH
+from local_substrate.launcher import LocalSubstrateProcess
 
 pytestmark = pytest.mark.slow
 

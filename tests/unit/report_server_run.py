@@ -25,8 +25,8 @@ from prometheus_client.registry import Collector
 
 from agentsession_core.measure.server_metrics import ServerMetricsStore
 from agentsession_core.measure.server_sources import ServerMetrics
-from agentsession_core.substrate.local.metrics import PREFIX
 from agentsession_core.substrate.protocol import ACTOR_STATUSES
+from local_substrate.metric_names import PREFIX
 
 MIB = 1024 * 1024
 INTERVAL = 2

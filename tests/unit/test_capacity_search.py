@@ -260,7 +260,7 @@ def with_capacity(run_dir, cap: dict | None) -> None:
 
 
 def test_the_report_draws_the_knee_curve(tmp_path) -> None:
-    from agentsession_core.output.report import render_report
+    from agentsession_core.report.page import render_report
     from tests.unit.report_run import build_run
 
     build_run(tmp_path)
@@ -277,8 +277,8 @@ def test_the_report_draws_the_knee_curve(tmp_path) -> None:
 
 
 def test_report_against_a_baseline_shows_both_capacities(tmp_path) -> None:
-    from agentsession_core.output.report import read_run, render
-    from agentsession_core.output.report_compare import Comparison
+    from agentsession_core.report.compare import Comparison
+    from agentsession_core.report.page import read_run, render
     from tests.unit.report_run import build_run
 
     this, base = tmp_path / "this", tmp_path / "base"

@@ -12,8 +12,8 @@ import pytest
 
 from agentsession_core.cli import main
 from agentsession_core.cli.report import compare_runs, gate_of
-from agentsession_core.output.report import read_run
 from agentsession_core.output.run_dir import RunDir, verify_manifest
+from agentsession_core.report.page import read_run
 from tests.unit.report_run import build_run
 from tests.unit.test_report import assert_self_contained
 

@@ -210,8 +210,8 @@ def test_substrate_serve_refuses_a_token_flag_in_one_line(
 def test_substrate_serve_takes_its_token_from_a_file_or_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from agentsession_core.cli.substrate import config_from_args
     from agentsession_core.errors import UsageError
+    from local_substrate.cli import config_from_args
 
     def config(*argv: str) -> str | None:
         return config_from_args(build_parser().parse_args(["substrate", "serve", *argv])).token

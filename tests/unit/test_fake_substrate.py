@@ -23,8 +23,8 @@ from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate import FakeSubstrate, Substrate, SubstrateError, Template
 from agentsession_core.substrate.errors import FailureClass, error_from_answer
-from agentsession_core.substrate.local.protocol import WireError
 from agentsession_core.substrate.router_wire import router_answer
+from local_substrate.protocol import WireError
 
 NS, NAME = "benchmark-workloads", "glutton"
 A = "space"
@@ -78,7 +78,7 @@ def test_importing_the_package_stays_light() -> None:
     code = (
         "import sys, agentsession_core.substrate as s\n"
         "heavy = [m for m in sys.modules if m in ('aiohttp', 'aiohttp.web', 'httpx')\n"
-        "         or m.startswith('agentsession_core.substrate.local')]\n"
+        "         or m.startswith('local_substrate')]\n"
         "assert not heavy, heavy\n"
         "assert s.HttpSubstrate.__name__ == 'HttpSubstrate'\n"
     )

@@ -7,16 +7,16 @@ import asyncio
 
 import pytest
 
-from agentsession_core.substrate.local.buffers import ByteBudget
-from agentsession_core.substrate.local.fault_rules import (
+from local_substrate.buffers import ByteBudget
+from local_substrate.fault_rules import (
     LANGUAGE,
     Delay,
     FaultRuleError,
     parse_rule,
     parse_rules,
 )
-from agentsession_core.substrate.local.faults import Faults
-from agentsession_core.substrate.local.protocol import WireError
+from local_substrate.faults import Faults
+from local_substrate.protocol import WireError
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,8 @@ from agentsession_core.judge.history import (
     history_document,
     load_series,
 )
-from agentsession_core.output.history_page import render_history
 from agentsession_core.output.run_dir import RunDir
+from agentsession_core.report.history_page import render_history
 from tests.unit.test_report import assert_self_contained
 
 HEADLINE = {

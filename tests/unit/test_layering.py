@@ -1,4 +1,6 @@
-"""The layering contract in pyproject.toml holds, and it does catch a wrong-way import."""
+"""The layering contract in pyproject.toml holds, and it does catch a wrong-way import; and no
+module imports itself back at run time (a circle through imports made only for type checking
+is fine: it never runs)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-PACKAGES = ("agentsession_core", "flows", "tasks")
+PACKAGES = ("agentsession_core", "local_substrate", "flows", "tasks")
 
 pytestmark = pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter not installed")
 
@@ -62,6 +64,16 @@ def test_the_tree_keeps_its_contracts() -> None:
             "import flows.campaign",
             "agentsession_core never imports Prefect, flows or tasks",
         ),
+        (
+            "agentsession_core/engine/target.py",
+            "import local_substrate.server",
+            "the client reaches the local substrate only by its launcher",
+        ),
+        (
+            "local_substrate/actors.py",
+            "import agentsession_core.engine.params",
+            "the local substrate shares only wire, quantities and errors",
+        ),
     ],
 )
 def test_a_wrong_way_import_breaks_a_contract(
@@ -73,3 +85,47 @@ def test_a_wrong_way_import_breaks_a_contract(
     result = lint_imports(root)
     assert result.returncode != 0
     assert f"{contract} BROKEN" in result.stdout
+
+
+# Run in a child with the tree on its path, so a copy of the tree is read, not this one.
+CIRCLE_FINDER = """
+import graphlib, sys
+import grimp
+graph = grimp.build_graph(*sys.argv[1:], exclude_type_checking_imports=True)
+imports = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+try:
+    graphlib.TopologicalSorter(imports).prepare()
+except graphlib.CycleError as exc:
+    print(" -> ".join(exc.args[1]))
+"""
+
+
+def run_time_circle(root: Path) -> str:
+    """The first circle of run-time imports among the tree's modules ("" when none)."""
+    result = subprocess.run(
+        [sys.executable, "-c", CIRCLE_FINDER, *PACKAGES],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_no_module_imports_itself_back_at_run_time() -> None:
+    assert run_time_circle(REPO) == ""
+
+
+def test_a_run_time_import_circle_is_found(tmp_path: Path) -> None:
+    root = copy_of_the_tree(tmp_path)
+    # Inside a function, as the circle this test first guarded against was.
+    target = root / "agentsession_core/engine/run.py"
+    target.write_text(
+        target.read_text() + "\n\ndef _late() -> None:\n"
+        "    import agentsession_core.engine.single_run  # noqa: F401\n"
+    )
+    circle = run_time_circle(root)
+    assert "agentsession_core.engine.run" in circle
+    assert "agentsession_core.engine.single_run" in circle

@@ -17,8 +17,8 @@ from agentsession_core.engine.params import RunParams
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.gate import decide
 from agentsession_core.measure.recorder import Recorder
-from agentsession_core.output.report_context import ReportContext
-from agentsession_core.output.report_data import RunData
+from agentsession_core.report.context import ReportContext
+from agentsession_core.report.data import RunData
 from agentsession_core.script import load_script
 from agentsession_core.substrate.fake import FakeSubstrate
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.judge.thresholds import parse_thresholds
-from agentsession_core.output.report import render, render_report, write_report
-from agentsession_core.output.report_data import load_run_data
 from agentsession_core.output.run_source import RunSource, RunSourceError
+from agentsession_core.report.data import load_run_data
+from agentsession_core.report.page import render, render_report, write_report
 from tests.unit.report_run import CODES, THRESHOLDS, build_run
 
 SECTIONS = (

@@ -13,10 +13,10 @@ import pytest
 
 from agentsession_core.cli.report import compare_runs
 from agentsession_core.judge.thresholds import parse_thresholds
-from agentsession_core.output.report import read_run, render, render_report
-from agentsession_core.output.report_context import ReportContext
-from agentsession_core.output.report_server import step_points
-from agentsession_core.output.report_server_data import fmt_bytes, fmt_delta, fmt_figure
+from agentsession_core.report.context import ReportContext
+from agentsession_core.report.page import read_run, render, render_report
+from agentsession_core.report.server import step_points
+from agentsession_core.report.server_data import fmt_bytes, fmt_delta, fmt_figure
 from tests.unit.report_run import THRESHOLDS, WALL0, build_run
 from tests.unit.report_server_run import MIB
 from tests.unit.test_report import assert_self_contained

@@ -26,8 +26,8 @@ from agentsession_core.measure.server_metrics import (
     series_name,
     split_figure,
 )
-from agentsession_core.substrate.local.metrics import SubstrateCounters
-from agentsession_core.substrate.local.protocol import WireError
+from local_substrate.metrics import SubstrateCounters
+from local_substrate.protocol import WireError
 
 EXPOSITION = """\
 # HELP agentsession_substrate_actors Actors by state

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentsession_core.cli.substrate import parse_size
 from agentsession_core.errors import UsageError
 from agentsession_core.substrate.errors import FailureClass, SubstrateError, classify
 from agentsession_core.substrate.http import error_from_answer
-from agentsession_core.substrate.local import store
+from local_substrate import store
+from local_substrate.cli import parse_size
 
 RETRY, REPLACE, LOUD, COUNT = (
     FailureClass.RETRY_LATER,

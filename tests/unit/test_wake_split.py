@@ -113,7 +113,7 @@ def test_the_preset_needs_prometheus_and_a_known_name() -> None:
 
 
 def test_the_report_nests_the_phases_marks_saturation_and_lost_telemetry() -> None:
-    from agentsession_core.output.report_wake_split import wake_split
+    from agentsession_core.report.wake_split import wake_split
 
     store = ServerMetricsStore()
     _answer(store, "resume_bucket", [({"le": "1.0"}, 90.0), ({"le": "+Inf"}, 100.0)])

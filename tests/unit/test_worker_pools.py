@@ -20,9 +20,9 @@ from agentsession_core.measure.stats import TIME_TO_WAKE_ROW, breakdown
 from agentsession_core.substrate.ate import control_codec
 from agentsession_core.substrate.errors import FailureClass, ate_router_error, classify
 from agentsession_core.substrate.fake import FakeSubstrate
-from agentsession_core.substrate.local import persist, store
-from agentsession_core.substrate.local.actors import Actor
 from agentsession_core.substrate.protocol import NO_POOL_MATCH
+from local_substrate import persist, store
+from local_substrate.actors import Actor
 
 WEIGHTS = {"fast": 3, "slow": 1}
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentsession_core.output.chart_scale import (
+from agentsession_core.report.chart_scale import (
     Point,
     bucket_seconds,
     fmt_offset,

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Protocol
 
-from agentsession_core.output.chart import Band, Chart, Line, Mark, Rule, esc
-from agentsession_core.output.chart_scale import fmt_value
-from agentsession_core.output.report_data import Points, RowKey, RunData, number
+from agentsession_core.report.chart_scale import fmt_value
+from agentsession_core.report.data import Points, RowKey, RunData, number
+from agentsession_core.report.svg_chart import Band, Chart, Line, Mark, Rule, esc
 
 # p99 drawn first and widest, p90 dashed over it, p50 on top: three lines that stay apart
 # even where two of them coincide (few samples in a second).
@@ -194,7 +194,7 @@ class ReportContext:
 
     def untracked_rules(self) -> list[ThresholdRule]:
         """Rules no chart draws (failure ratios, counts): named in captions instead. A rule on
-        a server figure is drawn by the server section (report_server.py)."""
+        a server figure is drawn by the server section (server.py)."""
         return [
             r
             for r in self.rules

@@ -16,16 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsession_core.measure.stats import TIME_TO_WAKE_ROW
-from agentsession_core.output.chart import Chart, Line, esc, render_chart
-from agentsession_core.output.report_charts import achieved_points
-from agentsession_core.output.report_context import (
+from agentsession_core.report.charts import achieved_points
+from agentsession_core.report.context import (
     CHART_SIZES,
     ReportContext,
     section,
 )
-from agentsession_core.output.report_data import SERVER_SUMMARY, Points, RunData, number
-from agentsession_core.output.report_knee import capacity_line, capacity_of
-from agentsession_core.output.report_server_data import (
+from agentsession_core.report.data import SERVER_SUMMARY, Points, RunData, number
+from agentsession_core.report.knee import capacity_line, capacity_of
+from agentsession_core.report.server_data import (
     fmt_delta,
     fmt_figure,
     key_figures,
@@ -34,7 +33,8 @@ from agentsession_core.output.report_server_data import (
     steady_of,
     value,
 )
-from agentsession_core.output.report_tables import fmt, meta_line, ms, outcome_cell, table
+from agentsession_core.report.svg_chart import Chart, Line, esc, render_chart
+from agentsession_core.report.tables import fmt, meta_line, ms, outcome_cell, table
 
 BASELINE_COLOUR = "#757575"
 THIS_COLOUR = "#c62828"

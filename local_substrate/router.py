@@ -28,10 +28,6 @@ import asyncio
 import aiohttp
 from aiohttp import web
 
-from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
-from agentsession_core.substrate.local.buffers import ByteBudget
-from agentsession_core.substrate.local.pool import WorkerProc
-from agentsession_core.substrate.local.protocol import WireError, is_protobuf, plain
 from agentsession_core.substrate.protocol import (
     HOSTED_ACTOR_HEADER,
     ROUTER_ACTOR_GONE,
@@ -41,6 +37,10 @@ from agentsession_core.substrate.protocol import (
     WORKER_SECRET_HEADER,
     is_control_path,
 )
+from local_substrate.actors import Actor, ActorLifecycle
+from local_substrate.buffers import ByteBudget
+from local_substrate.pool import WorkerProc
+from local_substrate.protocol import WireError, is_protobuf, plain
 
 # A lifecycle refusal → the status a real router answers it with on the ate wire.
 _ATE_STATUS_OF = {

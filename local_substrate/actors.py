@@ -53,11 +53,6 @@ from typing import Any
 
 import aiohttp
 
-from agentsession_core.substrate.local import persist, store
-from agentsession_core.substrate.local.faults import Faults
-from agentsession_core.substrate.local.metrics import SubstrateCounters
-from agentsession_core.substrate.local.pool import Pool, WorkerProc
-from agentsession_core.substrate.local.protocol import WireError
 from agentsession_core.substrate.protocol import (
     MATCH_LABELS_FIELD,
     NO_POOL_MATCH,
@@ -66,6 +61,11 @@ from agentsession_core.substrate.protocol import (
     WORKER_SELECTOR_FIELD,
     actor_target,
 )
+from local_substrate import persist, store
+from local_substrate.faults import Faults
+from local_substrate.metrics import SubstrateCounters
+from local_substrate.pool import Pool, WorkerProc
+from local_substrate.protocol import WireError
 
 # Actors whose placements the debug view keeps after they are deleted, the oldest dropped
 # first: enough for a test or a short run to check every actor it made.

@@ -18,17 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsession_core.measure.server_metrics import split_figure
-from agentsession_core.output.chart import Chart, Line, Rule, esc, render_charts
-from agentsession_core.output.chart_scale import bucket_seconds
-from agentsession_core.output.report_context import (
+from agentsession_core.report.chart_scale import bucket_seconds
+from agentsession_core.report.context import (
     OUTCOME_COLOURS,
     ReportContext,
     ThresholdRule,
     grid,
     section,
 )
-from agentsession_core.output.report_data import SERVER_SUMMARY, Points, number
-from agentsession_core.output.report_server_data import (
+from agentsession_core.report.data import SERVER_SUMMARY, Points, number
+from agentsession_core.report.server_data import (
     ACTOR_SERIES,
     KeyFigure,
     Span,
@@ -44,8 +43,9 @@ from agentsession_core.output.report_server_data import (
     value,
     windows_of,
 )
-from agentsession_core.output.report_tables import fmt, table
-from agentsession_core.output.report_wake_split import wake_split
+from agentsession_core.report.svg_chart import Chart, Line, Rule, esc, render_charts
+from agentsession_core.report.tables import fmt, table
+from agentsession_core.report.wake_split import wake_split
 
 COLOURS = ("#1565c0", "#2e7d32", "#ef6c00", "#8e24aa", "#c62828", "#00838f", "#6d4c41")
 RULE_COLOUR = "#b71c1c"

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsession_core.output.chart import Chart, Line, Mark, Rule, esc, render_chart
-from agentsession_core.output.chart_scale import nice_ticks
-from agentsession_core.output.report_context import section
-from agentsession_core.output.report_data import RunData, number
-from agentsession_core.output.report_tables import table
+from agentsession_core.report.chart_scale import nice_ticks
+from agentsession_core.report.context import section
+from agentsession_core.report.data import RunData, number
+from agentsession_core.report.svg_chart import Chart, Line, Mark, Rule, esc, render_chart
+from agentsession_core.report.tables import table
 
 OUTCOME_COLOURS = {
     "held": "#2e7d32",

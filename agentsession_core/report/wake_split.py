@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from agentsession_core.measure.agent_substrate import PHASES
-from agentsession_core.output.chart import esc
-from agentsession_core.output.report_data import number
-from agentsession_core.output.report_server_data import Span, spans_of, steady_of
-from agentsession_core.output.report_tables import fmt, table
+from agentsession_core.report.data import number
+from agentsession_core.report.server_data import Span, spans_of, steady_of
+from agentsession_core.report.svg_chart import esc
+from agentsession_core.report.tables import fmt, table
 
 CLIENT_COLOUR, PHASE_COLOUR, P99_COLOUR, LOST_COLOUR = "#1565c0", "#2e7d32", "#ef6c00", "#c62828"
 

@@ -30,24 +30,6 @@ from typing import Any
 from aiohttp import web
 
 from agentsession_core.script.payload import random_chunks
-from agentsession_core.substrate.local.glutton_work import (
-    CHUNK,
-    burn,
-    close_and_remove,
-    file_digest,
-    fill_random,
-    in_threads,
-    page_checksum,
-    write_hashed,
-)
-from agentsession_core.substrate.local.protocol import (
-    Handler,
-    WireError,
-    field_choice,
-    field_int,
-    json_response,
-    read_object,
-)
 from agentsession_core.substrate.protocol import (
     BURNCPU,
     INGEST,
@@ -58,6 +40,24 @@ from agentsession_core.substrate.protocol import (
     READRAM,
     WRITEDISK,
     WRITERAM,
+)
+from local_substrate.glutton_work import (
+    CHUNK,
+    burn,
+    close_and_remove,
+    file_digest,
+    fill_random,
+    in_threads,
+    page_checksum,
+    write_hashed,
+)
+from local_substrate.protocol import (
+    Handler,
+    WireError,
+    field_choice,
+    field_int,
+    json_response,
+    read_object,
 )
 
 RAM_MODES = ("truncate", "overwrite", "overwrite_rotate")

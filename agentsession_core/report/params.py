@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentsession_core.output.chart import esc
-from agentsession_core.output.report_context import section
-from agentsession_core.output.report_data import RunData
-from agentsession_core.output.report_tables import table
+from agentsession_core.report.context import section
+from agentsession_core.report.data import RunData
+from agentsession_core.report.svg_chart import esc
+from agentsession_core.report.tables import table
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:

@@ -1,6 +1,6 @@
 """The worker pool: a fixed number of worker processes, handed out one actor at a time.
 
-Each worker is `python -m agentsession_core.substrate.local.worker` on its own loopback
+Each worker is `python -m local_substrate.worker` on its own loopback
 port (handshake: its first stdout line, `LISTENING <port>`). Its stdin stays open to us;
 when we go, it goes.
 
@@ -101,7 +101,7 @@ class Pool:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "agentsession_core.substrate.local.worker",
+            "local_substrate.worker",
             "--scratch",
             str(scratch),
             "--seed",

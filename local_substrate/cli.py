@@ -1,27 +1,56 @@
-"""`agentsession substrate serve`: run the local substrate in the foreground."""
+"""The local substrate's command line: `agentsession substrate serve` (plugged into the
+agentsession command through the `agentsession.commands` entry points, as the flows' commands
+are) and `python -m local_substrate serve`, the same command on its own (what launcher.py
+starts), both running the substrate in the foreground."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from agentsession_core.errors import UsageError
+from agentsession_core.errors import AgentsessionError, UsageError
 from agentsession_core.script.quantity import QuantityError, parse_quantity
-from agentsession_core.substrate.local.ate_control import GrpcTls
-from agentsession_core.substrate.local.fault_rules import LANGUAGE, parse_rules
-from agentsession_core.substrate.local.server import (
+from agentsession_core.substrate.protocol import POOL_NAME_PATTERN, POOL_NAME_RULE, TOKEN_ENV
+from local_substrate.ate_control import GrpcTls
+from local_substrate.fault_rules import LANGUAGE, parse_rules
+from local_substrate.server import (
     DEFAULT_TEMPLATE,
     RouterTlsServing,
     ServerConfig,
     serve_forever,
 )
-from agentsession_core.substrate.protocol import POOL_NAME_PATTERN, POOL_NAME_RULE, TOKEN_ENV
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One line and exit 2, as the agentsession command's bad arguments get.
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    group = subparsers.add_parser("substrate", help="the embedded local substrate")
+    """The `substrate` command of `agentsession`."""
+    add_commands(subparsers.add_parser("substrate", help="the embedded local substrate"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m local_substrate ...`: the substrate's commands without the client's."""
+    parser = _Parser(prog="python -m local_substrate", description="The local substrate.")
+    add_commands(parser)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except AgentsessionError as exc:
+        print(f"local_substrate: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+def add_commands(group: argparse.ArgumentParser) -> None:
     sub = group.add_subparsers(dest="substrate_command", metavar="SUBCOMMAND")
     serve = sub.add_parser(
         "serve",

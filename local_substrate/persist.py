@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentsession_core.substrate.local import store
 from agentsession_core.substrate.protocol import NAME_PATTERN
+from local_substrate import store
 
 if TYPE_CHECKING:
-    from agentsession_core.substrate.local.actors import Actor
+    from local_substrate.actors import Actor
 
 META = "actor.json"
 RUNTIME_PREFIX = ".runtime-"

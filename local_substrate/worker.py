@@ -2,7 +2,7 @@
 and serves the glutton routes on it (docs/SPEC.md §2.4): JSON bodies (glutton.py) or, for
 a protobuf request, the ate wire's (glutton_ate.py).
 
-Run as `python -m agentsession_core.substrate.local.worker --scratch DIR ...`; it binds
+Run as `python -m local_substrate.worker --scratch DIR ...`; it binds
 127.0.0.1 on a free port and prints `LISTENING <port>` on stdout (the pool's handshake).
 It exits when its stdin closes, and the kernel kills it when the server's thread that forked
 it exits (PR_SET_PDEATHSIG, lifeline.py), so a worker never outlives its server, even a
@@ -34,9 +34,16 @@ from typing import Any
 
 from aiohttp import web
 
-from agentsession_core.substrate.local import glutton_ate, lifeline, store
-from agentsession_core.substrate.local.glutton import ActorState, Glutton
-from agentsession_core.substrate.local.protocol import (
+from agentsession_core.substrate.protocol import (
+    KEY_PATTERN,
+    WORKER_ADMIN_PREFIX,
+    WORKER_READY,
+    WORKER_SECRET_ENV,
+    WORKER_SECRET_HEADER,
+)
+from local_substrate import glutton_ate, lifeline, store
+from local_substrate.glutton import ActorState, Glutton
+from local_substrate.protocol import (
     Handler,
     WireError,
     elapsed_and_errors,
@@ -44,13 +51,6 @@ from agentsession_core.substrate.local.protocol import (
     json_response,
     plain,
     read_object,
-)
-from agentsession_core.substrate.protocol import (
-    KEY_PATTERN,
-    WORKER_ADMIN_PREFIX,
-    WORKER_READY,
-    WORKER_SECRET_ENV,
-    WORKER_SECRET_HEADER,
 )
 
 

@@ -38,7 +38,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agentsession_core.substrate.local.protocol import Handler, WireError, is_protobuf
 from agentsession_core.substrate.protocol import (
     ACTOR_STATUSES,
     METRICS_PATH,
@@ -46,33 +45,13 @@ from agentsession_core.substrate.protocol import (
     POOL_LABEL,
     is_control_path,
 )
+from local_substrate.metric_names import PREFIX
+from local_substrate.protocol import Handler, WireError, is_protobuf
 
 if TYPE_CHECKING:
-    from agentsession_core.substrate.local.actors import ActorLifecycle
+    from local_substrate.actors import ActorLifecycle
 
-PREFIX = "agentsession_substrate_"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# Every family this module exports (docs/SPEC.md §5.9), as Prometheus names them.
-FAMILIES = (
-    "actors",
-    "workers",
-    "worker_rss_bytes",
-    "workers_rss_bytes",
-    "server_rss_bytes",
-    "paused_bytes",
-    "parked_requests",
-    "wake_queue",
-    "wakes",
-    "wake_failures",
-    "suspends",
-    "pauses",
-    "snapshots_written",
-    "snapshots_read",
-    "snapshot_bytes_written",
-    "snapshot_bytes_read",
-    "worker_crashes",
-    "requests",
-)
 
 
 @dataclass

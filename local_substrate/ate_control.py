@@ -47,8 +47,6 @@ from agentsession_core.script.quantity import format_quantity
 from agentsession_core.substrate.ate.control_codec import MEMORY_LIMIT
 from agentsession_core.substrate.ate.proto import ateapi_pb2 as pb
 from agentsession_core.substrate.ate.proto import ateapi_pb2_grpc as pb_grpc
-from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
-from agentsession_core.substrate.local.protocol import WireError, selector_labels
 from agentsession_core.substrate.op_limits import OP_LIMITS_TRAILER, OpLimits
 from agentsession_core.substrate.protocol import (
     ACTOR_STATUSES,
@@ -56,6 +54,8 @@ from agentsession_core.substrate.protocol import (
     ELAPSED_HEADER,
     NAME_PATTERN,
 )
+from local_substrate.actors import Actor, ActorLifecycle
+from local_substrate.protocol import WireError, selector_labels
 
 log = logging.getLogger("agentsession.substrate")
 

@@ -12,14 +12,6 @@ from typing import Any
 
 from aiohttp import web
 
-from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
-from agentsession_core.substrate.local.openapi import openapi_document
-from agentsession_core.substrate.local.protocol import (
-    WireError,
-    json_response,
-    read_object,
-    selector_labels,
-)
 from agentsession_core.substrate.op_limits import OP_LIMITS_FIELD, OpLimits
 from agentsession_core.substrate.protocol import (
     ACTOR_VERBS,
@@ -36,6 +28,14 @@ from agentsession_core.substrate.protocol import (
     actors_path,
     atespace_path,
     template_path,
+)
+from local_substrate.actors import Actor, ActorLifecycle
+from local_substrate.openapi import openapi_document
+from local_substrate.protocol import (
+    WireError,
+    json_response,
+    read_object,
+    selector_labels,
 )
 
 # "{actor}" or "{actor}:{verb}", the last segment of an actor's path.

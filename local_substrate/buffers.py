@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 from aiohttp import web
 
-from agentsession_core.substrate.local.protocol import WireError
+from local_substrate.protocol import WireError
 
 _CHUNK = 1 << 20
 

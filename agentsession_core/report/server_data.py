@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsession_core.measure.server_metrics import series_name, split_figure
-from agentsession_core.output.report_context import ThresholdRule
-from agentsession_core.output.report_data import RunData, number
+from agentsession_core.report.context import ThresholdRule
+from agentsession_core.report.data import RunData, number
 from agentsession_core.substrate.protocol import ACTOR_STATUSES
 
 Span = dict[str, Any]  # one window of server_summary.json, or its steady window

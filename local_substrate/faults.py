@@ -32,14 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from agentsession_core.substrate.local.fault_rules import FaultRuleError, Rule, parse_rules
-from agentsession_core.substrate.local.protocol import (
-    Handler,
-    WireError,
-    is_protobuf,
-    json_response,
-    plain,
-)
 from agentsession_core.substrate.protocol import (
     CONTROL_PREFIX,
     DEBUG_FAULTS_PATH,
@@ -47,10 +39,18 @@ from agentsession_core.substrate.protocol import (
     OPENAPI_PATH,
     is_control_path,
 )
+from local_substrate.fault_rules import FaultRuleError, Rule, parse_rules
+from local_substrate.protocol import (
+    Handler,
+    WireError,
+    is_protobuf,
+    json_response,
+    plain,
+)
 
 if TYPE_CHECKING:
-    from agentsession_core.substrate.local.actors import Actor
-    from agentsession_core.substrate.local.pool import WorkerProc
+    from local_substrate.actors import Actor
+    from local_substrate.pool import WorkerProc
 
 # A hung request is held until its client goes away; this bounds it for a client that never
 # does, so a forgotten connection cannot pin a handler for ever.

@@ -7,15 +7,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentsession_core.output.chart import esc
-from agentsession_core.output.chart_scale import fmt_offset
-from agentsession_core.output.report_context import (
+from agentsession_core.report.chart_scale import fmt_offset
+from agentsession_core.report.context import (
     LATENCY_STATS,
     OUTCOME_COLOURS,
     ReportContext,
     section,
 )
-from agentsession_core.output.report_data import RunData, number
+from agentsession_core.report.data import RunData, number
+from agentsession_core.report.svg_chart import esc
 
 BANNER_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "void": "#616161"}
 NOT_JUDGED_COLOUR = "#37474f"

@@ -1,6 +1,6 @@
 """history.html: a campaign's nights on one self-contained page (inline SVG and CSS, no
 script, no request to anywhere), rendered from history.json's document alone (docs/SPEC.md
-§6.4). Output never judges: the change points arrive as data.
+§6.4). The report never judges: the change points arrive as data.
 
 Per campaign name, per headline metric: the value per night with its interval as whiskers
 (where the run's gate.json carries one), each night's dot in its verdict's colour, the
@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentsession_core.output.chart import esc
-from agentsession_core.output.chart_scale import fmt_value, nice_ticks, text_width
-from agentsession_core.output.report_tables import BANNER_COLOURS
 from agentsession_core.output.upload import is_s3
+from agentsession_core.report.chart_scale import fmt_value, nice_ticks, text_width
+from agentsession_core.report.svg_chart import esc
+from agentsession_core.report.tables import BANNER_COLOURS
 
 HISTORY_HTML = "history.html"
 HISTORY_JSON = "history.json"

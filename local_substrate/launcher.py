@@ -1,5 +1,7 @@
-"""Start a local substrate as a subprocess (`agentsession substrate serve --port 0 ...`),
-for the engine when no substrate URL is given and for tests.
+"""Start a local substrate as a subprocess (`python -m local_substrate serve --port 0 ...`,
+the same as `agentsession substrate serve`), for the engine when no substrate URL is given
+and for tests. The client side reaches the local substrate through this module only (and
+its metric names, metric_names.py): the layering contract in pyproject.toml says so.
 
     async with LocalSubstrate(workers=4, store=tmp) as sub:
         sub.url        # http://127.0.0.1:PORT: the JSON control API and the router
@@ -78,8 +80,7 @@ class LocalSubstrateProcess:
         self.args = [
             sys.executable,
             "-m",
-            "agentsession_core",
-            "substrate",
+            "local_substrate",
             "serve",
             "--port",
             "0",

@@ -28,22 +28,6 @@ import aiohttp
 import grpc
 from aiohttp import web
 
-from agentsession_core.substrate.local import ate_control, lifeline, persist
-from agentsession_core.substrate.local.actors import Actor, ActorLifecycle
-from agentsession_core.substrate.local.buffers import ByteBudget
-from agentsession_core.substrate.local.control import ControlAPI
-from agentsession_core.substrate.local.fault_rules import parse_rules
-from agentsession_core.substrate.local.faults import Faults
-from agentsession_core.substrate.local.metrics import MetricsEndpoint, count_requests
-from agentsession_core.substrate.local.pool import Pool
-from agentsession_core.substrate.local.protocol import (
-    Handler,
-    WireError,
-    elapsed_and_errors,
-    is_protobuf,
-    plain,
-)
-from agentsession_core.substrate.local.router import Router
 from agentsession_core.substrate.op_limits import OpLimits
 from agentsession_core.substrate.protocol import (
     DEFAULT_TEMPLATE,
@@ -52,6 +36,22 @@ from agentsession_core.substrate.protocol import (
     OPENAPI_PATH,
     is_control_path,
 )
+from local_substrate import ate_control, lifeline, persist
+from local_substrate.actors import Actor, ActorLifecycle
+from local_substrate.buffers import ByteBudget
+from local_substrate.control import ControlAPI
+from local_substrate.fault_rules import parse_rules
+from local_substrate.faults import Faults
+from local_substrate.metrics import MetricsEndpoint, count_requests
+from local_substrate.pool import Pool
+from local_substrate.protocol import (
+    Handler,
+    WireError,
+    elapsed_and_errors,
+    is_protobuf,
+    plain,
+)
+from local_substrate.router import Router
 
 _LIVE = ("RUNNING", "PAUSED")
 

@@ -18,8 +18,7 @@ from agentsession_core.measure.health import (
     VOID_FRACTION,
 )
 from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW
-from agentsession_core.output.chart import Chart, Line, Rule, esc, render_charts
-from agentsession_core.output.report_context import (
+from agentsession_core.report.context import (
     ReportContext,
     grid,
     minus,
@@ -27,7 +26,8 @@ from agentsession_core.output.report_context import (
     section,
     sum_points,
 )
-from agentsession_core.output.report_data import AGGREGATED_ROW, Points, RowKey, number
+from agentsession_core.report.data import AGGREGATED_ROW, Points, RowKey, number
+from agentsession_core.report.svg_chart import Chart, Line, Rule, esc, render_charts
 
 # Row kinds often run at the same rate (a swap is a park and a wake): one solid, two dashed.
 KIND_STYLE = {

@@ -33,9 +33,6 @@ from google.protobuf.message import DecodeError, Message
 from agentsession_core.substrate.ate.glutton_codec import READ_MODES, WRITE_MODES
 from agentsession_core.substrate.ate.proto import glutton_pb2 as pb
 from agentsession_core.substrate.ate.wire_check import mismatched_field
-from agentsession_core.substrate.local.glutton import DISK_MODES, Glutton
-from agentsession_core.substrate.local.glutton_work import file_digest
-from agentsession_core.substrate.local.protocol import Handler, WireError, is_protobuf, plain
 from agentsession_core.substrate.protocol import (
     BURNCPU,
     HOSTED_ACTOR_HEADER,
@@ -49,6 +46,9 @@ from agentsession_core.substrate.protocol import (
     WRITEDISK,
     WRITERAM,
 )
+from local_substrate.glutton import DISK_MODES, Glutton
+from local_substrate.glutton_work import file_digest
+from local_substrate.protocol import Handler, WireError, is_protobuf, plain
 
 M = TypeVar("M", bound=Message)
 

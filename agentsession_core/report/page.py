@@ -13,9 +13,9 @@ rows; the run's parameters and thresholds; links to the other artifacts. Every c
 one time axis, shades the windows by outcome, marks level changes and draws the thresholds
 that apply to it. Every input is optional: what is missing says "no data".
 
-The modules: run_source + report_data (reading), report_context (what charts share), chart +
-chart_scale (SVG), report_charts / report_tables / report_params / report_compare /
-report_server (sections; report_server_data reads server_summary.json's figures).
+The package's other modules: data (reading, through output/run_source.py), context (what
+charts share), svg_chart + chart_scale (SVG), charts / tables / params / compare / knee /
+server / wake_split (sections; server_data reads server_summary.json's figures).
 """
 
 from __future__ import annotations
@@ -23,17 +23,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentsession_core.output import report_charts as charts
-from agentsession_core.output import report_params as run_info
-from agentsession_core.output import report_tables as tables
-from agentsession_core.output.chart import esc
-from agentsession_core.output.report_compare import Comparison, baseline_section
-from agentsession_core.output.report_context import ReportContext, ThresholdRule
-from agentsession_core.output.report_data import RunData, load_run_data
-from agentsession_core.output.report_knee import capacity_section
-from agentsession_core.output.report_server import server
 from agentsession_core.output.run_dir import atomic_write
 from agentsession_core.output.run_source import RunSource, open_run
+from agentsession_core.report import charts, tables
+from agentsession_core.report import params as run_info
+from agentsession_core.report.compare import Comparison, baseline_section
+from agentsession_core.report.context import ReportContext, ThresholdRule
+from agentsession_core.report.data import RunData, load_run_data
+from agentsession_core.report.knee import capacity_section
+from agentsession_core.report.server import server
+from agentsession_core.report.svg_chart import esc
 
 REPORT = "report.html"
 INDEX = (

@@ -1,0 +1,7 @@
+"""`python -m local_substrate serve ...` (cli.py)."""
+
+import sys
+
+from local_substrate.cli import main
+
+sys.exit(main())
