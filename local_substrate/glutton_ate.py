@@ -95,7 +95,7 @@ def _either(json_handler: Handler, ate_handler: Handler) -> Handler:
 @web.middleware
 async def ate_http_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """aiohttp's own 404/405 in the real glutton's words for a protobuf request; the JSON
-    wire's error body otherwise (local/protocol.elapsed_and_errors)."""
+    wire's error body otherwise (protocol.elapsed_and_errors)."""
     try:
         return await handler(request)
     except web.HTTPNotFound:

@@ -1,7 +1,8 @@
 """The substrate under test (docs/SPEC.md §2): the interface the engine drives
 (interface.py), its errors and their classification (errors.py), the wire names
-(protocol.py), the HTTP client (http.py), an in-memory fake for tests (fake.py) and the
-embedded local substrate (local/).
+(protocol.py), the HTTP client (http.py) and an in-memory fake for tests (fake.py). The
+embedded local substrate is a package of its own (local_substrate/), which shares this
+package's wire modules.
 
 HttpSubstrate is imported on first use: it pulls in httpx and aiohttp, which a test that
 only needs FakeSubstrate should not pay for.

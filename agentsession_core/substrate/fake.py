@@ -4,7 +4,7 @@ It keeps what a caller of the interface can observe (docs/SPEC.md §2): template
 memory limits, atespaces, actors and their lifecycle (§2.1: SUSPENDED on creation, then
 RUNNING, SUSPENDING, PAUSING, PAUSED, CRASHED; a deleted actor is gone), implicit wakes by
 the router (§2.2) and the glutton routes (§2.3, fake_glutton.py). Its rules are the local
-substrate's (local/actors.py): lifecycle calls on one actor are serialised on its lock, a
+substrate's (local_substrate/actors.py): lifecycle calls on one actor are serialised on its lock, a
 suspend or pause waits for the requests in flight, a call that finds the actor where it
 leads is a no-op, a CRASHED actor refuses everything but GetActor and DeleteActor, and the
 memory limit covers an actor's RAM arrays plus its files.

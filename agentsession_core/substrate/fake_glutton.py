@@ -1,9 +1,9 @@
 """The glutton routes (docs/SPEC.md §2.3) on FakeSubstrate's in-memory actors (fake.py).
 
-Answers have the real glutton's shape, status codes and messages (local/glutton.py, with
-the request decoding of local/protocol.py), but nothing is computed at size: RAM arrays
-and written files hold zero bytes, so sizes, cursors, checksums and digests are those of
-zeros; /ingest keeps the bytes it was sent; /burncpu sleeps `millis` and reports a nominal
+Answers have the real glutton's shape, status codes and messages (local_substrate/glutton.py,
+with the request decoding of local_substrate/protocol.py), but nothing is computed at size: RAM
+arrays and written files hold zero bytes, so sizes, cursors, checksums and digests are those
+of zeros; /ingest keeps the bytes it was sent; /burncpu sleeps `millis` and reports a nominal
 iteration count.
 """
 
@@ -202,7 +202,7 @@ def _zeros_sha256(size: int) -> str:
     return hashlib.sha256(bytes(size)).hexdigest()
 
 
-# Request decoding with the local glutton's rules and messages (local/protocol.py).
+# Request decoding with the local glutton's rules and messages (local_substrate/protocol.py).
 
 
 def _object(raw: bytes, where: str) -> dict[str, Any]:

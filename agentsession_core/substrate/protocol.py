@@ -1,7 +1,7 @@
 """The names of the substrate's JSON wire form (docs/SPEC.md §2), each defined once.
 
 Both sides import from here: the clients (http.py, router_client.py, router_wire.py,
-errors.py), the in-memory fake (fake.py) and the local substrate (local/). A name that a
+errors.py), the in-memory fake (fake.py) and the local substrate (local_substrate/). A name that a
 client and a server spell differently is a bug no test of either side alone can see.
 
 Plain constants and pure functions only: this module must stay importable without aiohttp,

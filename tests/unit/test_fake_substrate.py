@@ -50,7 +50,7 @@ async def refused(call: Awaitable[Any]) -> SubstrateError:
 
 
 def local_answer(code: str, message: str, *, router: bool, control: bool) -> SubstrateError:
-    """What a client makes of the local substrate's own error answer (local/protocol.py)."""
+    """What a client makes of the local substrate's own error answer (its protocol.py)."""
     response = WireError(code, message, router=router).response()
     assert isinstance(response.body, bytes)
     if control:
@@ -410,6 +410,6 @@ async def test_errors_classify_as_the_local_substrates(
 ) -> None:
     sub = await make("a")
     fake = await refused(scenario(sub))
-    # A crash is told by its message (§3.4): these are local/actors.py's words.
+    # A crash is told by its message (§3.4): these are local_substrate/actors.py's words.
     message = "actor space/a crashed (its worker died); delete it" if code == "ABORTED" else "no"
     assert answer(fake) == answer(local_answer(code, message, router=router, control=control))
