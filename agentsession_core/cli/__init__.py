@@ -2,6 +2,11 @@
 
 Each command module exposes `register(subparsers)`, which adds its sub-commands and sets
 `handler` on them; a handler takes the parsed namespace and returns the exit code.
+
+A command line that names its command loads only that command's module: `agentsession gate`
+pays for the judge, not for the engine, the campaign or the flows (each command's imports
+cost about a second of CPU, and release pipelines and tests start these commands by the
+hundred). `--help`, a bare `agentsession` or a name no module is called by loads them all.
 """
 
 from __future__ import annotations
@@ -35,21 +40,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line: every command, or with `command` only the module of that name (an
+    engine module or a plugin's entry point) when there is one."""
     parser = _Parser(
         prog="agentsession",
         description="Benchmark agent substrates by replaying scripted agent sessions.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMAND_MODULES:
+    modules = [name for name in COMMAND_MODULES if name.rpartition(".")[2] == command]
+    plugins = [p for p in entry_points(group=PLUGIN_GROUP) if p.name == command]
+    if not modules and not plugins:
+        modules = list(COMMAND_MODULES)
+        plugins = sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name)
+    for name in modules:
         import_module(name).register(sub)
-    for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+    for plugin in plugins:
         plugin.load().register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:
