@@ -26,7 +26,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
 from local_substrate.persist import RUNTIME_PREFIX
+from tests.integration.ports import fixed_port
 from tests.integration.test_engine_turnover import read_jsonl
 
 pytestmark = pytest.mark.timeout(120)
@@ -59,12 +59,6 @@ RUN_DEADLINE_S = 90.0  # the whole run process, start-up to cleanup
 SEEN_BACK_S = {"json": 2.0, "ate": 5.0}
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @dataclass
 class Substrate:
     """`agentsession substrate serve` on fixed ports, so a restart serves the same URLs."""
@@ -73,8 +67,8 @@ class Substrate:
     log: Path
     faults_seed: int = 3
     workers: int = WORKERS
-    http_port: int = field(default_factory=free_port)
-    grpc_port: int = field(default_factory=free_port)
+    http_port: int = field(default_factory=fixed_port)
+    grpc_port: int = field(default_factory=fixed_port)
     proc: LocalSubstrateProcess | None = None
 
     def start(self) -> LocalSubstrateProcess:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from agentsession_core.substrate.fake import FakeSubstrate
 from local_substrate.launcher import LocalSubstrate
 from local_substrate.metric_names import FAMILIES, PREFIX
 from tests import grafana
+from tests.integration.ports import fixed_port
 
 pytestmark = pytest.mark.timeout(120)
 TOKEN = "metrics-token"
@@ -256,14 +256,8 @@ async def test_a_campaign_queries_prometheus_over_each_window(
     assert "pw" not in (run_dir / "campaign.json").read_text()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_every_dashboard_query_names_a_metric_the_run_exports(tmp_path: Path) -> None:
-    port = _free_port()
+    port = fixed_port()
     async with LocalSubstrate(workers=3, store=tmp_path / "store", token=TOKEN) as local:
         params = CampaignParams(
             **QUICK,

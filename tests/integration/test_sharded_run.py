@@ -382,6 +382,7 @@ async def test_a_sharded_run_replaces_what_a_substrate_restart_lost(
     try:
         run = open_run(params, handle_signals=False)
         assert isinstance(run, ShardedRun)
+        held = False
         async with run:
             await run.preflight()
             await run.register()
@@ -401,6 +402,9 @@ async def test_a_sharded_run_replaces_what_a_substrate_restart_lost(
             print(f"substrate silent {restarted - killed:.1f}s")
             _, _, reason = await hold
             run.finish()
+            held = True
+        # The Run takes what its body raised as the run's failure; say that, not a later line.
+        assert held, f"the body failed: {run.result and run.result.reason}"
         if reason == "enough":
             reason = run.result.reason if run.result is not None else None
         assert run.result is not None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import socket
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.single_run import run as run_engine
+from tests.integration.ports import fixed_port
 from tests.promql_subset import evaluate, parse_exposition, scrapes_source
 
 pytestmark = pytest.mark.timeout(60)
@@ -41,12 +41,6 @@ OURS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def _scrapes(url: str, gap: float) -> list[tuple[float, dict]]:
     """Two scrapes `gap` apart once the run books wakes."""
     out: list[tuple[float, dict]] = []
@@ -68,7 +62,7 @@ async def _scrapes(url: str, gap: float) -> list[tuple[float, dict]]:
 
 
 async def test_upstream_dashboard_queries_read_a_live_run(tmp_path: Path) -> None:
-    port = _free_port()
+    port = fixed_port()
     params = RunParams(
         think_scale=0.05,
         seed=5,

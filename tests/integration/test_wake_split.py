@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from tests.integration.agent_substrate_standin import (
     platform_histograms,
     serving,
 )
+from tests.integration.ports import fixed_port
 
 pytestmark = pytest.mark.timeout(60)
 QUICK = {"think_scale": 0.05, "seed": 5, "tag": "test", "script": "smoke"}
@@ -125,12 +125,6 @@ async def test_the_wake_split_per_window_from_the_platforms_series(tmp_path: Pat
     assert "Where the wakes' time went" in report and "missing from the server" in report
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 PROMETHEUS = shutil.which("prometheus")
 
 
@@ -142,7 +136,7 @@ async def test_a_real_prometheus_answers_the_preset(tmp_path: Path) -> None:
     assert PROMETHEUS is not None
     series = platform_histograms()
     fake = ObservedSubstrate(series)
-    port = _free_port()
+    port = fixed_port()
     async with serving(series) as standin:
         config = tmp_path / "prometheus.yml"
         target = standin.url.removeprefix("http://")
