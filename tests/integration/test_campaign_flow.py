@@ -33,8 +33,9 @@ from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 from tests.integration.mounts import tmpfs
 
-# One worker runs the whole module under xdist (`--dist loadgroup`): one harness, not two.
-pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("prefect-harness")]
+# Under xdist, .ci/run's `--dist loadfile` runs the whole module on one worker, its tests in
+# a row: one harness, made once.
+pytestmark = pytest.mark.timeout(240)
 BUCKET = "campaign-runs"
 
 

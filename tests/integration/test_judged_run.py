@@ -21,6 +21,7 @@ import pytest
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.run import Run
+from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output.run_dir import verify_manifest
 from local_substrate.launcher import LocalSubstrate
 
@@ -57,33 +58,43 @@ def gate_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+async def unmeetable_campaign(url: str, out: Path) -> tuple[Run, list[WindowVerdict]]:
+    """Two 4 s windows judged against a wake threshold no wake meets."""
+    p = params(
+        url,
+        out,
+        "unmeetable",
+        thresholds=[
+            "TimeToWake: p99 < 0.001ms",  # no wake is that fast
+            "Step_*: failure_ratio < 0.5",
+        ],
+        window_seconds=4,
+        hold_minutes=8 / 60,
+    )
+    run = Run(p, handle_signals=False)
+    async with run:
+        campaign = Campaign(p, run)
+        await run.preflight()
+        await run.register()
+        await run.fill()
+        for window in campaign.plan:
+            await campaign.hold_window(window.index)
+        campaign.finish()
+    return run, campaign.verdicts
+
+
 async def test_an_unmeetable_threshold_breaks_and_the_gate_exits_1(tmp_path: Path) -> None:
+    # A busy shared machine may void a short window (generator saturation), in a full slow
+    # tier both of them: the campaign is then made again, at most three times, as an operator
+    # would rerun a void night. A judged window breaks on the wake threshold and passes the
+    # step one.
     async with LocalSubstrate(workers=3, store=tmp_path / "store") as local:
-        p = params(
-            local.url,
-            tmp_path / "out",
-            "unmeetable",
-            thresholds=[
-                "TimeToWake: p99 < 0.001ms",  # no wake is that fast
-                "Step_*: failure_ratio < 0.5",
-            ],
-            window_seconds=4,
-            hold_minutes=8 / 60,
-        )
-        run = Run(p, handle_signals=False)
-        async with run:
-            campaign = Campaign(p, run)
-            await run.preflight()
-            await run.register()
-            await run.fill()
-            for window in campaign.plan:
-                await campaign.hold_window(window.index)
-            campaign.finish()
-        verdicts = campaign.verdicts
+        for _ in range(3):
+            run, verdicts = await unmeetable_campaign(local.url, tmp_path / "out")
+            outcomes = [v.outcome for v in verdicts]
+            if "break" in outcomes:
+                break
     assert run.result is not None and run.result.status == "completed"
-    # A busy shared machine may void a short window (generator saturation); a judged one
-    # breaks on the wake threshold and passes the step one.
-    outcomes = [v.outcome for v in verdicts]
     assert len(outcomes) == 2 and set(outcomes) <= {"break", "void"} and "break" in outcomes
     broken = next(v for v in verdicts if v.outcome == "break")
     wake = broken.results[0]

@@ -34,8 +34,8 @@ from tests.unit.test_report import SECTIONS, assert_self_contained
 from tests.unit.test_report_server import figure_rows, server_section
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# One worker for the module: its fixtures run whole campaigns, once per worker that needs them.
-pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("report-browser")]
+# One worker for the module (.ci/run: --dist loadfile): its fixtures run whole campaigns, once.
+pytestmark = pytest.mark.timeout(300)
 FORCED_VOID = "forced by the test: the load generator was saturated"
 BUCKET = "report-runs"
 
