@@ -22,7 +22,7 @@ SHARED_WORKERS = 4
 def alone_or_side_by_side(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[None]:
-    """Under pytest-xdist (.ci/run: four workers), a test marked `alone` runs while no other
+    """Under pytest-xdist (.ci/run: three workers), a test marked `alone` runs while no other
     test does; the rest run side by side. A readers-writer lock on two files in the run's
     shared temp directory: every test holds `room` shared, an `alone` test holds it
     exclusive, and holds `gate` meanwhile so no new test slips in while it waits."""
