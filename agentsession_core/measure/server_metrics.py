@@ -39,7 +39,8 @@ COUNTER, GAUGE = "counter", "gauge"
 # (measure/server_sources.py): its series hold one answer per window, kind "answer".
 WINDOW = "$window"
 ANSWER = "answer"
-# Its time goes out in milliseconds, so an answer may be stamped that much past the end.
+# Its time goes out in milliseconds, so an answer may be stamped that much past the end: of
+# its own window, and so also past the start of the window that follows it.
 _SENT_ROUNDING = 0.0015
 COUNTER_FIGURES = ("start", "end", "increase", "rate", "samples")
 GAUGE_FIGURES = ("start", "end", "min", "max", "mean", "samples")
@@ -140,8 +141,10 @@ def _counter_figures(t: array, v: array, start: float, end: float) -> dict[str, 
 
 def _answer_figures(t: array, v: array, start: float, end: float) -> dict[str, float] | None:
     """A $window query's answer for [start, end], as `end`; none for a span holding several
-    windows' answers (the steady window: each answer covers its own window only)."""
-    lo, hi = bisect_right(t, start), bisect_right(t, end + _SENT_ROUNDING)
+    windows' answers (the steady window: each answer covers its own window only). The last
+    window's answer, stamped up to a rounding past this window's start, is not this one's:
+    windows start on whole seconds and end a few ms past, so it rounded up there every time."""
+    lo, hi = bisect_right(t, start + _SENT_ROUNDING), bisect_right(t, end + _SENT_ROUNDING)
     if hi - lo != 1:
         return None
     return {"end": v[lo], "samples": 1}

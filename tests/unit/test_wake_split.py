@@ -88,6 +88,21 @@ def test_a_window_split_from_the_presets_answers_and_two_windows_merged() -> Non
     assert both["reconciliation"]["missing"] == 4
 
 
+def test_an_answer_stamped_past_its_windows_end_is_not_the_next_windows() -> None:
+    # The query time goes out in whole milliseconds: window 0 ends at 13.0015736, its answer
+    # comes back stamped 13.002, after window 1's start (the same instant as window 0's end).
+    store = ServerMetricsStore()
+    query = preset_queries("agent-substrate")["no_free_worker"]
+    end0, end1 = 13.0015736, 16.0018122
+    store.book_query("no_free_worker", query, [({}, [(round(end0, 3), 3.0)])])
+    store.book_query("no_free_worker", query, [({}, [(round(end1, 3), 5.0)])])
+    asked = Asked(store.series, preset_queries("agent-substrate"))
+    first, second = window_split(asked, 10.0, end0, None), window_split(asked, end0, end1, None)
+    assert first is not None and second is not None
+    assert first["counts"]["no_free_worker"]["total"] == 3
+    assert second["counts"]["no_free_worker"]["total"] == 5
+
+
 def _params(**server: object) -> RunParams:
     return RunParams(target={"prometheus_url": "http://127.0.0.1:9090"}, server=server)
 
