@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import signal
 import socket
 import struct
 import sys
@@ -182,8 +181,7 @@ class Faults:
         """Kill the worker that just loaded the actor, wait until the pool has seen it (the
         actor is CRASHED, as after any worker death: docs/SPEC.md §2.4), then answer the wake
         as a crash (§3.4: replace it)."""
-        with contextlib.suppress(ProcessLookupError):
-            worker.process.send_signal(signal.SIGKILL)
+        worker.process.kill()
         await worker.process.wait()
         for _ in range(200):  # the pool's watcher runs on its own task
             if actor.status == "CRASHED":

@@ -57,3 +57,19 @@ async def parent_gone(poll: float = PARENT_POLL) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def readable(fd: int) -> None:
+    """Until `fd` can be read (data, or EOF: the other end closed), without a thread."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def on_readable() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, on_readable)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)

@@ -1,8 +1,8 @@
 """The worker pool: a fixed number of worker processes, handed out one actor at a time.
 
-Each worker is `python -m local_substrate.worker` on its own loopback
-port (handshake: its first stdout line, `LISTENING <port>`). Its stdin stays open to us;
-when we go, it goes.
+Each worker is an OS process forked from the pool's fork server (worker_process.py), on its
+own loopback port (handshake: `LISTENING <port>` down its pipe). The pipe's other end stays
+with us; when we go, it goes.
 
 `acquire` hands out a free worker, preferring the one that holds the actor's paused state
 (its resume is a local swap), otherwise the free worker holding the fewest paused bytes.
@@ -27,14 +27,15 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
 import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentsession_core.substrate.protocol import POOL_LABEL, WORKER_READY, WORKER_SECRET_ENV
+from agentsession_core.substrate.protocol import POOL_LABEL, WORKER_SECRET_ENV
+from local_substrate import worker_process
+from local_substrate.worker_process import WorkerProcess
 
 SPAWN_TIMEOUT = 60.0
 
@@ -43,7 +44,7 @@ SPAWN_TIMEOUT = 60.0
 class WorkerProc:
     slot: int
     generation: int
-    process: asyncio.subprocess.Process
+    process: WorkerProcess
     port: int
     scratch: Path
     hosting: str | None = None  # "atespace/name" of the running actor
@@ -82,7 +83,9 @@ class Pool:
         self.worker_args = worker_args
         self.on_crash = on_crash
         self.seed = seed
-        self.secret = secrets.token_hex(16)
+        # The router's key to the workers' ports: new each start, unless the environment
+        # fixes one (to reach a worker by hand, as tests do).
+        self.secret = os.environ.get(WORKER_SECRET_ENV) or secrets.token_hex(16)
         self.workers: dict[int, WorkerProc] = {}
         self.crashes = 0
         self._free: list[WorkerProc] = []
@@ -98,31 +101,16 @@ class Pool:
     async def _spawn(self, slot: int, generation: int) -> WorkerProc:
         scratch = self.scratch_root / f"w{slot}-{generation}"
         await asyncio.to_thread(scratch.mkdir, parents=True, exist_ok=True)
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "local_substrate.worker",
-            "--scratch",
-            str(scratch),
-            "--seed",
-            str(self.seed * 1_000_003 + slot * 1009 + generation),
-            *self.worker_args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, WORKER_SECRET_ENV: self.secret},
-        )
-        assert process.stdout is not None
+        seed = self.seed * 1_000_003 + slot * 1009 + generation
+        argv = ["--scratch", str(scratch), "--seed", str(seed)]
         try:
-            line = await asyncio.wait_for(process.stdout.readline(), SPAWN_TIMEOUT)
-            word, port = line.decode().split()
-            if word != WORKER_READY:
-                raise ValueError(line)
-        except (TimeoutError, ValueError) as exc:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            raise RuntimeError(f"worker slot {slot} did not start: {exc!r}") from exc
+            process, port = await worker_process.start(
+                [*argv, *self.worker_args], self.secret, SPAWN_TIMEOUT
+            )
+        except worker_process.WorkerDidNotStart as exc:
+            raise RuntimeError(f"worker slot {slot} did not start: {exc}") from exc
         pool = self._pool_of[slot] if self._pool_of else ""
-        worker = WorkerProc(slot, generation, process, int(port), scratch, pool=pool)
+        worker = WorkerProc(slot, generation, process, port, scratch, pool=pool)
         self.workers[slot] = worker
         task = asyncio.create_task(self._watch(worker))
         self._watchers.add(task)
@@ -222,16 +210,12 @@ class Pool:
             future.cancel()
         workers = list(self.workers.values())
         for worker in workers:
-            if worker.process.stdin is not None:
-                worker.process.stdin.close()
-            with contextlib.suppress(ProcessLookupError):
-                worker.process.send_signal(signal.SIGTERM)
+            worker.process.close_pipe()  # it goes (it ignores SIGTERM: worker.py)
         for worker in workers:
             try:
                 await asyncio.wait_for(worker.process.wait(), grace)
             except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    worker.process.kill()
+                worker.process.kill()
                 await worker.process.wait()
         for task in list(self._watchers):
             task.cancel()

@@ -2,14 +2,14 @@
 and serves the glutton routes on it (docs/SPEC.md §2.4): JSON bodies (glutton.py) or, for
 a protobuf request, the ate wire's (glutton_ate.py).
 
-Run as `python -m local_substrate.worker --scratch DIR ...`; it binds
-127.0.0.1 on a free port and prints `LISTENING <port>` on stdout (the pool's handshake).
-It exits when its stdin closes, and the kernel kills it when the server's thread that forked
-it exits (PR_SET_PDEATHSIG, lifeline.py), so a worker never outlives its server, even a
-killed one.
+Forked by the pool's fork server (worker_process.py) with its command-line arguments
+(`--scratch DIR ...`), the pool's secret and one end of a pipe: it binds 127.0.0.1 on a free
+port and sends `LISTENING <port>` down the pipe (the pool's handshake). It exits when the
+pipe's other end closes, and the kernel kills it when the fork server exits
+(PR_SET_PDEATHSIG, lifeline.py), so a worker never outlives its server, even a killed one.
 
 Every route, the glutton's and the admin's, answers only a request that carries the
-`x-worker-secret` the server passes in the environment: the router is its only caller, and
+`x-worker-secret` the pool handed it: the router is its only caller, and
 the port, though on loopback, is reachable by every local user (docs/SPEC.md §2.4). Without
 it: 401, in the wire form the request speaks.
 
@@ -28,7 +28,9 @@ import asyncio
 import hmac
 import os
 import shutil
-import sys
+import signal
+from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,6 @@ from agentsession_core.substrate.protocol import (
     KEY_PATTERN,
     WORKER_ADMIN_PREFIX,
     WORKER_READY,
-    WORKER_SECRET_ENV,
     WORKER_SECRET_HEADER,
 )
 from local_substrate import glutton_ate, lifeline, store
@@ -52,6 +53,14 @@ from local_substrate.protocol import (
     plain,
     read_object,
 )
+
+run_loop: Callable[..., Any] = asyncio.run
+try:  # imported here, so that the fork server has it and a fork need not import it
+    import uvloop
+
+    run_loop = uvloop.run
+except ImportError:
+    pass
 
 
 class Worker:
@@ -223,25 +232,22 @@ def _file_sizes(path: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in path.iterdir() if KEY_PATTERN.match(p.name)}
 
 
-async def serve(args: argparse.Namespace) -> None:
+async def serve(args: argparse.Namespace, secret: str, pipe: Connection) -> None:
     glutton = Glutton(args.seed, args.max_op_bytes, args.max_burn_millis, args.max_parallel)
-    worker = Worker(Path(args.scratch), os.environ.get(WORKER_SECRET_ENV, ""), glutton)
+    worker = Worker(Path(args.scratch), secret, glutton)
     runner = web.AppRunner(worker.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    print(f"{WORKER_READY} {port}", flush=True)
-    # The server holds our stdin; when it goes away (even kill -9), so do we.
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    while await reader.read(4096):
-        pass
+    pipe.send_bytes(f"{WORKER_READY} {port}".encode())
+    # The server holds the pipe's other end; when it goes away (even kill -9), so do we.
+    await lifeline.readable(pipe.fileno())
     await runner.cleanup()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str], secret: str, pipe: Connection) -> None:
+    """A forked worker's life (worker_process.py forks it)."""
     parser = argparse.ArgumentParser(prog="agentsession-worker")
     parser.add_argument("--scratch", required=True)
     parser.add_argument("--seed", type=int, default=0)
@@ -250,13 +256,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-parallel", type=int, default=16)
     args = parser.parse_args(argv)
     lifeline.die_with_parent()
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(serve(args))
-    else:
-        uvloop.run(serve(args))
-
-
-if __name__ == "__main__":
-    main()
+    # A Ctrl-C in the server's terminal reaches us too: the server stops its workers (through
+    # the pipe), and until it does we serve; dying first would print a traceback per worker
+    # and have the pool start replacements as it stops. (SIGTERM: ignored from the fork
+    # server on, fork_server.py.)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    run_loop(serve(args, secret, pipe))

@@ -151,12 +151,13 @@ RAW_ANSWER_ROUTES = frozenset({READDISK})  # may answer OCTET_CONTENT_TYPE
 
 # ---- local substrate: server <-> worker (§2.4) -----------------------------------------------
 # Not part of the public protocol: the admin routes of a worker process are reachable only
-# with the per-pool secret, which the pool hands each worker in its environment.
+# with the per-pool secret, which the pool hands each worker as it forks it (random per
+# start, or the server's WORKER_SECRET_ENV when set).
 
 WORKER_SECRET_HEADER = "x-worker-secret"
 WORKER_SECRET_ENV = "AGENTSESSION_WORKER_SECRET"
 WORKER_ADMIN_PREFIX = "/_admin"
-WORKER_READY = "LISTENING"  # a worker's first stdout line: "LISTENING <port>"
+WORKER_READY = "LISTENING"  # a worker's handshake down its pipe: "LISTENING <port>"
 # Router -> worker: the actor the router resolved the request to, so the worker can tell a
 # request that arrived after its actor left (the ate wire's 421 stale assignment).
 HOSTED_ACTOR_HEADER = "x-worker-actor"

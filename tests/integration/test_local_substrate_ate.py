@@ -18,7 +18,6 @@ from pathlib import Path
 import grpc
 import httpx
 import orjson
-import psutil
 import pytest
 
 from agentsession_core.substrate.ate import control_codec as cc
@@ -46,19 +45,22 @@ from local_substrate.launcher import LocalSubstrateProcess
 TOKEN = "ate-wire-token"
 GLUTTON = ("benchmark-workloads", "glutton")
 WORKERS = 2
+WORKER_SECRET = "worker-secret-of-this-module"
 
 
 @pytest.fixture(scope="module")
 def sub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSubstrateProcess]:
     root = tmp_path_factory.mktemp("ate-local")
-    with LocalSubstrateProcess(
+    launcher = LocalSubstrateProcess(
         workers=WORKERS,
         store=root / "store",
         park_timeout=1.0,
         token=TOKEN,
         extra_args=["--max-op-size", "8Mi", "--max-burn-millis", "2000"],
         log_path=root / "log",
-    ) as proc:
+    )
+    launcher.env[WORKER_SECRET_ENV] = WORKER_SECRET  # to ask a worker directly
+    with launcher as proc:
         yield proc
 
 
@@ -322,7 +324,7 @@ async def test_a_worker_without_the_actor_answers_421_stale(
     await control.create_actor(space, "here", *GLUTTON)
     host = cc.worker_name((await control.resume_actor(space, "here")).message.actor)
     worker = next(w for w in sub.debug_workers()["workers"] if w["name"] == host)
-    port, secret = worker["port"], psutil.Process(worker["pid"]).environ()[WORKER_SECRET_ENV]
+    port, secret = worker["port"], WORKER_SECRET
     headers = {
         "content-type": PROTOBUF_CONTENT_TYPE,
         HOSTED_ACTOR_HEADER: f"{space}/elsewhere",

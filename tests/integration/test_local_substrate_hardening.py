@@ -164,13 +164,15 @@ def test_a_restart_on_the_same_store_keeps_the_actors(tmp_path: Path) -> None:
 
 
 async def test_worker_ports_answer_only_with_the_pool_secret(tmp_path: Path) -> None:
-    with LocalSubstrateProcess(workers=1, log_path=tmp_path / "log") as proc:
+    secret = "known-to-this-test"
+    launcher = LocalSubstrateProcess(workers=1, log_path=tmp_path / "log")
+    launcher.env[WORKER_SECRET_ENV] = secret
+    with launcher as proc:
         sub = HttpSubstrate(proc.url)
         await sub.ensure_atespace("sec")
         await sub.create_actor("sec", "a", *GLUTTON)
         await sub.resume_actor("sec", "a")
         worker = proc.debug_workers()["workers"][0]
-        secret = psutil.Process(worker["pid"]).environ()[WORKER_SECRET_ENV]
         base = f"http://127.0.0.1:{worker['port']}"
         proto = {"content-type": PROTOBUF_CONTENT_TYPE}
         async with httpx.AsyncClient(base_url=base, timeout=10) as http:

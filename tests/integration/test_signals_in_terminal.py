@@ -163,3 +163,22 @@ def assert_run_stops(tmp_path: Path, then, code: int, name: str, extra: list[str
     assert_stopped_cleanly(session, code, name)
     assert sum(f"received {name}" in line for line in session.lines) == 1, session.output
     assert wait_gone(marker) == []
+
+
+@pytest.mark.parametrize(("then", "name"), [(ctrl_c, "SIGINT"), (sigterm_group, "SIGTERM")])
+def test_a_local_substrate_started_by_hand_stops_with_its_workers(
+    tmp_path: Path, then, name: str
+) -> None:
+    """`agentsession substrate serve` in a terminal of its own: the signal reaches its workers
+    and their fork server as well as the server, and only the server acts on it: it stops
+    its workers, so no worker prints a traceback or dies first (which the pool would take
+    for a crash and replace), and nothing of it is left."""
+    env, marker = command_env()
+    argv = [AGENTSESSION, "substrate", "serve", "--port", "0", "--workers", "3"]
+    argv += ["--store", str(tmp_path / "store")]
+    session = in_terminal(argv, env, when="ate control (gRPC) on", then=then, delay_s=1.0)
+    assert session.exit_code == 0, (name, session.output[-3000:])
+    assert session.after_signal_s < 10, session.after_signal_s
+    assert "Traceback" not in session.output, session.output[-5000:]
+    assert "replacing it" not in session.output, session.output[-3000:]
+    assert wait_gone(marker) == []
