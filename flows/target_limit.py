@@ -127,7 +127,8 @@ async def hold_target(target: TargetParams, flow_run_id: UUID | None) -> AsyncIt
 async def _say_waiting(acquired: asyncio.Event, name: str, ident: str) -> None:
     """One line, only when the slot is not ours within WAIT_NOTICE_S."""
     try:
-        await asyncio.wait_for(acquired.wait(), WAIT_NOTICE_S)
+        async with asyncio.timeout(WAIT_NOTICE_S):
+            await acquired.wait()
     except TimeoutError:
         _logger().info(
             "waiting for the global concurrency limit %s: another campaign drives target %s",

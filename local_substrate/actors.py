@@ -311,7 +311,8 @@ class ActorLifecycle:
     async def wake(self, actor: Actor, *, router: bool) -> tuple[WorkerProc, bool]:
         """The actor RUNNING, resuming it if needed: its worker, and whether it resumed."""
         try:
-            await asyncio.wait_for(actor.lock.acquire(), self.park_timeout)
+            async with asyncio.timeout(self.park_timeout):
+                await actor.lock.acquire()
         except TimeoutError:
             raise WireError(
                 "DEADLINE_EXCEEDED",

@@ -51,7 +51,8 @@ class ByteBudget:
         entry = (n, future)
         self._waiters.append(entry)
         try:
-            await asyncio.wait_for(asyncio.shield(future), self.wait)
+            async with asyncio.timeout(self.wait):
+                await asyncio.shield(future)
         except TimeoutError:
             if future.done() and not future.cancelled():
                 self.release(n)  # granted just as we gave up: hand it on

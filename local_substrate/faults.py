@@ -203,7 +203,8 @@ class Faults:
             if request is not None and _gone(request):
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), _HANG_POLL)
+                async with asyncio.timeout(_HANG_POLL):
+                    await self._stopping.wait()
 
     async def enact_http(self, verdict: Verdict, request: web.Request) -> web.Response | None:
         """A control or router request's arrival faults; None: go on and serve it."""

@@ -177,7 +177,8 @@ class Pool:
         entry = (future, pool)
         self._waiters.append(entry)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(future)
         except TimeoutError:
             if future.done() and not future.cancelled():
                 # Handed over just as we gave up: pass it on rather than leak it.
@@ -213,7 +214,8 @@ class Pool:
             worker.process.close_pipe()  # it goes (it ignores SIGTERM: worker.py)
         for worker in workers:
             try:
-                await asyncio.wait_for(worker.process.wait(), grace)
+                async with asyncio.timeout(grace):
+                    await worker.process.wait()
             except TimeoutError:
                 worker.process.kill()
                 await worker.process.wait()

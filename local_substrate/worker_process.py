@@ -99,7 +99,8 @@ async def start(argv: list[str], secret: str, timeout: float) -> tuple[WorkerPro
         theirs.close()
     forked = WorkerProcess(process, ours)
     try:
-        await asyncio.wait_for(lifeline.readable(ours.fileno()), timeout)
+        async with asyncio.timeout(timeout):
+            await lifeline.readable(ours.fileno())
         word, port = ours.recv_bytes(256).decode().split()
         if word != WORKER_READY:
             raise ValueError(f"handshake {word!r}")

@@ -67,9 +67,8 @@ class Watchdog:
             if self.stopped:
                 return
             try:
-                await asyncio.wait_for(
-                    self.substrate.get_template(namespace, name), PROBE_TIMEOUT_S
-                )
+                async with asyncio.timeout(PROBE_TIMEOUT_S):
+                    await self.substrate.get_template(namespace, name)
             except (SubstrateError, TimeoutError) as exc:
                 if self.stopped:
                     return

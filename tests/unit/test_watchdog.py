@@ -152,3 +152,30 @@ async def test_a_stopped_watchdog_says_nothing_more(
     await asyncio.wait_for(dog.run(), 10)
     assert dog.failure is None and sub.probes == 0
     assert not [r for r in caplog.records if "unreachable" in r.getMessage()]
+
+
+async def test_a_cancel_that_comes_as_a_probe_answers_still_stops_the_watchdog(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run cancels its watchdog on the way out. A cancel that comes in the same turn of the
+    loop as a probe's answer must end it too: Python 3.11's asyncio.wait_for returned the
+    answer and dropped the cancel, the watchdog probed on, and the run's exit waited for it
+    forever (a test hung 240 s after its cleanup)."""
+    monkeypatch.setattr(watchdog, "EVERY_S", 0.0)
+    answer: asyncio.Future[Template] = asyncio.get_running_loop().create_future()
+    probing = asyncio.Event()
+
+    class Answering:
+        async def get_template(self, namespace: str, name: str) -> Template:
+            probing.set()
+            return await answer
+
+    dog = watchdog.Watchdog(Answering(), params())  # type: ignore[arg-type]
+    task = asyncio.create_task(dog.run())
+    await probing.wait()
+    answer.set_result(Template("benchmark-workloads", "glutton", 1 << 30))
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=5)
+    dog.stop()  # a watchdog that ran on ends here, and the test fails below
+    await asyncio.wait({task}, timeout=5)
+    assert task in done and task.cancelled()

@@ -191,16 +191,16 @@ class Population:
                     await gate.acquire()
                     group.create_task(register(self.new_session(), intended))
 
-        try:
-            await asyncio.wait_for(spawn_all(), deadline_s)
-        except TimeoutError:
-            pass  # the starts still in flight were cancelled (booked as cancelled)
+        with contextlib.suppress(TimeoutError):  # the starts in flight are cancelled (booked)
+            async with asyncio.timeout(deadline_s):
+                await spawn_all()
         if registered < params.sessions and not self.ctx.stopping.is_set():
             self.registration_failed(registered, params.sessions, deadline_s)
         log.info("registration: %d of %d sessions registered", registered, params.sessions)
         # Registration is over when it has been quiet this long (or the run stops).
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.ctx.stopping.wait(), params.registration_quiet_seconds)
+            async with asyncio.timeout(params.registration_quiet_seconds):
+                await self.ctx.stopping.wait()
 
     def states(self) -> Counter[str]:
         return Counter(s.state for s in self.sessions)

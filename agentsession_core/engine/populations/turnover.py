@@ -229,7 +229,8 @@ class TurnoverPopulation(Population):
                     continue
             changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), min(left, 1.0))
+                async with asyncio.timeout(min(left, 1.0)):
+                    await changed.wait()
         short = self.awake - len(self.idle)
         if short <= 0 or self.ctx.stopping.is_set():
             return

@@ -221,7 +221,8 @@ class ShardEngine:
         give_up = time.monotonic() + BACK_WAIT_S
         while True:
             try:
-                await asyncio.wait_for(engine.substrate.get_template(namespace, name), 2.0)
+                async with asyncio.timeout(2.0):
+                    await engine.substrate.get_template(namespace, name)
                 break
             except (SubstrateError, TimeoutError) as exc:
                 if time.monotonic() > give_up:
