@@ -183,7 +183,10 @@ async def test_an_unavailable_control_api_is_retried_and_never_replaces(
 ) -> None:
     async def outage() -> None:
         await asyncio.sleep(1.0)
-        await stands.server.stop(None)  # every call now fails UNAVAILABLE, without an answer
+        # Gone between calls, as a crashed server is for every call after it: each fails
+        # UNAVAILABLE, without an answer. The calls in flight finish (a stop without grace
+        # would cancel them, and CANCELLED is not what a crashed server says).
+        await stands.server.stop(1.0)
         await asyncio.sleep(1.5)
         await stands.serve_control()  # back, on the same port, with the same actors
         stands.control.seen.clear()
