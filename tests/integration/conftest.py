@@ -3,7 +3,6 @@ loopback port, with a temp store, a bearer token and small caps; stopped at the 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 from collections.abc import AsyncIterator, Iterator
@@ -16,34 +15,6 @@ from local_substrate.launcher import LocalSubstrateProcess
 TOKEN = "integration-token"
 SMALL_TEMPLATE = ("test", "small")  # 1 MiB limit
 SHARED_WORKERS = 4
-
-
-@pytest.fixture(autouse=True)
-def alone_or_side_by_side(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
-    """Under pytest-xdist (.ci/run: three workers), a test marked `alone` runs while no other
-    test does; the rest run side by side. A readers-writer lock on two files in the run's
-    shared temp directory: every test holds `room` shared, an `alone` test holds it
-    exclusive, and holds `gate` meanwhile so no new test slips in while it waits."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        yield
-        return
-    shared = tmp_path_factory.getbasetemp().parent  # popen-gwN's parent: one per run
-    alone = request.node.get_closest_marker("alone") is not None
-    with open(shared / "alone.gate", "a") as gate, open(shared / "alone.room", "a") as room:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            if not alone:
-                fcntl.flock(gate, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(room, fcntl.LOCK_UN)
-            if alone:
-                fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

@@ -568,9 +568,6 @@ async def test_a_two_shard_campaign_runs_end_to_end_on_a_local_dask_cluster(pref
     assert verify_manifest(run_dir) == []
 
 
-# Alone under xdist: beside another test, the local Dask cluster's shutdown sometimes logs a
-# CommClosedError traceback (distributed.batched; 2 of 3 parallel runs, 0 of 12 alone).
-@pytest.mark.alone
 def test_sigterm_stops_every_shard_within_seconds(prefect_api, tmp_path):
     """Prefect's cancellation (SIGTERM to the flow-run process) with two shards: every
     shard stops and deletes its actors, their worker processes are gone, artifacts say

@@ -102,11 +102,10 @@ def test_sigterm_to_the_process_group_stops_a_campaign_mid_hold(tmp_path: Path) 
     assert_campaign_stopped(session, 143, "SIGTERM", marker)
 
 
-# Alone under xdist: on a crowded machine this Ctrl-C was once lost and the campaign ran on.
-# In this round's full slow tier it was lost in 3 of 3 runs (the ^C echoed, the campaign ran
-# to its end), while the test alone, or after the whole Prefect module, passed every time:
-# the cause is not found yet (docs/limits.md, known limits). Kept running, so an XPASS shows a fix.
-@pytest.mark.alone
+# On a crowded machine this Ctrl-C was once lost and the campaign ran on; in one round's full
+# slow tier it was lost in 3 of 3 runs (the ^C echoed, the campaign ran to its end), while
+# the test alone passed every time. Since then it has passed in every full run, the cause
+# never found (docs/limits.md, known limits). Kept running, so an XPASS shows it holds.
 @pytest.mark.xfail(
     strict=False,
     reason="a Ctrl-C during the temporary Prefect API's start is lost in a full slow tier "
@@ -137,8 +136,6 @@ def test_a_run_in_a_terminal_stops_on_ctrl_c_and_on_sigterm_to_its_group(
     assert_run_stops(tmp_path, then, code, name, [])
 
 
-# Alone under xdist: the same Dask shutdown as test_sigterm_stops_every_shard_within_seconds.
-@pytest.mark.alone
 def test_a_sharded_run_stops_on_ctrl_c_without_its_dask_workers_dying(tmp_path: Path) -> None:
     """The local Dask cluster's worker processes are out of the command's group: the
     coordinator stops every shard and each deletes its actors (engine/shards/own_group.py)."""
