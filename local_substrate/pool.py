@@ -211,7 +211,7 @@ class Pool:
             future.cancel()
         workers = list(self.workers.values())
         for worker in workers:
-            worker.process.close_pipe()  # it goes (it ignores SIGTERM: worker.py)
+            worker.process.close_pipe()  # it goes (it ignores SIGTERM: fork_server.py)
         for worker in workers:
             try:
                 async with asyncio.timeout(grace):

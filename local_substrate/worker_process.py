@@ -2,11 +2,11 @@
 imported the worker: multiprocessing's forkserver, preloaded with fork_server.py (and the
 main module, which a fork would otherwise run again).
 
-Why a fork server: a worker started as a fresh interpreter spent about 0.55 s of CPU on its
-start and its imports (aiohttp, the wire codecs), so a 12-worker substrate took 7 CPU-seconds
-to come up and a crashed worker's replacement was late by as much. A fork of a process that
-has done that work costs a few milliseconds (bench/worker_start.py measures both, side by
-side).
+Why a fork server: a worker started as a fresh interpreter spent over 0.4 s of CPU on its
+start and its imports (aiohttp, the wire codecs) before it served, so a 12-worker substrate
+took 7 CPU-seconds to come up and a crashed worker's replacement was late by as much. A fork
+of a process that has done that work, up to its handshake, costs about 50 ms
+(bench/worker_start.py measures both, side by side).
 
 The pipe: each worker gets one end of a socket pair. It sends its handshake there
 (`LISTENING <port>`), and it goes when the other end closes: when the pool stops it, or when
@@ -64,6 +64,7 @@ class WorkerProcess:
         await lifeline.readable(self._process.sentinel)  # the fork server writes the status there
         code = await asyncio.to_thread(self._exitcode)
         self.returncode = code
+        self._pipe.close()
         with contextlib.suppress(ValueError):
             self._process.close()
         return code
