@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterator
 from typing import Any, cast
 
-from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.params import CampaignParams, CampaignTargetParams
 from agentsession_core.errors import UsageError
 
 TOKEN_ENV = "AGENTSESSION_TOKEN"
@@ -67,25 +67,32 @@ def token_in_environment(token: str | None) -> Iterator[None]:
 
 async def with_token(params: CampaignParams) -> CampaignParams:
     """The parameters the engine runs with: the flow's own plus the token from the Secret
-    block or the environment. UsageError (one line) for a token given as a parameter, a
-    block that cannot be loaded or holds no token."""
-    target = params.target
+    block or the environment, for the target and for a paired campaign's reference arm
+    alike. UsageError (one line) for a token given as a parameter, a block that cannot be
+    loaded or holds no token."""
+    update: dict[str, Any] = {"target": await _resolved(params.target, "target")}
+    if params.reference is not None:
+        update["reference"] = await _resolved(params.reference, "reference")
+    # model_copy skips validation on purpose: token beside token_secret is refused as input
+    # (one source of credentials), but here it is the block's value, resolved.
+    return params.model_copy(update=update)
+
+
+async def _resolved(target: CampaignTargetParams, where: str) -> CampaignTargetParams:
     if target.token:
-        raise UsageError(TOKEN_PARAMETER_REFUSED)
+        raise UsageError(TOKEN_PARAMETER_REFUSED.replace("target.", f"{where}."))
     if target.token_secret:
-        token: str | None = await _secret_token(target.token_secret)
+        token: str | None = await _secret_token(target.token_secret, where)
     elif target.token_file:
-        return params  # read by the ate client itself, on every call
+        return target  # read by the ate client itself, on every call
     else:
         token = os.environ.get(TOKEN_ENV, "").strip() or None
         if token is None:
-            return params
-    # model_copy skips validation on purpose: token beside token_secret is refused as input
-    # (one source of credentials), but here it is the block's value, resolved.
-    return params.model_copy(update={"target": target.model_copy(update={"token": token})})
+            return target
+    return target.model_copy(update={"token": token})
 
 
-async def _secret_token(name: str) -> str:
+async def _secret_token(name: str, where: str) -> str:
     # Imported here: `agentsession campaign` imports this module before it configures Prefect.
     from prefect.blocks.system import Secret
 
@@ -95,15 +102,15 @@ async def _secret_token(name: str) -> str:
     except ValueError as exc:
         if _NOT_FOUND in str(exc):
             raise UsageError(
-                f"target.token_secret: no Prefect Secret block named {name!r} on this Prefect "
+                f"{where}.token_secret: no Prefect Secret block named {name!r} on this Prefect "
                 "API (create one under Blocks in the UI)"
             ) from None
         # Not the message: a validation error would quote the block's (secret) value.
         raise UsageError(
-            f"target.token_secret: the Secret block {name!r} could not be loaded "
+            f"{where}.token_secret: the Secret block {name!r} could not be loaded "
             f"({type(exc).__name__})"
         ) from None
     value = block.value.get_secret_value()
     if not isinstance(value, str) or not value.strip():
-        raise UsageError(f"target.token_secret: the Secret block {name!r} holds no token text")
+        raise UsageError(f"{where}.token_secret: the Secret block {name!r} holds no token text")
     return value.strip()

@@ -37,13 +37,19 @@ from agentsession_core.judge.gate import (
     with_baseline,
     without_baseline,
 )
-from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, HoldSeconds, second_records
+from agentsession_core.judge.hold_seconds import (
+    HOLD_SECONDS_FILE,
+    HoldSeconds,
+    saturated_seconds,
+    second_records,
+)
 from agentsession_core.judge.hold_seconds import render as render_seconds
+from agentsession_core.judge.paired import paired_comparison
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.thresholds import Threshold, parse_threshold
 from agentsession_core.judge.uncertainty import figures
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
-from agentsession_core.measure.stats import Window
+from agentsession_core.measure.stats import CANDIDATE, REFERENCE, Window
 from agentsession_core.output.upload import is_s3, run_location
 
 log = logging.getLogger("agentsession")
@@ -206,9 +212,12 @@ class Campaign:
     async def _judge(
         self, index: int, level: float, start: int, end: int, reason: str | None
     ) -> WindowVerdict:
-        window = self.run.recorder.window(start, end)
+        window, saturated = self._window(start, end)
         server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.9)
         figures = await server.cut(start, end, index=index, level=level) if server else None
+        reference = self.run.reference
+        if reference is not None and reference.server is not None:  # the reference arm's own
+            await reference.server.cut(start, end, index=index, level=level)
         void: str | None
         if reason is not None and self.run.cut_short(reason):
             # Cut short by SIGINT/SIGTERM, our own disk or a lost shard: not judgeable, and not the
@@ -217,7 +226,7 @@ class Campaign:
         elif reason is None and (manual := self.manual_void(start, end)) is not None:
             void, aborted = manual, None  # the load was not the plan's (docs/SPEC.md §5.10)
         else:
-            void = self.run.health.void_reason(window) if reason is None else None
+            void = self._void_reason(window, saturated) if reason is None else None
             aborted = reason
         return judge_window(
             window,
@@ -228,7 +237,28 @@ class Campaign:
             void_reason=void,
             abort_reason=aborted,
             server=figures,
+            saturated_seconds=saturated,
         )
+
+    def _window(self, start: int, end: int) -> tuple[Window, int]:
+        """The window to judge and how many of its seconds the generator saturated in. A
+        paired campaign judges it without them (both arms were disturbed alike, docs/SPEC.md
+        §6.8); an unpaired one judges them all and voids past the void rule's allowance."""
+        rec = self.run.recorder
+        rec.flush()
+        first, last = rec.second_of(start), rec.second_of(end)
+        saturated = frozenset(t for t, _ in self.run.health.saturated_in(first, last))
+        if self.run.reference is None:
+            return rec.window_seconds(first, last), len(saturated)
+        window = rec.window_seconds(first, last, leave_out=saturated).arm(CANDIDATE)
+        return window, len(saturated)
+
+    def _void_reason(self, window: Window, saturated: int) -> str | None:
+        if self.run.reference is None:
+            return self.run.health.void_reason(window)
+        if saturated and window.duration_s <= 0:
+            return f"the load generator was saturated in every one of its {saturated} s"
+        return None
 
     def _ended(self, reason: str | None, verdict: WindowVerdict, what: str) -> None:
         if reason is not None:
@@ -388,9 +418,20 @@ class Campaign:
         if hold is not None:
             described["headline"] = hold
         # The seconds behind the headline, kept so the figures' intervals (and any later
-        # comparison) can be recomputed from the run's files alone.
-        seconds = second_records(run.recorder, self.headline_spans())
-        run_dir.write_text(HOLD_SECONDS_FILE, render_seconds(seconds))
+        # comparison) can be recomputed from the run's files alone; a paired run's keep
+        # both arms' and which seconds the generator saturated in.
+        spans = self.headline_spans()
+        paired = run.reference is not None
+        saturated = self._saturated(spans) if paired else None
+        seconds = second_records(
+            run.recorder, spans, arm=CANDIDATE if paired else None, saturated=saturated
+        )
+        theirs = (
+            second_records(run.recorder, spans, arm=REFERENCE, saturated=saturated)
+            if paired
+            else []
+        )
+        run_dir.write_text(HOLD_SECONDS_FILE, render_seconds(seconds + theirs))
         settings = self.params.gate
         gate = gate_document(
             self.verdicts,
@@ -405,6 +446,7 @@ class Campaign:
             confidence=settings.confidence,
             conditions=conditions(self.params.model_dump(mode="json")),
             capacity=self.capacity(run),
+            paired=self._paired(seconds, theirs) if paired else None,
         )
         if self.baseline:
             gate = with_baseline(
@@ -412,11 +454,34 @@ class Campaign:
                 self.baseline,
                 self.params.max_regression,
                 night_spread=settings.night_spread,
+                rule=settings.rule,
             )
         elif self.baseline is not None:  # auto, and no earlier good run yet
             gate = without_baseline(gate, "no earlier comparable run of this campaign passed")
         self.gate = gate
         run_dir.write_json("gate.json", self.gate)
+
+    def _saturated(self, spans: list[tuple[int, int, int]]) -> dict[int, str]:
+        rec = self.run.recorder
+        out: dict[int, str] = {}
+        for _, start, end in spans:
+            out.update(self.run.health.saturated_in(rec.second_of(start), rec.second_of(end)))
+        return out
+
+    def _paired(self, mine: list[dict], theirs: list[dict]) -> dict[str, Any]:
+        """gate.json's `paired`: the candidate against the reference arm, block by block."""
+        settings = self.params.gate
+        return paired_comparison(
+            HoldSeconds.of_records(mine),
+            HoldSeconds.of_records(theirs, REFERENCE),
+            saturated=saturated_seconds(mine),
+            block_seconds=settings.block_seconds,
+            min_blocks=settings.min_blocks,
+            max_regression=self.params.max_regression,
+            confidence=settings.confidence,
+            rule=settings.rule,
+            seed=self.params.seed,
+        )
 
     @property
     def reached_verdict(self) -> bool:

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from agentsession_core.engine.live_control import MAX_LEVEL  # a live change's bound too
 from agentsession_core.engine.params import (
@@ -40,6 +40,7 @@ from agentsession_core.engine.params import (
     Section,
     TargetParams,
     form_position,
+    reference_value,
 )
 from agentsession_core.errors import UsageError, clip
 from agentsession_core.judge.compare import (
@@ -47,6 +48,8 @@ from agentsession_core.judge.compare import (
     DEFAULT_NIGHT_SPREAD,
     MAX_HISTORY,
 )
+from agentsession_core.judge.decision import DEFAULT_RULE, DecisionRule
+from agentsession_core.judge.paired import DEFAULT_BLOCK_SECONDS, DEFAULT_MIN_BLOCKS
 from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 from agentsession_core.script.mix import ScriptSpec
 
@@ -187,6 +190,25 @@ class GateParams(Section):
         ge=0,
         le=5,
         description="run-to-run spread (sd of log figure) assumed for a single-run baseline",
+    )
+    rule: DecisionRule = Field(
+        DEFAULT_RULE,
+        description="when a change is a regression: significant (the interval excludes no "
+        "change and the estimate exceeds max_regression), whole-interval (the whole interval "
+        "beyond max_regression) or margin-test (a one-sided test at max_regression)",
+    )
+    block_seconds: int = Field(
+        DEFAULT_BLOCK_SECONDS,
+        ge=1,
+        le=3600,
+        description="a paired campaign: seconds per paired block of the hold (a block the "
+        "generator saturated in is dropped from both arms)",
+    )
+    min_blocks: int = Field(
+        DEFAULT_MIN_BLOCKS,
+        ge=2,
+        le=1_000_000,
+        description="a paired campaign: fewest paired blocks left to judge; fewer: void",
     )
 
 
@@ -357,6 +379,13 @@ class CampaignParams(RunParams):
     target: CampaignTargetParams = Field(
         default_factory=CampaignTargetParams, json_schema_extra=form_position(15)
     )
+    reference: Annotated[CampaignTargetParams | None, BeforeValidator(reference_value)] = Field(
+        None,
+        description="a paired campaign's reference arm (the release in production), run side "
+        "by side with target (the candidate) and judged against it: the same fields as "
+        "target, or 'embedded' for a local substrate of its own",
+        json_schema_extra=form_position(15),
+    )
     population: CampaignPopulationParams = Field(
         default_factory=CampaignPopulationParams,
         description="campaign defaults: turnover, 1000 sessions, 100 awake, 5 swaps/s",
@@ -455,6 +484,11 @@ class CampaignParams(RunParams):
         search = self.search
         if not search.enabled:
             return
+        if self.reference is not None:
+            raise ValueError(
+                "search.enabled with reference: a paired capacity search is not built; "
+                "search each arm in a campaign of its own (docs/limits.md)"
+            )
         self._server_rules(_parse_all([search.threshold or ""], "search.threshold"))
         population = self.population
         if search.dimension == "awake":

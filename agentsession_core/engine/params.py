@@ -261,6 +261,21 @@ class GeneratorParams(Section):
         return min(self.min_shards, count)
 
 
+EMBEDDED = "embedded"
+
+
+def reference_value(value: Any) -> Any:
+    """`reference`: 'embedded' (a local substrate of its own), a control URL, or the fields
+    of a target."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text in ("", "none", "null"):
+            return None
+        return {} if text == EMBEDDED else {"substrate": text}
+    return value
+
+
+
 class RunParams(Section):
     """One engine run. The hold is not a parameter: the caller holds (`agentsession run
     --hold`, the campaign's windows)."""
@@ -314,6 +329,13 @@ class RunParams(Section):
         json_schema_extra=form_position(14),
     )
     target: TargetParams = Field(default_factory=TargetParams, json_schema_extra=form_position(15))
+    reference: Annotated[TargetParams | None, BeforeValidator(reference_value)] = Field(
+        None,
+        description="a paired run's reference arm, run side by side with target (the "
+        "candidate): the same fields as target, or 'embedded' for a local substrate of its "
+        "own; none: an unpaired run",
+        json_schema_extra=form_position(15),
+    )
     population: PopulationParams = Field(
         default_factory=PopulationParams, json_schema_extra=form_position(16)
     )
@@ -334,6 +356,23 @@ class RunParams(Section):
                 "every shard needs at least one session"
             )
         return self
+
+    @model_validator(mode="after")
+    def _one_process_pairs(self) -> RunParams:
+        if self.reference is not None and (
+            self.generator.cluster is not None or self.generator.shards != 1
+        ):
+            raise ValueError(
+                "reference: a paired run drives both arms from one generator process; "
+                "generator.shards must be 1 and generator.cluster unset (paired shards are not "
+                "built yet: docs/limits.md)"
+            )
+        return self
+
+    @property
+    def paired(self) -> bool:
+        """Whether a reference arm runs beside the candidate (docs/SPEC.md §6.8)."""
+        return self.reference is not None
 
     @field_validator("name", "tag")
     @classmethod

@@ -29,6 +29,7 @@ from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.live_control import LiveControl
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.progress import Progress
+from agentsession_core.engine.reference_arm import ReferenceArm, SteadyStart, arm_line
 from agentsession_core.engine.run_files import (
     append_history,
     status_document,
@@ -43,7 +44,7 @@ from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_sources import ServerMetrics
-from agentsession_core.measure.stats import ROUTER_KIND
+from agentsession_core.measure.stats import CANDIDATE, ROUTER_KIND
 from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
 from agentsession_core.report.context import ThresholdRule
@@ -123,6 +124,11 @@ class Run:
         # its own atespace too, so a shared substrate keeps their actors apart.
         copy = f"-{self.run_dir.copy}" if self.run_dir.copy > 1 else ""
         self.atespace = params.target.atespace or f"{params.name}-{int(self.started_unix)}{copy}"
+        # A paired run's second arm (docs/SPEC.md §6.8); the candidate is this Run's own.
+        self.reference = (
+            ReferenceArm(params, self.recorder, self.atespace) if params.paired else None
+        )
+        self._steady: SteadyStart | None = None
         self.extra_rows: list[dict[str, Any]] = []  # more stats.jsonl rows (step_window …)
         self.finalizers: list[Callable[[Run], None]] = []  # run in a thread before the manifest
         # Threshold rules (judge.thresholds.Threshold) report.html draws; a campaign sets its own.
@@ -169,7 +175,7 @@ class Run:
                     open_substrate(self.params.target, log_path)
                 )
             except (RuntimeError, OSError) as exc:  # the embedded substrate did not start
-                raise PreflightError(f"substrate local: {one_line(exc)}") from None
+                raise PreflightError(self.arm_said(f"substrate local: {one_line(exc)}")) from None
         # The substrate's own metrics; stopped before the substrate (the stack unwinds).
         embedded = None if self.substrate or self.params.target.substrate else substrate
         self.server = await self._stack.enter_async_context(
@@ -178,6 +184,15 @@ class Run:
         engine = self.engine = Engine(
             self.params, substrate, self.script, self.recorder, atespace=self.atespace
         )
+        engines = [engine]
+        if self.reference is not None:
+            engines.append(
+                await self.reference.open(self._stack, self.run_dir, self.script, self._background)
+            )
+            # Both arms start their steady load on the same second (a pair of seconds).
+            self._steady = SteadyStart(self.recorder)
+            for each in engines:
+                each.ctx.common_t0 = self._steady
         health = GeneratorHealth(self.recorder)
         await health.start()
         self._stack.push_async_callback(health.stop)
@@ -189,8 +204,48 @@ class Run:
         self._watchdog = Watchdog(substrate, self.params, on_back=engine.substrate_back)
         self._background(self._watchdog.run(), "watchdog")
         self._background(self._report_every_second(progress), "reporter")
-        # Registered last, so it runs first on the way out: stop load, delete actors.
-        self._stack.push_async_callback(engine.cleanup)
+        # Registered last, so it runs first on the way out: stop load, delete actors (each
+        # arm its own, at once).
+        self._stack.push_async_callback(self._cleanup, engines)
+
+    async def _cleanup(self, engines: list[Engine]) -> None:
+        results = await asyncio.gather(*(e.cleanup() for e in engines), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    @property
+    def engines(self) -> list[Engine]:
+        """The engines this run drives: the candidate's, and a paired run's reference's."""
+        out = [self.engine] if self.engine is not None else []
+        if self.reference is not None and self.reference.engine is not None:
+            out.append(self.reference.engine)
+        return out
+
+    def arm_said(self, text: str) -> str:
+        """`text` of the candidate's side, naming the arm in a paired run."""
+        return arm_line(CANDIDATE, text) if self.reference is not None else text
+
+    async def _each_arm(self, phase: str) -> None:
+        """`phase` (register, fill) on every arm at once; the first failure is raised once
+        both ended, naming the arm in a paired run. An arm that fails lets the other start
+        its steady load alone rather than wait for it."""
+
+        async def one(engine: Engine) -> None:
+            try:
+                await getattr(engine, phase)()
+            finally:
+                if self._steady is not None:
+                    self._steady.release()
+
+        engines = self.engines
+        results = await asyncio.gather(*(one(e) for e in engines), return_exceptions=True)
+        for engine, result in zip(engines, results, strict=True):
+            if isinstance(result, AgentsessionError) and self.reference is not None:
+                arm = CANDIDATE if engine is self.engine else "reference"
+                raise type(result)(arm_line(arm, str(result))) from result
+            if isinstance(result, BaseException):
+                raise result
 
     async def _serve_metrics(self) -> None:
         """/metrics and the control API (/v1/status) on params.metrics_port."""
@@ -270,11 +325,18 @@ class Run:
         `refuse`: the later phases then do nothing and the run ends `refused`)."""
         if self.refusal is not None:
             return False
-        try:
-            await self._engine().preflight()
-        except PreflightError as exc:
-            self.refuse(exc)
-            return False
+        self._engine()
+        engines = self.engines
+        results = await asyncio.gather(*(e.preflight() for e in engines), return_exceptions=True)
+        for engine, result in zip(engines, results, strict=True):
+            if isinstance(result, PreflightError):
+                if engine is self.engine:
+                    self.refuse(PreflightError(self.arm_said(str(result))))
+                else:
+                    self.refuse(PreflightError(arm_line("reference", str(result))))
+                return False
+            if isinstance(result, BaseException):
+                raise result
         return True
 
     def refuse(self, exc: PreflightError) -> None:
@@ -289,14 +351,18 @@ class Run:
                 # Nothing runs after a refusal: an unreachable substrate, already said, must
                 # not be said again by the watchdog while the files are written.
                 self._watchdog.stop()
+            if self.reference is not None and self.reference.watchdog is not None:
+                self.reference.watchdog.stop()
 
     async def register(self) -> None:
         if not self.stop_reason():
-            await self._engine().register()
+            self._engine()
+            await self._each_arm("register")
 
     async def fill(self) -> None:
         if not self.stop_reason():
-            await self._engine().fill()
+            self._engine()
+            await self._each_arm("fill")
 
     async def hold(
         self,
@@ -312,6 +378,8 @@ class Run:
         stop = self.hold_stop(should_stop)
         if (reason := stop()) is not None:
             return now_ns(), now_ns(), self.unless_stopped_by_hand(reason)
+        if level is not None and self.reference is not None and self.reference.engine:
+            self.reference.engine.population.set_level(level)  # both arms at every level
         start, end, reason = await self._engine().hold(
             seconds, level=level, should_stop=stop, start_ns=start_ns
         )
@@ -352,12 +420,16 @@ class Run:
         return self.engine.phase if self.engine is not None else "setup"
 
     async def apply_level(self, level: float) -> None:
-        """A level set by hand (the control API), at once."""
-        self._engine().population.set_level(level)
+        """A level set by hand (the control API), at once, on every arm."""
+        self._engine()
+        for engine in self.engines:
+            engine.population.set_level(level)
 
     async def apply_paused(self, paused: bool) -> None:
-        """A pause or resume by hand (the control API), at once."""
-        self._engine().population.set_paused(paused)
+        """A pause or resume by hand (the control API), at once, on every arm."""
+        self._engine()
+        for engine in self.engines:
+            engine.population.set_paused(paused)
 
     def residents(self) -> int | None:
         """Turnover's resident set now (None for other populations)."""
@@ -366,8 +438,10 @@ class Run:
 
     @property
     def leaks(self) -> list[dict[str, str]]:
-        """The actors cleanup could not delete (each with the reason)."""
-        return self.engine.leaks if self.engine else []
+        """The actors cleanup could not delete (each with the reason; a paired run's
+        reference arm's with `arm`)."""
+        mine = self.engine.leaks if self.engine else []
+        return mine + (self.reference.leaks() if self.reference is not None else [])
 
     @property
     def exit_code(self) -> int:
@@ -393,9 +467,7 @@ class Run:
             return f"received {self.signal.name}"
         if self.write_failure is not None:
             return self.write_failure
-        if self.engine is not None and self.engine.ctx.fatal:
-            return self.engine.ctx.fatal
-        return self._watchdog.failure if self._watchdog else None
+        return self._arm_failure()
 
     def finish(self, status: str = "completed", reason: str | None = None) -> None:
         """The body reached its end: record how (signals and a dead substrate still win). A
@@ -431,17 +503,33 @@ class Run:
             self.status, self.reason = "cancelled", f"received {self.signal.name}"
         elif self.write_failure is not None:
             self.status, self.reason = "failed", self.write_failure
-        elif self.engine is not None and self.engine.ctx.fatal:
-            self.status, self.reason = "failed", self.engine.ctx.fatal
-        elif self._watchdog is not None and self._watchdog.failure:
-            self.status, self.reason = "failed", self._watchdog.failure
+        elif (failure := self._arm_failure()) is not None:
+            self.status, self.reason = "failed", failure
+
+    def _arm_failure(self) -> str | None:
+        """A fatal answer or a substrate gone, on either arm (named in a paired run)."""
+        if self.engine is not None and self.engine.ctx.fatal:
+            return self.arm_said(self.engine.ctx.fatal)
+        if self._watchdog is not None and self._watchdog.failure:
+            return self.arm_said(self._watchdog.failure)
+        return self.reference.failure() if self.reference is not None else None
+
+    def _stop_engines(self) -> None:
+        for engine in self.engines:
+            engine.ctx.stopping.set()
+        if self._steady is not None:  # an arm still filling must not wait for the other
+            self._steady.release()
+
+    def _sample(self) -> None:
+        for engine in self.engines:
+            engine.sample()
 
     # ------------------------------------------------------------ every second
     async def _report_every_second(self, progress: Progress) -> None:
         engine = self._engine()
         rec = self.recorder
         while True:
-            await one_second(rec, engine.sample)  # the gauges mid-second (GAUGE_SAMPLE_AT_NS)
+            await one_second(rec, self._sample)  # the gauges mid-second (GAUGE_SAMPLE_AT_NS)
             engine.ctx.summarise_logs()
             rec.flush()
             texts = self.history.render_closed_files(self.recorder, len(engine.population.sessions))
@@ -475,8 +563,7 @@ class Run:
         if self.write_failure is None:
             self.write_failure = f"cannot write the run directory: {describe_os_error(exc)}"
             log.error("%s; ending the run", self.write_failure)
-            if self.engine is not None:
-                self.engine.ctx.stopping.set()
+            self._stop_engines()
 
     # ------------------------------------------------------------ signals
     def _install_signals(self) -> None:
@@ -502,5 +589,4 @@ class Run:
         if self.signal is None:
             self.signal = signal.Signals(sig)
             log.warning("received %s: stopping, cleaning up, writing artifacts", self.signal.name)
-            if self.engine is not None:
-                self.engine.ctx.stopping.set()
+            self._stop_engines()

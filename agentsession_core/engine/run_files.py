@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.context import now_ns
-from agentsession_core.measure.stats import Window
+from agentsession_core.measure.stats import CANDIDATE, REFERENCE, Window
 from agentsession_core.output.run_dir import redact
 from agentsession_core.output.stats_files import (
     HISTORY_JSONL,
@@ -93,6 +93,8 @@ def status_document(run: Run, *, final: bool) -> dict[str, Any]:
         "leaked_actors": engine.leaks if engine else [],
         "misconfigured": engine.ctx.misconfigured if engine else {},
         "control": run.control.summary(),  # changes by hand (docs/SPEC.md §5.10)
+        # A paired run's reference arm: its own books (docs/SPEC.md §6.8).
+        **({"reference": run.reference.status()} if run.reference is not None else {}),
     }
 
 
@@ -113,7 +115,13 @@ def _write_stats(run: Run, attempt: Attempt) -> None:
     rec.flush(now_ns() + 1_000_000_000)  # close the last open second
     whole = rec.window(rec.mono_ns_of_second(rec.first_second), now_ns() + 1_000_000_000)
     history = run.history.render_closed_files(rec, len(engine.population.sessions))
-    write_stats_files(run, attempt, whole, history, engine.population.summary_rows(rec))
+    reference = run.reference
+    theirs = None
+    if reference is not None and reference.engine is not None:
+        theirs = reference.engine.population.summary_rows(reference.recorder)
+    write_stats_files(
+        run, attempt, whole, history, engine.population.summary_rows(rec), reference_rows=theirs
+    )
 
 
 def write_stats_files(
@@ -122,9 +130,12 @@ def write_stats_files(
     whole: Window,
     history: dict[str, str],
     population_rows: dict[str, dict[str, Any]],
+    *,
+    reference_rows: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """The last history lines, gauges.jsonl, stats.csv, failures.csv and stats.jsonl (with
-    the population's rows) from the whole run's window: a Run's and a ShardedRun's alike."""
+    the population's rows; a paired run's reference arm's beside them, every row saying its
+    arm) from the whole run's window: a Run's and a ShardedRun's alike."""
     run_dir = run.run_dir
     tag, test = run.params.tag, run.params.name
     attempt("stats_history", lambda: append_history(run, history))
@@ -135,11 +146,15 @@ def write_stats_files(
     attempt("gauges.jsonl", lambda: run_dir.write_text("gauges.jsonl", gauges))
     attempt("stats.csv", lambda: run_dir.write_text("stats.csv", render_stats_csv(whole)))
     attempt("failures.csv", lambda: run_dir.write_text("failures.csv", render_failures_csv(whole)))
-    extra = [
-        jsonl_row(kind, measurements, tag=tag, test_name=test)
-        for kind, measurements in population_rows.items()
-    ]
-    stats = render_stats_jsonl(whole, tag=tag, test_name=test, extra_rows=[*extra, *run.extra_rows])
+    paired = run.reference is not None
+    extra = []
+    for arm, rows in ((CANDIDATE, population_rows), (REFERENCE, reference_rows or {})):
+        for kind, measurements in rows.items():
+            row = jsonl_row(kind, measurements, tag=tag, test_name=test)
+            extra.append({**row, "arm": arm} if paired else row)
+    stats = render_stats_jsonl(
+        whole, tag=tag, test_name=test, extra_rows=[*extra, *run.extra_rows], arms=paired
+    )
     attempt("stats.jsonl", lambda: run_dir.write_text("stats.jsonl", stats))
 
 
@@ -177,6 +192,8 @@ def seal(
     write_stats(attempt)
     if run.server is not None:  # docs/SPEC.md §7; before the finalizers: the report reads it
         summary = run.server.document()
+        if run.reference is not None and run.reference.server is not None:
+            summary[REFERENCE] = run.reference.server.document()  # the reference arm's own
         attempt("server_summary.json", lambda: run_dir.write_json("server_summary.json", summary))
     attempt("status.json", final_status)  # first: finalizers (gate, report) read it
     for finalize in run.finalizers:

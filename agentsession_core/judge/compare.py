@@ -30,6 +30,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentsession_core.judge.decision import DEFAULT_RULE, Rule, classify, z_two_sided
 from agentsession_core.judge.figures import figures_of as read_figures
 from agentsession_core.judge.uncertainty import FLOORS
 
@@ -108,14 +109,14 @@ def reference_of(runs: list[dict[str, Any]], *, night_spread: float) -> Referenc
 
 
 # --------------------------------------------------------------------------- one figure
-def _margin(metric: str, max_regression: float) -> float:
+def margin_of(metric: str, max_regression: float) -> float:
     """max_regression on the log scale, on the worse side."""
     if metric in HIGHER_IS_BETTER:  # worse = lower: a fall of max_regression or more
         return math.inf if max_regression >= 1 else -math.log(1 - max_regression)
     return math.log1p(max_regression)
 
 
-def _as_change(metric: str, d: float) -> float:
+def as_change(metric: str, d: float) -> float:
     """The log difference as the fraction worse (lower-is-better: current/baseline − 1;
     higher-is-better: 1 − current/baseline)."""
     d = max(min(d, 700.0), -700.0)
@@ -140,6 +141,7 @@ def compare_figure(
     spread: float,
     max_regression: float,
     confidence: float,
+    rule: Rule = DEFAULT_RULE,
 ) -> dict[str, Any]:
     sign = -1.0 if metric in HIGHER_IS_BETTER else 1.0
     d = sign * (_scale(metric, current) - _scale(metric, base))
@@ -148,7 +150,7 @@ def compare_figure(
         "better": "higher" if metric in HIGHER_IS_BETTER else "lower",
         "baseline": float(base["value"]),
         "current": float(current["value"]),
-        "change": _as_change(metric, d),
+        "change": as_change(metric, d),
         "samples": {"current": current.get("n"), "baseline": base.get("n")},
         "log_change": d,
     }
@@ -164,22 +166,27 @@ def compare_figure(
         }
     se = math.sqrt(float(current["se_log"]) ** 2 + float(base["se_log"]) ** 2 + spread**2)
     out.update(se_log=se, spread_log=spread)
-    return {**out, **judge(out, max_regression, confidence)}
+    return {**out, **judge(out, max_regression, confidence, rule)}
 
 
-def judge(metric: dict[str, Any], max_regression: float, confidence: float) -> dict[str, Any]:
-    """status, interval and regression of a compared figure from its log change and se (also
-    to re-judge a stored comparison with another max_regression)."""
+def judge(
+    metric: dict[str, Any], max_regression: float, confidence: float, rule: Rule = DEFAULT_RULE
+) -> dict[str, Any]:
+    """status, interval and regression of a compared figure from its log change and se by
+    the decision rule (judge/decision.py; also to re-judge a stored comparison with another
+    max_regression or rule)."""
     name, d, se = metric["metric"], float(metric["log_change"]), float(metric["se_log"])
-    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    z = z_two_sided(confidence)
     # A figure known only to within a bracket (a capacity) widens its interval by it.
     half = float(metric.get("half_width_log") or 0.0)
     low, high = d - half - z * se, d + half + z * se
-    margin = _margin(name, max_regression)
-    status = "regressed" if low > margin else "improved" if high < -margin else "unchanged"
+    margin = margin_of(name, max_regression)
+    status = classify(
+        d, low, high, se=se, half=half, margin=margin, confidence=confidence, rule=rule
+    )
     return {
         "status": status,
-        "interval": [_as_change(name, low), _as_change(name, high)],
+        "interval": [as_change(name, low), as_change(name, high)],
         "regression": status == "regressed",
     }
 
@@ -191,6 +198,7 @@ def compare(
     *,
     max_regression: float,
     confidence: float,
+    rule: Rule = DEFAULT_RULE,
 ) -> list[dict[str, Any]]:
     """Each figure both sides have, judged; in the current run's order."""
     out = []
@@ -206,6 +214,7 @@ def compare(
                 spread=reference.spread.get(metric, 0.0),
                 max_regression=max_regression,
                 confidence=confidence,
+                rule=rule,
             )
         )
     return out
@@ -232,6 +241,7 @@ def compare_capacity(
     night_spread: float,
     max_regression: float,
     confidence: float,
+    rule: Rule = DEFAULT_RULE,
 ) -> dict[str, Any] | None:
     """The capacity of a gate document against its baselines' (gate documents), by the one
     rule above: d = log(baseline) − log(current) (a fall is worse), its interval widened by
@@ -279,13 +289,13 @@ def compare_capacity(
     # The true capacities lie in [rate, rate·e^width) and [base, base·e^base_width): their
     # log difference in [d − width, d + base_width].
     out.update(
-        change=_as_change(CAPACITY, d),
+        change=as_change(CAPACITY, d),
         log_change=d + (base_width - width) / 2,
         half_width_log=(base_width + width) / 2,
         se_log=spread,
         spread_log=spread,
     )
-    return {**out, **judge(out, max_regression, confidence)}
+    return {**out, **judge(out, max_regression, confidence, rule)}
 
 
 def counts(metrics: list[dict[str, Any]]) -> dict[str, int]:
@@ -307,9 +317,11 @@ __all__ = [
     "CAPACITY",
     "DEFAULT_HISTORY",
     "DEFAULT_NIGHT_SPREAD",
+    "HIGHER_IS_BETTER",
     "MAX_HISTORY",
     "STATUSES",
     "Reference",
+    "as_change",
     "compare",
     "compare_capacity",
     "compare_figure",
@@ -317,5 +329,6 @@ __all__ = [
     "describe_metric",
     "figures_of",
     "judge",
+    "margin_of",
     "reference_of",
 ]

@@ -33,6 +33,7 @@ from agentsession_core.judge.compare import (
     reference_of,
 )
 from agentsession_core.judge.conditions import differences
+from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.drift import drift, ramp_result
 from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 from agentsession_core.judge.verdict import WindowVerdict
@@ -99,6 +100,7 @@ def check_gate(doc: dict[str, Any], place: str) -> dict[str, Any]:
         "figures",
         "headline",
         "capacity",
+        "paired",
     ):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise _bad(place, key, doc[key], "an object")
@@ -117,11 +119,10 @@ def check_gate(doc: dict[str, Any], place: str) -> dict[str, Any]:
             v is None or _is_number(v) for v in values.values()
         ):
             raise _bad(place, f"headline.{section}", values, "numbers")
-    baseline = doc.get("baseline") or {}
-    if not isinstance(baseline.get("metrics", []), list) or not all(
-        isinstance(m, dict) for m in baseline.get("metrics", [])
-    ):
-        raise _bad(place, "baseline.metrics", baseline.get("metrics"), "a list of objects")
+    for section in ("baseline", "paired"):
+        metrics = (doc.get(section) or {}).get("metrics", [])
+        if not isinstance(metrics, list) or not all(isinstance(m, dict) for m in metrics):
+            raise _bad(place, f"{section}.metrics", metrics, "a list of objects")
     _check_capacity(doc.get("capacity") or {}, place)
     return doc
 
@@ -159,16 +160,46 @@ def worst_headline(verdicts: list[WindowVerdict]) -> dict[str, dict[str, float]]
 
 # --------------------------------------------------------------------------- verdict
 def decide(doc: dict) -> tuple[str, str]:
-    """(verdict, reason) from a gate document's windows, run status and comparison."""
+    """(verdict, reason) from a gate document's windows, run status and comparisons: a
+    paired campaign's candidate against its reference arm (docs/SPEC.md §6.8), then the
+    baseline."""
     verdict, reason = _judged(doc)
+    paired = doc.get("paired") or {}
     comparison = doc.get("baseline") or {}
+    if verdict == "pass" and paired.get("status") == "void":
+        return "void", f"the paired comparison is void: {paired.get('why')}"
+    # Only a run that would otherwise pass can fail on a comparison: a void run's figures
+    # are the generator's as much as the substrate's.
+    mine = [m for m in paired.get("metrics", []) if m.get("status") == "regressed"]
+    if verdict == "pass" and mine:
+        named = "; ".join(describe_paired(m) for m in mine)
+        return "fail", f"the candidate regressed against the reference arm: {named}"
     regressed = [m for m in comparison.get("metrics", []) if m.get("status") == "regressed"]
     if verdict == "pass" and regressed:
-        # Only a run that would otherwise pass can fail on its comparison: a void run's
-        # figures are the generator's as much as the substrate's.
         named = "; ".join(describe_metric(m) for m in regressed)
         return "fail", f"regression against the baseline: {named}"
-    return verdict, reason + _comparison_note(comparison) + _capacity_note(doc)
+    notes = _paired_note(paired) + _comparison_note(comparison) + _capacity_note(doc)
+    return verdict, reason + notes
+
+
+def describe_paired(m: dict[str, Any]) -> str:
+    """One paired figure in a reason line: the candidate's change, its interval, blocks."""
+    interval = m.get("interval")
+    span = f" [{interval[0]:+.0%}, {interval[1]:+.0%}]" if interval else ""
+    return f"{m['metric']} {m['change']:+.0%}{span} (candidate/reference, {m['blocks']} blocks)"
+
+
+def _paired_note(paired: dict) -> str:
+    if not paired:
+        return ""
+    if paired.get("status") == "void":
+        return f"; paired comparison void ({paired.get('why')})"
+    tally = paired.get("counts") or {}
+    parts = [f"{n} {status}" for status, n in tally.items() if n]
+    return (
+        f"; against the reference arm ({paired.get('blocks')} paired blocks): "
+        f"{', '.join(parts) or 'nothing compared'}"
+    )
 
 
 def _capacity_note(doc: dict) -> str:
@@ -239,6 +270,8 @@ def _window_summary(v: WindowVerdict) -> dict[str, Any]:
         "missed": [r.threshold for r in v.broken],
         "void_reason": v.void_reason,
         "abort_reason": v.abort_reason,
+        "saturated_seconds": v.saturated_seconds,
+        "left_out_seconds": v.left_out_seconds,
     }
 
 
@@ -252,12 +285,14 @@ def gate_document(
     confidence: float = DEFAULT_CONFIDENCE,
     conditions: dict[str, Any] | None = None,
     capacity: dict[str, Any] | None = None,
+    paired: dict[str, Any] | None = None,
 ) -> dict:
     """gate.json without a comparison (with_baseline adds one). `run` describes this run
     (name, tag, location …) and may carry its whole-hold "headline"; `conditions` are the
     parameters a baseline must share (judge/conditions.py); `capacity` the capacity
     search's result (campaign/capacity.py), which informs the verdict only through a
-    comparison: a probe that broke above the capacity is the search working."""
+    comparison: a probe that broke above the capacity is the search working; `paired` a
+    paired campaign's comparison of its arms (judge/paired.py)."""
     run = dict(run or {})
     current = run.pop("headline", None) or worst_headline(verdicts)
     doc: dict[str, Any] = {
@@ -278,6 +313,8 @@ def gate_document(
     }
     if capacity is not None:
         doc["capacity"] = capacity
+    if paired is not None:
+        doc["paired"] = paired
     doc["verdict"], doc["reason"] = decide(doc)
     return doc
 
@@ -311,6 +348,7 @@ def with_baseline(
     night_spread: float = DEFAULT_NIGHT_SPREAD,
     confidence: float | None = None,
     refuse: bool = True,
+    rule: Rule = DEFAULT_RULE,
 ) -> dict:
     """A copy of a gate document compared against one baseline run or several (load_run()
     results, oldest first), verdict recomputed. A baseline that cannot be one is refused
@@ -347,7 +385,7 @@ def with_baseline(
             night_spread=night_spread,
         )
         metrics = compare(
-            figures_of(doc), reference, max_regression=max_regression, confidence=level
+            figures_of(doc), reference, max_regression=max_regression, confidence=level, rule=rule
         )
         # The capacity beside the figures, by the same rule (known to its bracket).
         capacity = compare_capacity(
@@ -356,6 +394,7 @@ def with_baseline(
             night_spread=night_spread,
             max_regression=max_regression,
             confidence=level,
+            rule=rule,
         )
         if capacity is not None:
             metrics.append(capacity)
@@ -365,6 +404,7 @@ def with_baseline(
             "location": locations[-1] if locations else None,
             "max_regression": max_regression,
             "confidence": level,
+            "rule": rule,
             "night_spread": night_spread,
             "counts": counts(metrics),
             "metrics": metrics,
@@ -387,14 +427,16 @@ def without_baseline(doc: dict, why: str) -> dict:
     return out
 
 
-def rejudge_regressions(doc: dict, max_regression: float) -> dict:
-    """Re-apply a different max_regression to the comparison already stored in `doc`."""
+def rejudge_regressions(doc: dict, max_regression: float, rule: Rule | None = None) -> dict:
+    """Re-apply a different max_regression (and decision rule) to the comparison already
+    stored in `doc`."""
     stored = doc.get("baseline")
     if not stored or not stored.get("metrics"):
         return doc
     level = stored.get("confidence") or doc.get("confidence") or DEFAULT_CONFIDENCE
+    rule = rule or stored.get("rule") or "whole-interval"  # stored before rules were named
     metrics = [
-        m if m.get("se_log") is None else {**m, **judge(m, max_regression, level)}
+        m if m.get("se_log") is None else {**m, **judge(m, max_regression, level, rule)}
         for m in stored["metrics"]
     ]
     out = dict(
@@ -402,6 +444,7 @@ def rejudge_regressions(doc: dict, max_regression: float) -> dict:
         baseline=dict(
             stored,
             max_regression=max_regression,
+            rule=rule,
             metrics=metrics,
             counts=counts(metrics),
             regressions=[m["metric"] for m in metrics if m.get("status") == "regressed"],
@@ -432,6 +475,7 @@ __all__ = [
     "baseline_refusal",
     "check_gate",
     "decide",
+    "describe_paired",
     "exit_code",
     "gate_document",
     "refusal",

@@ -21,6 +21,7 @@ import orjson
 from agentsession_core.judge.verdict import HEADLINE_ROWS, achieved, headline_rows, select
 from agentsession_core.measure.histogram import NUM_BUCKETS, LogHistogram
 from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.stats import CANDIDATE, row_arm
 
 HOLD_SECONDS_FILE = "hold_seconds.jsonl"
 _KEYS = ("t", "window", "sections", "requests", "request_failures", "achieved")
@@ -60,6 +61,16 @@ class SectionSeconds:
     def samples(self) -> int:
         return int(self.counts.sum())
 
+    def subset(self, index: np.ndarray) -> SectionSeconds:
+        """These seconds only (positions in order), over the same slots."""
+        return SectionSeconds(
+            slots=self.slots,
+            counts=self.counts[index],
+            lo=self.lo[index],
+            hi=self.hi[index],
+            failures=self.failures[index],
+        )
+
 
 @dataclass
 class HoldSeconds:
@@ -76,10 +87,24 @@ class HoldSeconds:
     def __len__(self) -> int:
         return len(self.seconds)
 
+    def subset(self, index: np.ndarray) -> HoldSeconds:
+        """The seconds at these positions (in order)."""
+        return HoldSeconds(
+            seconds=[self.seconds[i] for i in index],
+            windows=[self.windows[i] for i in index],
+            sections={name: s.subset(index) for name, s in self.sections.items()},
+            requests=self.requests[index],
+            request_failures=self.request_failures[index],
+            achieved=self.achieved[index],
+        )
+
     # ------------------------------------------------------------ building
     @classmethod
-    def of_records(cls, records: list[dict]) -> HoldSeconds:
-        """From hold_seconds.jsonl's lines (or the recorder's, the same shape)."""
+    def of_records(cls, records: list[dict], arm: str = CANDIDATE) -> HoldSeconds:
+        """From hold_seconds.jsonl's lines (or the recorder's, the same shape): one arm's
+        (a paired run's reference records say `"arm": "reference"`; the candidate's, and an
+        unpaired run's, say nothing)."""
+        records = [r for r in records if r.get("arm", CANDIDATE) == arm]
         seen = {s for r in records for s in r["sections"]}
         # The fixed sections first, then a mix's per-script ones (judge/verdict.py headline).
         names = [s for s in HEADLINE_ROWS if s in seen] + sorted(seen - set(HEADLINE_ROWS))
@@ -107,9 +132,21 @@ def _histogram(d: dict) -> LogHistogram:
     return LogHistogram.from_dict(d) if d.get("count") else LogHistogram()
 
 
-def second_records(recorder: Recorder, spans: list[tuple[int, int, int]]) -> list[dict]:
+def saturated_seconds(records: list[dict]) -> set[int]:
+    """The seconds in which the generator saturated (`saturated` says why)."""
+    return {int(r["t"]) for r in records if r.get("saturated")}
+
+
+def second_records(
+    recorder: Recorder,
+    spans: list[tuple[int, int, int]],
+    *,
+    arm: str | None = None,
+    saturated: dict[int, str] | None = None,
+) -> list[dict]:
     """One record per whole second of each (window index, start_ns, end_ns) span, cut exactly
-    as the windows were (Recorder.window)."""
+    as the windows were (Recorder.window). `arm`: one arm of a paired run, its records
+    labelled (docs/SPEC.md §6.8); `saturated`: why the generator saturated, by second."""
     out: list[dict] = []
     seconds = [
         (index, second)
@@ -118,25 +155,33 @@ def second_records(recorder: Recorder, spans: list[tuple[int, int, int]]) -> lis
     ]
     # Every second has the run's sections (a mix's per-script ones from all its seconds), so
     # a second in which a script booked nothing is an empty second of its section.
-    rows = headline_rows(key for _, second in seconds for key in recorder.intervals.get(second, {}))
+    keys = {key for _, second in seconds for key in recorder.intervals.get(second, {})}
+    if arm is not None:
+        keys = {plain for key in keys for plain, owner in [row_arm(key)] if owner == arm}
+    rows = headline_rows(keys)
     for index, second in seconds:
         window = recorder.window_seconds(second, second + 1)
+        if arm is not None:
+            window = window.arm(arm)
         sections = {}
         for name, pattern in rows.items():
             stats = select(window, pattern)
             if stats.count:
                 sections[name] = {**stats.response.to_dict(), "failures": stats.failures}
         everything = select(window, None)
-        out.append(
-            {
-                "t": second,
-                "window": index,
-                "sections": sections,
-                "requests": everything.count,
-                "request_failures": everything.failures,
-                "achieved": achieved(window)[1],
-            }
-        )
+        record: dict = {
+            "t": second,
+            "window": index,
+            "sections": sections,
+            "requests": everything.count,
+            "request_failures": everything.failures,
+            "achieved": achieved(window)[1],
+        }
+        if arm is not None and arm != CANDIDATE:
+            record["arm"] = arm
+        if saturated and second in saturated:
+            record["saturated"] = saturated[second]
+        out.append(record)
     return out
 
 
@@ -170,5 +215,6 @@ __all__ = [
     "SectionSeconds",
     "parse",
     "render",
+    "saturated_seconds",
     "second_records",
 ]

@@ -51,8 +51,8 @@ class Blocks:
     """The hold's seconds summed into consecutive blocks: a replicate is a weighted sum of
     blocks (R × B), so memory grows with the blocks, not with the seconds × resamples."""
 
-    def __init__(self, seconds: int) -> None:
-        self.size = block_length(seconds)
+    def __init__(self, seconds: int, size: int | None = None) -> None:
+        self.size = size if size is not None else block_length(seconds)
         self.of_second = np.arange(seconds) // self.size
         self.count = int(self.of_second[-1]) + 1 if seconds else 0
 
@@ -103,7 +103,7 @@ def _ratio(blocks: Blocks, num: np.ndarray, den: np.ndarray) -> Statistic:
     return figure
 
 
-def _figures(
+def block_figures(
     hold: HoldSeconds, blocks: Blocks
 ) -> dict[str, tuple[Statistic, str, int, float | None]]:
     """metric → (figure of block weights, unit, samples, quantile or None)."""
@@ -139,29 +139,28 @@ def figures(
         return {}
     blocks = Blocks(len(hold))
     out: dict[str, dict[str, Any]] = {}
-    for metric, (figure, unit, samples, q) in _figures(hold, blocks).items():
+    for metric, (figure, unit, samples, q) in block_figures(hold, blocks).items():
         value = float(figure(np.ones((1, blocks.count)))[0])
         doc: dict[str, Any] = {"value": value, "n": samples, "unit": unit}
-        if q is not None:
-            doc["beyond"] = math.floor(samples * (1 - q) + 1e-9)
-            doc["estimable"] = doc["beyond"] >= MIN_BEYOND
-        else:
-            doc["estimable"] = samples > 0 or unit == "ratio"
+        doc.update(estimability(samples, unit, q))
         doc.update(_interval(figure, blocks, unit, confidence, seed, resamples))
         out[metric] = doc
     return out
 
 
-def _interval(
-    figure: Statistic,
-    blocks: Blocks,
-    unit: str,
-    confidence: float,
-    seed: int,
-    resamples: int,
-) -> dict[str, Any]:
-    if blocks.count < 2:  # one block: nothing to resample
-        return {"low": None, "high": None, "se_log": None, "blocks": blocks.count}
+def estimability(samples: int, unit: str, q: float | None) -> dict[str, Any]:
+    """`beyond` (a percentile's samples above it) and whether the figure can be estimated."""
+    if q is not None:
+        beyond = math.floor(samples * (1 - q) + 1e-9)
+        return {"beyond": beyond, "estimable": beyond >= MIN_BEYOND}
+    return {"estimable": samples > 0 or unit == "ratio"}
+
+
+def block_bootstrap(
+    figure: Statistic, blocks: Blocks, *, confidence: float, seed: int, resamples: int
+) -> tuple[float, float, np.ndarray]:
+    """(low, high, replicates) of `figure` (of block weights) by `scipy.stats.bootstrap`
+    resampling whole blocks (percentile method, seeded). Needs two blocks or more."""
 
     def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
         flat = np.moveaxis(np.asarray(idx), axis, -1)
@@ -183,10 +182,27 @@ def _interval(
         method="percentile",
         rng=np.random.default_rng(seed),
     )
-    replicates = np.log(np.asarray(result.bootstrap_distribution) + FLOORS[unit] + 1e-12)
+    interval = result.confidence_interval
+    return float(interval.low), float(interval.high), np.asarray(result.bootstrap_distribution)
+
+
+def _interval(
+    figure: Statistic,
+    blocks: Blocks,
+    unit: str,
+    confidence: float,
+    seed: int,
+    resamples: int,
+) -> dict[str, Any]:
+    if blocks.count < 2:  # one block: nothing to resample
+        return {"low": None, "high": None, "se_log": None, "blocks": blocks.count}
+    low, high, distribution = block_bootstrap(
+        figure, blocks, confidence=confidence, seed=seed, resamples=resamples
+    )
+    replicates = np.log(distribution + FLOORS[unit] + 1e-12)
     return {
-        "low": float(result.confidence_interval.low),
-        "high": float(result.confidence_interval.high),
+        "low": low,
+        "high": high,
         "se_log": float(np.std(replicates, ddof=1)),
         "blocks": blocks.count,
     }
@@ -197,6 +213,10 @@ __all__ = [
     "DEFAULT_CONFIDENCE",
     "FLOORS",
     "MIN_BEYOND",
+    "Blocks",
+    "block_bootstrap",
+    "block_figures",
     "block_length",
+    "estimability",
     "figures",
 ]

@@ -93,6 +93,10 @@ class WindowVerdict:
     headline: dict[str, dict[str, float]] = field(default_factory=dict)
     void_reason: str | None = None
     abort_reason: str | None = None
+    # Seconds the generator saturated in; a paired run judges the window without them
+    # (`left_out`), an unpaired one voids it past the void rule's allowance (measure/health.py).
+    saturated_seconds: int = 0
+    left_out_seconds: int = 0
 
     @property
     def broken(self) -> list[ThresholdResult]:
@@ -109,6 +113,8 @@ class WindowVerdict:
             "outcome": self.outcome,
             "void_reason": self.void_reason,
             "abort_reason": self.abort_reason,
+            "saturated_seconds": self.saturated_seconds,
+            "left_out_seconds": self.left_out_seconds,
             "thresholds": [asdict(r) for r in self.results],
             "headline": self.headline,
         }
@@ -128,6 +134,8 @@ class WindowVerdict:
             headline=d.get("headline") or {},
             void_reason=d.get("void_reason"),
             abort_reason=d.get("abort_reason"),
+            saturated_seconds=int(d.get("saturated_seconds") or 0),
+            left_out_seconds=int(d.get("left_out_seconds") or 0),
         )
 
 
@@ -323,6 +331,7 @@ def judge_window(
     void_reason: str | None = None,
     abort_reason: str | None = None,
     server: ServerWindow | None = None,
+    saturated_seconds: int = 0,
 ) -> WindowVerdict:
     results = [evaluate(t, window, target, server) for t in thresholds]
     outcome: Outcome
@@ -344,6 +353,8 @@ def judge_window(
         headline=headline(window),
         void_reason=void_reason,
         abort_reason=abort_reason,
+        saturated_seconds=saturated_seconds,
+        left_out_seconds=window.left_out,
     )
 
 

@@ -24,11 +24,16 @@ import psutil
 
 from agentsession_core.measure.histogram import PERCENTILES
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
-from agentsession_core.measure.stats import LOAD_KINDS, RowKey, Window, is_breakdown
+from agentsession_core.measure.stats import (
+    HEALTH_KIND,  # the kind of every row this module books
+    LOAD_KINDS,
+    RowKey,
+    Window,
+    is_breakdown,
+)
 
-# The kind of every row this module books. They measure the generator, not the substrate, so
-# the CSVs, the Aggregated row and the judge's request rows leave them out.
-HEALTH_KIND = "generator"
+# The generator's rows measure the generator, not the substrate, so the CSVs, the Aggregated
+# row and the judge's request rows leave them out.
 LOOP_LAG_ROW = (HEALTH_KIND, "LoopLag")
 DISPATCH_LAG_ROW = (HEALTH_KIND, "DispatchLag")
 CPU_GAUGE = "cpu_percent"

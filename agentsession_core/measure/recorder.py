@@ -204,7 +204,11 @@ class Recorder:
         first, last = self.second_of(start_ns), self.second_of(end_ns)
         return self.window_seconds(first, last)
 
-    def window_seconds(self, first: int, last: int) -> Window:
+    def window_seconds(
+        self, first: int, last: int, *, leave_out: frozenset[int] = frozenset()
+    ) -> Window:
+        """Seconds [first, last) summed; `leave_out`: seconds left out of the sum (a paired
+        run's saturated seconds, docs/SPEC.md §6.8), the window's span unchanged."""
         per_row: dict[RowKey, list[Interval]] = {}
         gauges: list[tuple[float, dict[str, str], str, float]] = []
         seconds = (
@@ -213,6 +217,8 @@ class Recorder:
             else range(first, last)
         )
         for second in seconds:
+            if second in leave_out:
+                continue
             for key, interval in self.intervals.get(second, {}).items():
                 per_row.setdefault(key, []).append(interval)
         gauge_seconds = (
@@ -224,7 +230,8 @@ class Recorder:
             for (name, labels), value in self.gauges.get(second, {}).items():
                 gauges.append((float(second), dict(labels), name, value))
         rows = {key: RowStats.of_intervals(items) for key, items in per_row.items()}
-        return Window(float(first), float(max(first, last)), rows, gauges)
+        left_out = sum(1 for s in leave_out if first <= s < last)
+        return Window(float(first), float(max(first, last)), rows, gauges, left_out)
 
     def totals(self) -> Window:
         """The whole run so far, including the still-open second."""

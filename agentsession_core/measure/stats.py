@@ -100,6 +100,41 @@ def is_breakdown(key: RowKey) -> bool:
     return (kind, row_script(name)[0]) == TIME_TO_WAKE_ROW and name != TIME_TO_WAKE_ROW[1]
 
 
+# A paired run (docs/SPEC.md §6.8) drives two arms, the candidate and the reference, side
+# by side into one recorder. The candidate's rows keep their names, so every reader of a run
+# reads the candidate as the run (its thresholds, totals, CSV rows, a baseline comparison);
+# the reference's rows carry the arm as a breakdown label, `TimeToWake:arm=reference`, so no
+# total counts them twice and a rule names them only on purpose. The generator's own rows
+# (health) belong to both arms: one generator drives both.
+ARM_LABEL = "arm"
+CANDIDATE = "candidate"
+REFERENCE = "reference"
+ARMS = (CANDIDATE, REFERENCE)
+HEALTH_KIND = "generator"  # generator health's rows (measure/health.py)
+_ARM_MARK = f"{BREAKDOWN_MARK}{ARM_LABEL}="
+
+
+def arm_row(name: str, arm: str) -> str:
+    """`name` as arm `arm`'s row (the candidate's is the name itself)."""
+    return name if arm == CANDIDATE else f"{name}{_ARM_MARK}{arm}"
+
+
+def row_arm(key: RowKey) -> tuple[RowKey, str | None]:
+    """(the row without its arm label, its arm); the generator's rows are every arm's (None)."""
+    kind, name = key
+    if kind == HEALTH_KIND:
+        return key, None
+    base, mark, arm = name.rpartition(_ARM_MARK)
+    if mark and base:
+        return (kind, base), arm
+    return key, CANDIDATE
+
+
+def _labels_arm(labels: dict[str, str]) -> tuple[dict[str, str], str]:
+    rest = {k: v for k, v in labels.items() if k != ARM_LABEL}
+    return rest, labels.get(ARM_LABEL, CANDIDATE)
+
+
 # stats.jsonl carries p50 … p99_9 of the headline latency (docs/SPEC.md §7) and a shorter set
 # for service time and start lag, which are reported beside it (docs/SPEC.md §5.2).
 JSONL_PERCENTILES = percentiles_through("p99_9")
@@ -250,16 +285,34 @@ class Window:
     end_s: float
     rows: dict[RowKey, RowStats]
     gauges: list[tuple[float, dict[str, str], str, float]] = field(default_factory=list)
+    left_out: int = 0  # seconds of the span not summed (a paired run's saturated seconds)
 
     @property
     def duration_s(self) -> float:
-        return max(0.0, self.end_s - self.start_s)
+        """The seconds summed: the span less those left out, so rates stay per second."""
+        return max(0.0, self.end_s - self.start_s - self.left_out)
 
     def row(self, kind: str, name: str) -> RowStats:
         return self.rows.get((kind, name)) or RowStats()
 
     def gauge_series(self, name: str) -> list[tuple[float, dict[str, str], float]]:
         return [(t, labels, v) for t, labels, n, v in self.gauges if n == name]
+
+    def arm(self, arm: str) -> Window:
+        """The window as arm `arm` of a paired run saw it: its rows under their plain names
+        (and the generator's, which are both arms'), its gauges without the arm label. The
+        candidate's view of an unpaired run is the window itself."""
+        rows: dict[RowKey, RowStats] = {}
+        for key, stats in self.rows.items():
+            plain, owner = row_arm(key)
+            if owner is None or owner == arm:
+                rows[plain] = stats
+        gauges = []
+        for t, labels, name, value in self.gauges:
+            rest, owner = _labels_arm(labels)
+            if owner == arm:
+                gauges.append((t, rest, name, value))
+        return Window(self.start_s, self.end_s, rows, gauges, self.left_out)
 
     def aggregate(self, include: Callable[[RowKey], bool] = lambda key: True) -> RowStats:
         """All selected rows merged (Locust's "Aggregated" row)."""
@@ -271,15 +324,20 @@ class Window:
 
 
 __all__ = [
+    "ARMS",
+    "ARM_LABEL",
     "ARRIVALS_ROW",
     "BACKLOG_ROW",
     "BREAKDOWN_MARK",
+    "CANDIDATE",
     "CONTROL_KIND",
+    "HEALTH_KIND",
     "INTENDED_ROWS",
     "JSONL_PERCENTILES",
     "LATENCY_VIEWS",
     "LOAD_KINDS",
     "QUEUE_WAIT_ROW",
+    "REFERENCE",
     "RESIDENT_SHORTFALL_ROW",
     "ROUTER_KIND",
     "SCRIPT_SEPARATOR",
@@ -289,8 +347,10 @@ __all__ = [
     "RowKey",
     "RowStats",
     "Window",
+    "arm_row",
     "breakdown",
     "is_breakdown",
+    "row_arm",
     "row_script",
     "script_row",
 ]

@@ -33,7 +33,7 @@ import orjson
 from agentsession_core.measure.health import HEALTH_KIND, counts_requests, is_request_row
 from agentsession_core.measure.histogram import PERCENTILES, LogHistogram, percentiles
 from agentsession_core.measure.recorder import Recorder
-from agentsession_core.measure.stats import RowKey, RowStats, Window
+from agentsession_core.measure.stats import RowKey, RowStats, Window, row_arm
 
 
 def locust_column(key: str) -> str:
@@ -180,20 +180,30 @@ def jsonl_row(
 
 
 def stats_jsonl_rows(
-    window: Window, *, tag: str, test_name: str, timestamp: float | None = None
+    window: Window,
+    *,
+    tag: str,
+    test_name: str,
+    timestamp: float | None = None,
+    arms: bool = False,
 ) -> list[dict[str, Any]]:
-    """One row per (type, name) in the window, metric "<type>_<name>"."""
+    """One row per (type, name) in the window, metric "<type>_<name>"; `arms` (a paired
+    run, docs/SPEC.md §6.8): each row says its arm (`candidate`, `reference`; none for the
+    generator's own rows, which are both arms')."""
     stamp = window.end_s if timestamp is None else timestamp
-    return [
-        jsonl_row(
+    out = []
+    for (kind, name), stats in sorted(window.rows.items()):
+        row = jsonl_row(
             f"{kind}_{name}",
             stats.measurements(window.duration_s),
             tag=tag,
             test_name=test_name,
             timestamp=stamp,
         )
-        for (kind, name), stats in sorted(window.rows.items())
-    ]
+        if arms and (arm := row_arm((kind, name))[1]) is not None:
+            row["arm"] = arm
+        out.append(row)
+    return out
 
 
 def render_jsonl(rows: Iterable[dict[str, Any]]) -> str:
@@ -201,10 +211,16 @@ def render_jsonl(rows: Iterable[dict[str, Any]]) -> str:
 
 
 def render_stats_jsonl(
-    window: Window, *, tag: str, test_name: str, extra_rows: Iterable[dict[str, Any]] = ()
+    window: Window,
+    *,
+    tag: str,
+    test_name: str,
+    extra_rows: Iterable[dict[str, Any]] = (),
+    arms: bool = False,
 ) -> str:
     """The whole stats.jsonl: one line per row, then the extra rows (turnover_window, ...)."""
-    return render_jsonl([*stats_jsonl_rows(window, tag=tag, test_name=test_name), *extra_rows])
+    rows = stats_jsonl_rows(window, tag=tag, test_name=test_name, arms=arms)
+    return render_jsonl([*rows, *extra_rows])
 
 
 def _view(hist: LogHistogram) -> dict[str, float]:

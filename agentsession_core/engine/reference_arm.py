@@ -1,0 +1,153 @@
+"""The reference arm of a paired run (docs/SPEC.md §6.8): the release in production, driven
+side by side with the candidate (the run's own target) by the same generator.
+
+The arm is a second engine on the run's event loop, identical to the candidate's in script,
+population, rates, levels and seed, against its own substrate (`params.reference`: a URL, or
+an embedded local substrate of its own). It books into the run's recorder through an
+ArmRecorder, so its rows are the candidate's names with `:arm=reference`, its seconds line up
+with the candidate's exactly, and everything cut from the recorder (windows, hold seconds)
+has both arms. It has its own actors and ledger (its own atespace, so two pools of one
+platform never share names), cleanup, watchdog and server figures. Both arms start their
+steady load on the same whole second (`SteadyStart`), so tick k of one arm is tick k of the
+other: the same seconds of both arms are a pair.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.engine import Engine, PreflightError
+from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.server_source import embedded_url, open_server_metrics
+from agentsession_core.engine.target import open_substrate
+from agentsession_core.engine.watchdog import Watchdog
+from agentsession_core.measure.arm_recorder import ArmRecorder
+from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.server_sources import ServerMetrics
+from agentsession_core.measure.stats import CANDIDATE, REFERENCE
+from agentsession_core.output.run_dir import one_line
+from agentsession_core.script.mix import ScriptMix
+
+if TYPE_CHECKING:
+    from agentsession_core.output.run_dir import RunDir
+
+log = logging.getLogger("agentsession")
+
+REFERENCE_LOG = "substrate.reference.log"
+
+
+def reference_params(params: RunParams) -> RunParams:
+    """The run's parameters as the reference arm runs them: its target, nothing else changed."""
+    assert params.reference is not None
+    return params.model_copy(update={"target": params.reference, "reference": None})
+
+
+def arm_line(arm: str, text: str) -> str:
+    """`text` said of one arm: a paired run's refusals and failures name the arm."""
+    return f"{arm} arm: {text}"
+
+
+class SteadyStart:
+    """Both arms' steady load starts on one whole second, once both have filled (a
+    RunContext's `common_t0`): tick k of one arm lies on tick k of the other."""
+
+    def __init__(self, recorder: Recorder, arms: int = 2) -> None:
+        self.recorder = recorder
+        self.waiting = arms
+        self.ready = asyncio.Event()
+        self.t0 = 0
+
+    async def __call__(self) -> int:
+        self.waiting -= 1
+        if self.waiting <= 0:
+            rec = self.recorder
+            self.t0 = rec.mono_ns_of_second(rec.second_of(now_ns()) + 1)
+            self.ready.set()
+        await self.ready.wait()
+        return self.t0
+
+    def release(self) -> None:
+        """An arm that will never fill (it failed): the other starts without it."""
+        if not self.ready.is_set():
+            rec = self.recorder
+            self.t0 = rec.mono_ns_of_second(rec.second_of(now_ns()) + 1)
+            self.ready.set()
+
+
+class ReferenceArm:
+    """The reference arm's substrate, engine, watchdog and server figures."""
+
+    def __init__(self, params: RunParams, recorder: Recorder, atespace: str) -> None:
+        self.params = reference_params(params)
+        self.recorder = ArmRecorder(recorder, REFERENCE)
+        self.atespace = self.params.target.atespace or f"{atespace}-{REFERENCE}"
+        self.engine: Engine | None = None
+        self.server: ServerMetrics | None = None
+        self.watchdog: Watchdog | None = None
+
+    async def open(
+        self,
+        stack: contextlib.AsyncExitStack,
+        run_dir: RunDir,
+        script: ScriptMix,
+        background: Callable[[Any, str], None],
+    ) -> Engine:
+        """Start the arm on the run's exit stack (so it is closed with the run); a
+        substrate that does not come up is a refusal naming the arm."""
+        try:
+            substrate = await stack.enter_async_context(
+                open_substrate(self.params.target, run_dir.file(REFERENCE_LOG))
+            )
+        except (RuntimeError, OSError) as exc:
+            raise PreflightError(arm_line(REFERENCE, f"substrate local: {one_line(exc)}")) from None
+        embedded = None if self.params.target.substrate else substrate
+        self.server = await stack.enter_async_context(
+            open_server_metrics(self.params, self.recorder, embedded_url(embedded))
+        )
+        engine = self.engine = Engine(
+            self.params, substrate, script, self.recorder, atespace=self.atespace
+        )
+        self.watchdog = Watchdog(substrate, self.params, on_back=engine.substrate_back)
+        background(self.watchdog.run(), "reference-watchdog")
+        return engine
+
+    def failure(self) -> str | None:
+        """Why the arm cannot go on (a fatal answer, a substrate gone), naming the arm."""
+        engine = self.engine
+        if engine is not None and engine.ctx.fatal:
+            return arm_line(REFERENCE, engine.ctx.fatal)
+        if self.watchdog is not None and self.watchdog.failure:
+            return arm_line(REFERENCE, self.watchdog.failure)
+        return None
+
+    def leaks(self) -> list[dict[str, str]]:
+        return [{**leak, "arm": REFERENCE} for leak in (self.engine.leaks if self.engine else [])]
+
+    def status(self) -> dict[str, Any]:
+        """status.json's `reference`: the arm's own books."""
+        engine = self.engine
+        return {
+            "arm": REFERENCE,
+            "atespace": self.atespace,
+            "phase": engine.phase if engine else "setup",
+            "actors_created": engine.ledger.created if engine else 0,
+            "actors_deleted": engine.ledger.deleted if engine else 0,
+            "leaked_actors": self.leaks(),
+            "misconfigured": engine.ctx.misconfigured if engine else {},
+        }
+
+
+__all__ = [
+    "CANDIDATE",
+    "REFERENCE",
+    "REFERENCE_LOG",
+    "ReferenceArm",
+    "SteadyStart",
+    "arm_line",
+    "reference_params",
+]
