@@ -432,6 +432,9 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     k.add_argument("--to", type=Path, required=True)
     k.set_defaults(handler=keep)
+    from paired_power import add_parsers
+
+    add_parsers(sub)  # `paired collect` / `paired judge`: bench/paired_power.py
     return p
 
 

@@ -62,7 +62,27 @@ def verdict_event(
             "uploaded": upload.ok,
             "run_dir": str(run_dir),
             "tag": tag,
+            # A paired campaign's candidate against its reference arm (docs/SPEC.md §6.8).
+            **({"paired": paired_payload(doc["paired"])} if doc.get("paired") else {}),
         },
+    }
+
+
+def paired_payload(paired: dict[str, Any]) -> dict[str, Any]:
+    """What a reaction needs of the paired comparison: its status, blocks, rule and each
+    figure's ratio, interval and status (not the whole section)."""
+    return {
+        "status": paired.get("status"),
+        "why": paired.get("why"),
+        "blocks": paired.get("blocks"),
+        "blocks_dropped": paired.get("blocks_dropped"),
+        "rule": paired.get("rule"),
+        "max_regression": paired.get("max_regression"),
+        "regressions": list(paired.get("regressions") or []),
+        "metrics": [
+            {k: m.get(k) for k in ("metric", "status", "ratio", "change", "interval")}
+            for m in paired.get("metrics") or []
+        ],
     }
 
 

@@ -44,6 +44,35 @@ def comparison_lines(comparison: dict[str, Any]) -> list[str]:
     return lines
 
 
+def paired_lines(paired: dict[str, Any]) -> list[str]:
+    """A paired campaign's candidate against its reference arm (docs/SPEC.md §6.8)."""
+    if not paired:
+        return []
+    head = (
+        f"Candidate against the reference arm: {paired.get('blocks')} paired blocks of "
+        f"{paired.get('block_seconds')} s ({paired.get('blocks_dropped')} dropped), rule "
+        f"{paired.get('rule')}, margin {paired.get('max_regression'):.0%}"
+    )
+    if paired.get("status") == "void":
+        return ["", f"{head}: **void**: {paired.get('why')}"]
+    lines = [
+        "",
+        head + ":",
+        "",
+        "| figure | reference | candidate | candidate / reference | change | interval | status |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in paired.get("metrics") or []:
+        interval = m.get("interval")
+        span = f"{interval[0]:+.0%} … {interval[1]:+.0%}" if interval else m.get("why", "")
+        ratio = f"{m['ratio']:.3f}" if m.get("ratio") is not None else "–"
+        lines.append(
+            f"| {m['metric']} | {m['reference']:.4g} | {m['candidate']:.4g} | {ratio} | "
+            f"{m['change']:+.0%} | {span} | **{m['status']}** |"
+        )
+    return lines
+
+
 def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
     lines = [f"## {summary(doc)}", "", "| window | level | outcome | missed |", "|---|---|---|---|"]
     for w in doc.get("windows", []):
@@ -53,6 +82,7 @@ def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
         lines.append(f"| {w['index']} | {w['level']:g}x | **{w['outcome']}** | {missed} |")
     if doc.get("abort_reason"):
         lines += ["", f"Aborted: {doc['abort_reason']}"]
+    lines += paired_lines(doc.get("paired") or {})
     lines += comparison_lines(doc.get("baseline") or {})
     where = upload.get("location") if upload.get("ok") else upload.get("local_dir")
     state = (

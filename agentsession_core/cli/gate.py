@@ -1,5 +1,5 @@
-"""`agentsession gate RUN [--baseline RUN|auto [--history N]] [--max-regression F] [--write]`:
-a release gate.
+"""`agentsession gate RUN [--baseline RUN|auto [--history N]] [--max-regression F] [--rule R]
+[--write]`: a release gate.
 
 Prints the run's gate document (JSON) on stdout and one summary line on stderr; exits 0 on
 pass, 1 on fail, 2 on void or on a run that cannot be read (a baseline that cannot be one
@@ -19,9 +19,11 @@ import orjson
 
 from agentsession_core.judge.baselines import AUTO, auto_baselines
 from agentsession_core.judge.compare import DEFAULT_HISTORY, DEFAULT_NIGHT_SPREAD, MAX_HISTORY
+from agentsession_core.judge.decision import DEFAULT_RULE, RULES, Rule
 from agentsession_core.judge.gate import (
     DEFAULT_MAX_REGRESSION,
     exit_code,
+    rejudge_paired,
     rejudge_regressions,
     summary,
     with_baseline,
@@ -89,6 +91,13 @@ def add_baseline_args(p: argparse.ArgumentParser, default: str) -> None:
         help="of a regression (default: the run's own, else 0.99)",
     )
     p.add_argument(
+        "--rule",
+        choices=RULES,
+        default=None,
+        help="when a change is a regression (default: the run's gate.rule, else "
+        f"{DEFAULT_RULE}; docs/SPEC.md §6.3)",
+    )
+    p.add_argument(
         "--night-spread",
         type=fraction,
         default=None,
@@ -116,22 +125,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=gate)
 
 
-def settings(run: dict, args: argparse.Namespace) -> tuple[float, float]:
-    """max_regression and night_spread: the flags, else the run's own parameters."""
+def settings(run: dict, args: argparse.Namespace) -> tuple[float, float, Rule]:
+    """max_regression, night_spread and the decision rule: the flags, else the run's own
+    parameters."""
     params = run.get("params") or {}
     max_regression = args.max_regression
     if max_regression is None:
         max_regression = float(params.get("max_regression", DEFAULT_MAX_REGRESSION))
+    gate = params.get("gate") or {}
     spread = args.night_spread
     if spread is None:
-        spread = float((params.get("gate") or {}).get("night_spread", DEFAULT_NIGHT_SPREAD))
-    return max_regression, spread
+        spread = float(gate.get("night_spread", DEFAULT_NIGHT_SPREAD))
+    rule = args.rule or gate.get("rule")
+    return max_regression, spread, rule if rule in RULES else DEFAULT_RULE
 
 
 def gate(args: argparse.Namespace) -> int:
     run = load_run(args.run)
     doc = run["gate"]
-    max_regression, spread = settings(run, args)
+    max_regression, spread, rule = settings(run, args)
+    if doc.get("paired") and (args.max_regression is not None or args.rule is not None):
+        doc = rejudge_paired(doc, max_regression, rule)  # its intervals kept
     if args.baseline:
         found = (
             auto_baselines(run, history=args.history)
@@ -145,11 +159,12 @@ def gate(args: argparse.Namespace) -> int:
                 max_regression,
                 night_spread=spread,
                 confidence=args.confidence,
+                rule=rule,
             )
         else:
             doc = without_baseline(doc, "no earlier comparable run of this campaign")
-    elif args.max_regression is not None:
-        doc = rejudge_regressions(doc, args.max_regression)
+    elif args.max_regression is not None or args.rule is not None:
+        doc = rejudge_regressions(doc, max_regression, args.rule)
     if args.write:
         stored = dict(doc)
         stored.pop("location", None)  # where it was read from, not part of the file

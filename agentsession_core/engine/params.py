@@ -275,7 +275,6 @@ def reference_value(value: Any) -> Any:
     return value
 
 
-
 class RunParams(Section):
     """One engine run. The hold is not a parameter: the caller holds (`agentsession run
     --hold`, the campaign's windows)."""

@@ -44,7 +44,7 @@ from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_sources import ServerMetrics
-from agentsession_core.measure.stats import CANDIDATE, ROUTER_KIND
+from agentsession_core.measure.stats import CANDIDATE, REFERENCE, ROUTER_KIND
 from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
 from agentsession_core.report.context import ThresholdRule
@@ -191,8 +191,8 @@ class Run:
             )
             # Both arms start their steady load on the same second (a pair of seconds).
             self._steady = SteadyStart(self.recorder)
-            for each in engines:
-                each.ctx.common_t0 = self._steady
+            engine.ctx.common_t0 = self._steady.for_arm(CANDIDATE)
+            engines[1].ctx.common_t0 = self._steady.for_arm(REFERENCE)
         health = GeneratorHealth(self.recorder)
         await health.start()
         self._stack.push_async_callback(health.stop)
@@ -242,7 +242,7 @@ class Run:
         results = await asyncio.gather(*(one(e) for e in engines), return_exceptions=True)
         for engine, result in zip(engines, results, strict=True):
             if isinstance(result, AgentsessionError) and self.reference is not None:
-                arm = CANDIDATE if engine is self.engine else "reference"
+                arm = CANDIDATE if engine is self.engine else REFERENCE
                 raise type(result)(arm_line(arm, str(result))) from result
             if isinstance(result, BaseException):
                 raise result
@@ -333,7 +333,7 @@ class Run:
                 if engine is self.engine:
                     self.refuse(PreflightError(self.arm_said(str(result))))
                 else:
-                    self.refuse(PreflightError(arm_line("reference", str(result))))
+                    self.refuse(PreflightError(arm_line(REFERENCE, str(result))))
                 return False
             if isinstance(result, BaseException):
                 raise result

@@ -22,6 +22,7 @@ import math
 from typing import Any
 
 from agentsession_core.errors import UsageError, clip
+from agentsession_core.judge import paired
 from agentsession_core.judge.compare import (
     DEFAULT_NIGHT_SPREAD,
     compare,
@@ -454,6 +455,13 @@ def rejudge_regressions(doc: dict, max_regression: float, rule: Rule | None = No
     return out
 
 
+def rejudge_paired(doc: dict, max_regression: float, rule: Rule) -> dict:
+    """A paired campaign's stored comparison judged again with another margin or rule."""
+    out = dict(doc, paired=paired.rejudge(doc["paired"], max_regression, rule))
+    out["verdict"], out["reason"] = decide(out)
+    return out
+
+
 def exit_code(doc: dict) -> int:
     return EXIT_CODES.get(doc.get("verdict", "void"), 2)
 
@@ -479,6 +487,7 @@ __all__ = [
     "exit_code",
     "gate_document",
     "refusal",
+    "rejudge_paired",
     "rejudge_regressions",
     "summary",
     "with_baseline",

@@ -3,9 +3,10 @@ anywhere) rebuilt from a run's files alone, so an uploaded run renders the same 
 one (docs/SPEC.md §7).
 
 The page, top to bottom: the verdict and the headline figures; the judged windows with the
-rule that decided each and every threshold against every window; the baseline comparison
-(when there is one); the capacity search's knee curve and probes (when it ran; the knee's
-chart alone has a level axis); throughput against target; failures by code; latency from the
+rule that decided each and every threshold against every window; a paired campaign's
+candidate against its reference arm; the baseline comparison (when there is one); the
+capacity search's knee curve and probes (when it ran; the knee's chart alone has a level
+axis); throughput against target; failures by code; latency from the
 intended time beside service time and start lag; per-step latency; generator health with its
 void limits; the turnover gauge with the resident set asked for; the substrate's own figures
 per window (server_summary.json) with its `server.` rules; ramp and drift; the whole-run
@@ -31,6 +32,7 @@ from agentsession_core.report.compare import Comparison, baseline_section
 from agentsession_core.report.context import ReportContext, ThresholdRule
 from agentsession_core.report.data import RunData, load_run_data
 from agentsession_core.report.knee import capacity_section
+from agentsession_core.report.paired import paired_section
 from agentsession_core.report.server import server
 from agentsession_core.report.svg_chart import esc
 
@@ -38,6 +40,7 @@ REPORT = "report.html"
 INDEX = (
     ("windows", "windows"),
     ("figures", "figures"),
+    ("paired", "candidate vs reference"),
     ("baseline", "baseline"),
     ("capacity", "capacity"),
     ("throughput", "throughput"),
@@ -103,18 +106,20 @@ def render(
     ctx = ReportContext.of(data, rules)
     if out_dir is None:
         out_dir = data.local_dir
-    baseline = baseline_section(ctx, comparison)
-    capacity = capacity_section(data)
+    optional = {
+        "paired": paired_section(ctx),
+        "baseline": baseline_section(ctx, comparison),
+        "capacity": capacity_section(data),
+    }
     index = " ".join(
-        f'<a href="#{anchor}">{label}</a>'
-        for anchor, label in INDEX
-        if (anchor != "baseline" or baseline) and (anchor != "capacity" or capacity)
+        f'<a href="#{anchor}">{label}</a>' for anchor, label in INDEX if optional.get(anchor, True)
     )
     sections = [
         tables.windows(ctx),
         tables.figures(data),
-        baseline,
-        capacity,
+        optional["paired"],
+        optional["baseline"],
+        optional["capacity"],
         charts.throughput(ctx),
         charts.failures(ctx),
         charts.latency(ctx),

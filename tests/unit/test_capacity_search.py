@@ -193,13 +193,33 @@ def test_a_capacity_within_its_resolution_is_unchanged() -> None:
 
 def test_the_run_to_run_spread_keeps_a_modest_fall_unchanged() -> None:
     metric = compare_capacity(
-        gate(capacity(7.0, 7.5)),
+        gate(capacity(8.5, 9.0)),
         [gate(capacity(10.0, 10.8))],
         night_spread=0.1,
         max_regression=0.2,
         confidence=0.99,
     )
     assert metric is not None and metric["status"] == "unchanged"
+
+
+def test_a_fall_past_the_margin_is_regressed_when_significant_not_when_its_interval_spans() -> None:
+    """-30 %: beyond the 20 % margin and known not to be noise (significant), though its
+    interval reaches below the margin (whole-interval keeps it unchanged)."""
+    judged = {
+        rule: compare_capacity(
+            gate(capacity(7.0, 7.5)),
+            [gate(capacity(10.0, 10.8))],
+            night_spread=0.1,
+            max_regression=0.2,
+            confidence=0.99,
+            rule=rule,
+        )
+        for rule in ("significant", "whole-interval")
+    }
+    assert {rule: m["status"] for rule, m in judged.items() if m} == {
+        "significant": "regressed",
+        "whole-interval": "unchanged",
+    }
 
 
 def test_a_side_with_no_capacity_is_inconclusive_and_no_search_is_no_metric() -> None:

@@ -1,0 +1,116 @@
+"""The paired section of report.html: a paired campaign's two arms side by side (docs/SPEC.md
+§6.8). The candidate is the run's own target, the reference the arm beside it; the table is
+gate.json's `paired` section (handed in as data: the judge compares, the report renders),
+each figure with both arms' values, the ratio candidate / reference with its interval and
+what the gate made of it; the charts draw both arms' TimeToWake per second on the page's
+time axis, so a stretch where they part is seen where it happened.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentsession_core.measure.stats import REFERENCE, TIME_TO_WAKE_ROW, arm_row
+from agentsession_core.report.context import ReportContext, grid, section
+from agentsession_core.report.data import number
+from agentsession_core.report.svg_chart import Line, esc, render_charts
+from agentsession_core.report.tables import fmt, table
+
+CANDIDATE_COLOUR = "#c62828"
+REFERENCE_COLOUR = "#757575"
+
+
+def _ratio(m: dict[str, Any]) -> str:
+    ratio, interval = number(m.get("ratio")), m.get("ratio_interval")
+    shown = "–" if ratio is None else f"{ratio:.3f}"
+    if interval:
+        shown += f" <span class=dim>[{interval[0]:.3f}, {interval[1]:.3f}]</span>"
+    return shown
+
+
+def _change(m: dict[str, Any]) -> str:
+    change, interval = number(m.get("change")), m.get("interval")
+    shown = "–" if change is None else f"{change:+.1%}"
+    if interval:
+        shown += f" <span class=dim>[{interval[0]:+.1%}, {interval[1]:+.1%}]</span>"
+    elif m.get("why"):
+        shown += f" <span class=dim>({esc(m['why'])})</span>"
+    return shown
+
+
+def _value(m: dict[str, Any], side: str) -> str:
+    value = number(m.get(side))
+    if value is None:
+        return "–"
+    return fmt(value, 3) if m.get("unit") != "ms" else f"{value:.2f} ms"
+
+
+def paired_table(paired: dict[str, Any]) -> str:
+    rows = []
+    for m in paired.get("metrics") or []:
+        status = str(m.get("status"))
+        samples = m.get("samples") or {}
+        rows.append(
+            f'<tr class="{"bad" if status == "regressed" else ""}">'
+            f"<td>{esc(m.get('metric'))}</td><td>{_value(m, 'reference')}</td>"
+            f"<td>{_value(m, 'candidate')}</td><td>{_ratio(m)}</td><td>{_change(m)}</td>"
+            f"<td>{esc(samples.get('reference'))} / {esc(samples.get('candidate'))}</td>"
+            f"<td>{esc(m.get('better', ''))} is better</td>"
+            f"<td>{'REGRESSION' if status == 'regressed' else esc(status)}</td></tr>"
+        )
+    if not rows:
+        return f'<p class="nodata">{esc(paired.get("why") or "no figure compared")}</p>'
+    return table(
+        [
+            "metric",
+            "reference",
+            "candidate",
+            "candidate / reference [interval]",
+            "change (+ = worse) [interval]",
+            "samples (reference / candidate)",
+            "",
+            "judged",
+        ],
+        rows,
+        "wide",
+    )
+
+
+def _over_time(ctx: ReportContext) -> str:
+    kind, name = TIME_TO_WAKE_ROW
+    mine = ctx.data.row(kind, name).view("latency")
+    theirs = ctx.data.row(kind, arm_row(name, REFERENCE)).view("latency")
+    charts = []
+    for key in ("p50", "p99"):
+        chart = ctx.chart(f"TimeToWake {key} per second, both arms", "ms", size="half")
+        chart.lines = [
+            Line("reference", theirs.get(key, []), REFERENCE_COLOUR, "6 3", 2.2),
+            Line("candidate", mine.get(key, []), CANDIDATE_COLOUR, "", 2.0),
+        ]
+        charts.append(chart)
+    return grid(render_charts(charts), 2)
+
+
+def paired_section(ctx: ReportContext) -> str:
+    paired = (ctx.data.gate or {}).get("paired")
+    if not paired:
+        return ""
+    limit = number(paired.get("max_regression")) or 0.0
+    confidence = number(paired.get("confidence")) or 0.99
+    dropped = int(number(paired.get("blocks_dropped")) or 0)
+    verdict = esc(str(paired.get("status")))
+    intro = (
+        f"the candidate (target) and the reference arm ran side by side from one generator; "
+        f"judged over {esc(paired.get('blocks'))} paired blocks of "
+        f"{esc(paired.get('block_seconds'))} s ({dropped} dropped from both arms: the "
+        f"generator saturated in them), {esc(paired.get('method'))}; rule "
+        f"<code>{esc(paired.get('rule'))}</code>, a regression is worse by more than "
+        f"{limit:.0%} at {confidence:.0%}; comparison {verdict}"
+    )
+    if paired.get("status") == "void":
+        intro += f": {esc(paired.get('why'))}"
+    body = paired_table(paired) + "<h3>Over time</h3>" + _over_time(ctx)
+    return section("paired", "Candidate against reference", body, intro)
+
+
+__all__ = ["paired_section", "paired_table"]

@@ -1,0 +1,411 @@
+"""The paired gate's measured power (`bench/gate_power.py paired …`): candidate and reference
+side by side in one campaign, against today's way (one campaign after another, compared
+afterwards), on the same runs.
+
+`collect` runs paired campaigns one after another on this machine: each starts two local
+substrates (6 workers each, the ate wire), the candidate's with `wake:latency:fixed:D` for a
+B run and none for an A/A run, and runs one campaign with `target` on the first and
+`reference` on the second. The plan interleaves the kinds (aa, b10, aa, b20, aa, b50, …) so
+the machine's drift touches them alike; `--hog alternate` starts a CPU hog (a Python busy
+loop, normal priority, one core) beside every other run, `always` beside every run. Every
+run's directory stays under --dir; `collected.json` lists them with their kind and hog.
+
+`judge` recomputes every comparison from the runs' hold_seconds.jsonl with this build's
+code, for each decision rule (judge/decision.py) and margin:
+
+  paired      each run's candidate against its own reference arm (judge/paired.py);
+  sequential  today's way, from the same runs' candidate arms: an A/A pair is run 2k+1's
+              candidate against run 2k's (disjoint pairs of aa runs), an A/B pair a B
+              run's candidate against the candidate of the aa run before it
+              (judge/compare.py, single baseline, gate.night_spread assumed);
+
+and prints the false-fail and detection counts, each B group's realised change of the
+TimeToWake p50 (the median paired ratio), the standard errors of both kinds of difference
+and the void rate with and without the hog.
+
+  .venv/bin/python bench/gate_power.py paired collect --hold 600 --window 600 \\
+      --plan aa:20,b20:10,b10:5,b50:5 --shift-ms b10=2,b20=4,b50=10 --hog alternate
+  .venv/bin/python bench/gate_power.py paired judge --dir /tmp/paired-power --write-results
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DIR = Path("/tmp/paired-power")
+WORKERS = 6
+RULES = ("significant", "margin-test", "whole-interval")
+MARGINS = (0.1, 0.2)
+CONFIDENCE = 0.99
+
+
+def campaign_values(out: Path, tag: str, hold_s: float, window_s: float, seed: int) -> dict:
+    """gate_power's demo-level campaign (smoke, turnover 12 / 4 awake / 2 swaps/s), paired."""
+    from gate_power import campaign_values as unpaired
+
+    values = unpaired(out, tag, hold_s, seed, window_s)
+    values["name"] = "pairedpower"
+    values["max_regression"] = 0.1
+    values["gate"] = {"min_blocks": 4}
+    values["reference"] = {"protocol": "ate"}
+    return values
+
+
+@contextlib.contextmanager
+def hog(on: bool) -> Iterator[None]:
+    """A CPU hog at normal priority on one core while the run lasts (bounded by the run)."""
+    if not on:
+        yield
+        return
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def one_run(
+    out: Path, tag: str, args: argparse.Namespace, seed: int, shift_ms: float, with_hog: bool
+) -> dict[str, Any]:
+    from agentsession_core.campaign.params import CampaignParams
+    from agentsession_core.campaign.run import run_campaign_blocking
+    from local_substrate.launcher import LocalSubstrateProcess
+
+    faults = [f"wake:latency:fixed:{shift_ms}ms"] if shift_ms else []
+    started = time.time()
+    with (
+        LocalSubstrateProcess(workers=WORKERS, faults=faults, fault_seed=seed) as cand,
+        LocalSubstrateProcess(workers=WORKERS, fault_seed=seed) as ref,
+        hog(with_hog),
+    ):
+        values = campaign_values(out, tag, args.hold, args.window, seed)
+        values["target"].update(substrate=cand.grpc_url, router=cand.url)
+        values["reference"].update(substrate=ref.grpc_url, router=ref.url)
+        result = run_campaign_blocking(CampaignParams.model_validate(values))
+    paired = result.gate.get("paired") or {}
+    wake = next((m for m in paired.get("metrics", []) if m["metric"] == "TimeToWake.p50"), {})
+    return {
+        "tag": tag,
+        "kind": tag.split("-")[0],
+        "hog": with_hog,
+        "shift_ms": shift_ms,
+        "run_dir": str(result.run_dir),
+        "verdict": result.verdict,
+        "reason": result.reason,
+        "seconds": round(time.time() - started, 1),
+        "wake_ratio": wake.get("ratio"),
+    }
+
+
+def plan_of(text: str) -> list[str]:
+    """`aa:20,b20:10` → tags interleaved so every kind is spread over the whole collection."""
+    wanted = [(kind, int(n)) for kind, n in (part.split(":") for part in text.split(","))]
+    total = sum(n for _, n in wanted)
+    made = {kind: 0 for kind, _ in wanted}
+    out: list[str] = []
+    for step in range(total):
+        # The kind furthest behind its even share at this step goes next.
+        kind = min(wanted, key=lambda kn: (made[kn[0]] + 1) / kn[1] - (step + 1) / total)[0]
+        out.append(f"{kind}-{made[kind]:02d}")
+        made[kind] += 1
+    return out
+
+
+def collect(args: argparse.Namespace) -> int:
+    args.dir.mkdir(parents=True, exist_ok=True)
+    index_file = args.dir / "collected.json"
+    done: list[dict[str, Any]] = json.loads(index_file.read_text()) if index_file.exists() else []
+    shifts = {k: float(v) for k, v in (p.split("=") for p in args.shift_ms.split(","))}
+    have = {r["tag"] for r in done}
+    deadline = time.time() + args.max_minutes * 60
+    for number, tag in enumerate(plan_of(args.plan)):
+        if tag in have:
+            continue
+        if time.time() > deadline:
+            print(f"stopped at --max-minutes before {tag}", flush=True)
+            break
+        kind = tag.split("-")[0]
+        with_hog = args.hog == "always" or (args.hog == "alternate" and number % 2 == 1)
+        run = one_run(args.dir / "runs", tag, args, 500 + number, shifts.get(kind, 0.0), with_hog)
+        done.append(run)
+        index_file.write_text(json.dumps(done, indent=1))
+        print(
+            f"{tag}{' (hog)' if with_hog else ''}: {run['verdict']} in {run['seconds']} s, "
+            f"wake p50 candidate/reference {run['wake_ratio']}",
+            flush=True,
+        )
+    return 0
+
+
+# --------------------------------------------------------------------------- judging
+def arms_of(location: Path) -> tuple[Any, Any, set[int], dict[str, Any]]:
+    """(candidate HoldSeconds, reference HoldSeconds, saturated seconds, the stored gate)."""
+    from agentsession_core.judge.hold_seconds import (
+        HOLD_SECONDS_FILE,
+        HoldSeconds,
+        parse,
+        saturated_seconds,
+    )
+
+    records = parse((location / HOLD_SECONDS_FILE).read_text())
+    gate = json.loads((location / "gate.json").read_text())
+    return (
+        HoldSeconds.of_records(records),
+        HoldSeconds.of_records(records, "reference"),
+        saturated_seconds(records),
+        gate,
+    )
+
+
+def windows_verdict(gate: dict[str, Any]) -> str:
+    """The run's verdict without any comparison: pass, fail (a window broke) or void."""
+    from agentsession_core.judge.gate import decide
+
+    return decide({**gate, "paired": None, "baseline": None})[0]
+
+
+def outcome(verdict: str, regressions: list[str], void: bool = False) -> str:
+    if verdict != "pass":
+        return verdict if verdict == "void" else "fail:windows"
+    if void:
+        return "void"
+    if any(m.startswith("TimeToWake.") for m in regressions):
+        return "fail:TimeToWake"
+    return "fail:other" if regressions else "pass"
+
+
+def tally(outcomes: list[str]) -> str:
+    keys = ("fail:TimeToWake", "fail:other", "fail:windows", "pass", "void")
+    parts = [f"{k} {outcomes.count(k)}" for k in keys if outcomes.count(k)]
+    return f"{len(outcomes):3d}: " + ", ".join(parts)
+
+
+def judge(args: argparse.Namespace) -> int:
+    from agentsession_core.judge.compare import Reference, compare
+    from agentsession_core.judge.paired import paired_comparison
+    from agentsession_core.judge.uncertainty import figures
+
+    collected = json.loads((args.dir / "collected.json").read_text())
+    runs = []
+    for entry in collected:
+        location = Path(entry["run_dir"])
+        if not location.is_absolute():
+            location = args.dir / location
+        candidate, reference, saturated, gate = arms_of(location)
+        seed = int(json.loads((location / "campaign.json").read_text())["params"]["seed"])
+        runs.append(
+            {
+                **entry,
+                "candidate": candidate,
+                "reference": reference,
+                "saturated": saturated,
+                "gate": gate,
+                "seed": seed,
+                "verdict_windows": windows_verdict(gate),
+                "figures": figures(candidate, confidence=CONFIDENCE, seed=seed),
+            }
+        )
+    kinds = sorted({r["kind"] for r in runs}, key=lambda k: (k != "aa", len(k), k))
+    lines = [
+        "runs: " + ", ".join(f"{sum(r['kind'] == k for r in runs)} {k}" for k in kinds),
+        f"hold: {len(runs[0]['candidate'])} s judged per run (median wakes per arm "
+        f"{statistics.median(r['figures']['TimeToWake.p50']['n'] for r in runs):.0f})",
+    ]
+    for hogged in (False, True):
+        mine = [r for r in runs if r["hog"] == hogged]
+        if not mine:
+            continue
+        void = sum(1 for r in mine if r["verdict_windows"] == "void")
+        dropped = sum(
+            1 for r in mine if (r["gate"].get("paired") or {}).get("blocks_dropped", 0) > 0
+        )
+        lines.append(
+            f"{'with' if hogged else 'without'} the hog: {len(mine)} runs; void by the "
+            f"unpaired rule (a window saturated): {void}; paired runs that dropped a block: "
+            f"{dropped}; paired void (too few blocks): "
+            f"{sum(1 for r in mine if (r['gate'].get('paired') or {}).get('status') == 'void')}"
+        )
+    paired_d: dict[str, list[float]] = {}
+    paired_se: dict[str, list[float]] = {}
+    for margin in MARGINS:
+        for rule in RULES:
+            lines.append("")
+            lines.append(f"max_regression {margin:.0%}, rule {rule}, confidence {CONFIDENCE:.0%}:")
+            for kind in kinds:
+                outcomes = []
+                for r in (x for x in runs if x["kind"] == kind):
+                    section = paired_comparison(
+                        r["candidate"],
+                        r["reference"],
+                        saturated=r["saturated"],
+                        max_regression=margin,
+                        confidence=CONFIDENCE,
+                        rule=rule,
+                        seed=r["seed"],
+                        min_blocks=args.min_blocks,
+                        block_seconds=args.block_seconds,
+                    )
+                    if margin == MARGINS[0] and rule == RULES[0]:
+                        for m in section["metrics"]:
+                            if m.get("se_log") is not None and m["metric"] == "TimeToWake.p50":
+                                paired_d.setdefault(kind, []).append(m["log_change"])
+                                paired_se.setdefault(kind, []).append(m["se_log"])
+                    outcomes.append(
+                        outcome(
+                            r["verdict_windows"],
+                            section["regressions"],
+                            void=section["status"] == "void",
+                        )
+                    )
+                lines.append(f"  paired      {kind:5s} {tally(outcomes)}")
+            aa = [r for r in runs if r["kind"] == "aa"]
+            for kind in kinds:
+                pairs = []
+                if kind == "aa":
+                    pairs = [(aa[k + 1], aa[k]) for k in range(0, len(aa) - 1, 2)]
+                else:
+                    for i, r in enumerate(runs):
+                        before = [x for x in runs[:i] if x["kind"] == "aa"]
+                        if r["kind"] == kind and before:
+                            pairs.append((r, before[-1]))
+                outcomes = []
+                for current, base in pairs:
+                    if base["verdict_windows"] != "pass":
+                        outcomes.append("void")  # a void baseline is refused
+                        continue
+                    ref = Reference(
+                        [base["tag"]],
+                        {k: dict(v) for k, v in base["figures"].items()},
+                        {k: args.night_spread for k in base["figures"]},
+                    )
+                    metrics = compare(
+                        current["figures"],
+                        ref,
+                        max_regression=margin,
+                        confidence=CONFIDENCE,
+                        rule=rule,
+                    )
+                    regressed = [m["metric"] for m in metrics if m["status"] == "regressed"]
+                    outcomes.append(outcome(current["verdict_windows"], regressed))
+                lines.append(f"  sequential  {kind:5s} {tally(outcomes)}")
+    lines.append("")
+    lines += realised(runs, paired_d)
+    lines.append("")
+    lines += standard_errors(runs, paired_d, paired_se, args.night_spread)
+    text = "\n".join(lines)
+    print(text)
+    if args.write_results:
+        from results_file import write_section
+
+        write_section(args.section, results_body(args, text))
+    return 0
+
+
+def realised(runs: list[dict], paired_d: dict[str, list[float]]) -> list[str]:
+    """Each kind's realised change of the TimeToWake p50, candidate over reference (the
+    median of its runs' paired ratios), and the added latency that made it."""
+    import math
+
+    out = ["TimeToWake p50, candidate / reference (median over runs; the change to find):"]
+    for kind, ds in paired_d.items():
+        shift = statistics.median(r["shift_ms"] for r in runs if r["kind"] == kind)
+        p50 = statistics.median(
+            r["figures"]["TimeToWake.p50"]["value"] for r in runs if r["kind"] == kind
+        )
+        middle = statistics.median(ds)
+        out.append(
+            f"  {kind:5s} {len(ds):3d} runs  +{shift:g} ms added  candidate p50 {p50:6.2f} ms  "
+            f"ratio {math.exp(middle):.3f} ({math.expm1(middle):+.0%})"
+        )
+    return out
+
+
+def standard_errors(
+    runs: list[dict],
+    paired_d: dict[str, list[float]],
+    paired_se: dict[str, list[float]],
+    night_spread: float,
+) -> list[str]:
+    """TimeToWake p50's difference: the paired bootstrap's se against the sequential one
+    (both runs' own intervals plus the assumed night spread), and the sd of the differences
+    actually seen across A/A runs (paired: each run's arms; sequential: disjoint pairs)."""
+    import math
+
+    aa = [r for r in runs if r["kind"] == "aa"]
+    seq_d, seq_se = [], []
+    for k in range(0, len(aa) - 1, 2):
+        a, b = aa[k]["figures"]["TimeToWake.p50"], aa[k + 1]["figures"]["TimeToWake.p50"]
+        if a.get("se_log") is None or b.get("se_log") is None:
+            continue
+        seq_d.append(math.log(b["value"] + 1.0) - math.log(a["value"] + 1.0))
+        seq_se.append(math.sqrt(a["se_log"] ** 2 + b["se_log"] ** 2 + night_spread**2))
+    out = ["TimeToWake p50 difference on the log scale, A/A runs:"]
+    d, se = paired_d.get("aa", []), paired_se.get("aa", [])
+    if len(d) >= 2:
+        out.append(
+            f"  paired      {len(d):3d} runs   se (bootstrap, median) {statistics.median(se):.3f}"
+            f"   sd of the differences seen {statistics.stdev(d):.3f}"
+            f"   mean {statistics.mean(d):+.3f}"
+        )
+    if len(seq_d) >= 2:
+        out.append(
+            f"  sequential  {len(seq_d):3d} pairs  se (own + night spread, median) "
+            f"{statistics.median(seq_se):.3f}"
+            f"   sd of the differences seen {statistics.stdev(seq_d):.3f}"
+        )
+    return out
+
+
+def results_body(args: argparse.Namespace, text: str) -> str:
+    return (
+        f"## The paired gate's power: {args.title} (bench/gate_power.py paired)\n\n"
+        "Paired campaigns of the demo preset's first level (smoke script, turnover 12 "
+        "sessions / 4 awake / 2 swaps/s, ate wire): in each, the candidate arm against a "
+        "local substrate of its own (6 workers) and the reference arm against another, at "
+        "the same time from one generator, one campaign after another on this 2-core VM; "
+        "A/A runs unchanged, B runs (bNN) with `wake:latency:fixed:D` on the candidate's "
+        "substrate; `(hog)` runs with a CPU hog at normal priority on one core beside them. "
+        "`paired` judges each run's candidate against its own reference arm; `sequential` "
+        "is today's way on the same runs' candidate arms (disjoint A/A pairs; a B run "
+        "against the A/A run before it). `fail:TimeToWake` = the gate failed the run naming "
+        "a TimeToWake figure; `fail:windows` = a window broke; `void` = not judged. "
+        "Recomputed from each run's hold_seconds.jsonl by this build's gate. Rerun: "
+        "`python bench/gate_power.py paired collect …` then `paired judge --write-results`.\n\n"
+        f"```\n{text}\n```\n"
+    )
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("paired", help="the paired gate: candidate and reference side by side")
+    paired = p.add_subparsers(dest="paired_command", required=True)
+    c = paired.add_parser("collect", help="run the paired campaigns")
+    c.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    c.add_argument("--hold", type=float, default=60.0, help="seconds of hold per campaign")
+    c.add_argument("--window", type=float, default=30.0, help="seconds per judged window")
+    c.add_argument("--plan", default="aa:20,b20:10,b10:5,b50:5")
+    c.add_argument("--shift-ms", default="b10=2,b20=4,b50=10", help="added wake ms per kind")
+    c.add_argument("--hog", choices=("never", "alternate", "always"), default="alternate")
+    c.add_argument("--max-minutes", type=float, default=600.0, help="stop starting runs after")
+    c.set_defaults(handler=collect)
+    j = paired.add_parser("judge", help="count false fails and detections")
+    j.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    j.add_argument("--night-spread", type=float, default=0.1)
+    j.add_argument("--min-blocks", type=int, default=8)
+    j.add_argument("--block-seconds", type=int, default=5)
+    j.add_argument("--write-results", action="store_true")
+    j.add_argument("--section", default="paired_power", help="RESULTS.md section to write")
+    j.add_argument("--title", default="10-minute runs", help="the section's title")
+    j.set_defaults(handler=judge)
+
+
+__all__ = ["add_parsers"]
