@@ -190,10 +190,12 @@ def seal(
         run_dir.write_json("status.json", status(run, final=True), in_place=True)
 
     write_stats(attempt)
-    if run.server is not None:  # docs/SPEC.md §7; before the finalizers: the report reads it
-        summary = run.server.document()
-        if run.reference is not None and run.reference.server is not None:
-            summary[REFERENCE] = run.reference.server.document()  # the reference arm's own
+    # docs/SPEC.md §7; before the finalizers: the report reads it. A paired run's reference
+    # arm has its own figures, under `reference`.
+    summary = run.server.document() if run.server is not None else {}
+    if run.reference is not None and run.reference.server is not None:
+        summary[REFERENCE] = run.reference.server.document()
+    if summary:
         attempt("server_summary.json", lambda: run_dir.write_json("server_summary.json", summary))
     attempt("status.json", final_status)  # first: finalizers (gate, report) read it
     for finalize in run.finalizers:

@@ -305,6 +305,42 @@ async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tm
     assert f"prefect.flow-run.{state.state_details.flow_run_id}" in {r.id for r in event.related}
 
 
+async def test_a_paired_campaign_reports_its_arms_to_prefect(prefect_api, tmp_path):
+    """A paired campaign (docs/SPEC.md §6.8) in the flow: both arms run (every phase is one
+    task for both), and the verdict artifact and the verdict event carry the comparison of
+    the candidate with its reference arm."""
+    values = small_campaign(
+        tmp_path,
+        name="pairedflow",
+        reference={"local_workers": 4, "request_timeout_seconds": 20},
+        gate={"block_seconds": 1, "min_blocks": 4},
+        max_regression=0.5,
+    )
+    state = await run_flow(values)
+    assert state.is_completed(), state
+    result = await state.result()
+    gate = orjson.loads((Path(result["run_dir"]) / "gate.json").read_bytes())
+    paired = gate["paired"]
+    assert paired["status"] == "compared" and paired["blocks"] >= 4
+    assert result["verdict"] == gate["verdict"] and "reference arm" in result["reason"]
+    # Prefect names a task run after its task and a short hex suffix (fill-3fa).
+    runs = {re.sub(r"-[0-9a-f]{3}$", "", name) for name in await task_runs(state)}
+    assert {"preflight", "register", "fill", "hold-0", "hold-1"} <= runs, runs
+    from prefect.artifacts import Artifact
+
+    markdown = (await Artifact.aget("pairedflow-gate")).data
+    assert "Candidate against the reference arm" in markdown
+    assert "| TimeToWake.p50 |" in markdown
+    (event,) = await verdict_events("pairedflow", result["run_dir"])
+    carried = event.payload["paired"]
+    assert carried["status"] == "compared" and carried["blocks"] == paired["blocks"]
+    assert carried["rule"] == paired["rule"] and carried["regressions"] == paired["regressions"]
+    wake = next(m for m in carried["metrics"] if m["metric"] == "TimeToWake.p50")
+    assert wake["ratio"] == next(
+        m["ratio"] for m in paired["metrics"] if m["metric"] == "TimeToWake.p50"
+    )
+
+
 async def test_a_capacity_search_runs_one_task_per_probe(prefect_api, tmp_path, monkeypatch):
     """After the hold's `hold-N` tasks, one `probe-N` task per probe (docs/SPEC.md §6.7);
     the probes' result lands in gate.json. A busy box must not void the one probe."""

@@ -1,0 +1,247 @@
+"""Paired campaigns over real processes (docs/SPEC.md §6.8): a candidate and a reference arm
+side by side, each against a local substrate of its own, judged as a paired difference.
+
+* A/A: both arms embedded local substrates of the same build: the campaign passes, no
+  figure regressed or improved;
+* A/B: the candidate's substrate (a process of its own) adds 200 ms to every wake, the
+  reference is embedded; the campaign runs in a process of its own and is stopped (SIGSTOP)
+  for two seconds in the middle of its hold, as a machine too busy to schedule the
+  generator would: the stalled seconds drop their blocks from both arms, the windows and
+  the comparison are still judged, and the gate fails naming TimeToWake and the arm;
+* a reference that cannot be reached refuses the campaign in one line naming the arm;
+* report.html shows the two arms side by side, looked at in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.run import CampaignResult, run_campaign_blocking
+from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, parse
+from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.substrate.http import HttpSubstrate
+from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.ports import fixed_port
+from tests.integration.test_report_browser import screenshot
+
+pytestmark = pytest.mark.timeout(300)
+ADDED_MS = 200  # unmistakable on a machine however busy: a wake takes 10-60 ms
+
+
+def values(out: Path, name: str, **overrides: Any) -> dict[str, Any]:
+    """Short paired windows: 5 swaps/s on each arm, paired blocks of 3 s."""
+    base: dict[str, Any] = {
+        "name": name,
+        "tag": "test",
+        "seed": 5,
+        "out": str(out),
+        "script": "smoke",
+        "think_scale": 0.05,
+        "hold_minutes": 30 / 60,
+        "window_seconds": 15,
+        "thresholds": ["TimeToWake: p99 < 10s", "Step_*: failure_ratio < 0.05"],
+        "abort": {"rules": [], "sliding_seconds": 10, "delay_seconds": 10},
+        "max_regression": 0.5,
+        "gate": {"block_seconds": 3, "min_blocks": 4},
+        "population": {
+            "kind": "turnover",
+            "sessions": 12,
+            "awake": 3,
+            "target_rps": 5,
+            "registration_quiet_seconds": 1,
+        },
+        "target": {"local_workers": 5},
+        "reference": {"local_workers": 5},
+        "cleanup": {"timeout_seconds": 20.0, "stop_grace_seconds": 2.0},
+    }
+    base.update(overrides)
+    return base
+
+
+def paired(run: Path) -> dict[str, Any]:
+    return json.loads((run / "gate.json").read_text())["paired"]
+
+
+def figure(section: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(m for m in section["metrics"] if m["metric"] == name)
+
+
+@pytest.fixture(scope="module")
+def aa(tmp_path_factory: pytest.TempPathFactory) -> CampaignResult:
+    out = tmp_path_factory.mktemp("aa")
+    return run_campaign_blocking(CampaignParams(**values(out, "pairedaa")))
+
+
+def wait_for_hold(out: Path, deadline_s: float = 90.0) -> Path:
+    """The run directory, once its status.json says the hold is on."""
+    until = time.monotonic() + deadline_s
+    while time.monotonic() < until:
+        for status in out.glob("runs/*/*/*/*/status.json"):
+            try:
+                if json.loads(status.read_text()).get("phase") == "hold":
+                    return status.parent
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.2)
+    raise AssertionError("the campaign never reached its hold")
+
+
+@pytest.fixture(scope="module")
+def ab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The A/B campaign in a process of its own, stopped for 2 s mid-hold."""
+    out = tmp_path_factory.mktemp("ab")
+    with LocalSubstrateProcess(workers=5, faults=[f"wake:latency:fixed:{ADDED_MS}ms"]) as cand:
+        spec = values(out, "pairedab", target={"substrate": cand.url})
+        params_file = out / "params.json"
+        params_file.write_text(json.dumps(spec))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.campaign_process", str(params_file)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        try:
+            run_dir = wait_for_hold(out)
+            time.sleep(6.0)  # into the first window
+            os.kill(proc.pid, signal.SIGSTOP)  # the generator alone: its substrates run on
+            time.sleep(2.0)
+            os.kill(proc.pid, signal.SIGCONT)
+            stdout, stderr = proc.communicate(timeout=200)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        left = asyncio.run(actors_left(cand.url, json.loads((run_dir / "status.json").read_text())))
+    return {
+        "run_dir": run_dir,
+        "exit": proc.returncode,
+        "stdout": stdout,
+        "stderr": stderr,
+        "left_on_candidate": left,
+    }
+
+
+async def actors_left(url: str, status: dict[str, Any]) -> int:
+    client = HttpSubstrate(url, None)
+    try:
+        return len(await client.list_actors(status["atespace"]))
+    finally:
+        await client.aclose()
+
+
+def test_the_same_build_on_both_arms_passes_and_nothing_moved(aa: CampaignResult) -> None:
+    assert aa.verdict == "pass", aa.reason
+    section = aa.gate["paired"]
+    # A busy machine saturates the generator now and then: those blocks are dropped.
+    assert section["status"] == "compared" and section["blocks"] >= section["min_blocks"]
+    statuses = {m["metric"]: m["status"] for m in section["metrics"]}
+    assert not {s for s in statuses.values()} & {"regressed", "improved"}, statuses
+    assert statuses["TimeToWake.p50"] == "unchanged" and statuses["Step_*.p50"] == "unchanged"
+    assert "against the reference arm" in aa.reason
+    verify_manifest(aa.run_dir)
+
+
+def test_a_slower_candidate_fails_naming_time_to_wake_and_the_arm(ab: dict[str, Any]) -> None:
+    run = ab["run_dir"]
+    gate = json.loads((run / "gate.json").read_text())
+    assert gate["verdict"] == "fail" and ab["exit"] == 1, ab["stderr"][-2000:]
+    assert gate["reason"].startswith("the candidate regressed against the reference arm: ")
+    assert "TimeToWake.p50" in gate["paired"]["regressions"]
+    wake = figure(gate["paired"], "TimeToWake.p50")
+    assert wake["candidate"] > wake["reference"] + ADDED_MS / 2
+    assert wake["ratio_interval"][0] > 1.5
+    # The gate command a release pipeline runs says the same.
+    done = subprocess.run(
+        [sys.executable, "-m", "agentsession_core", "gate", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "reference arm" in done.stderr
+    # Re-judged with a margin the change does not reach: it passes.
+    wide = subprocess.run(
+        [sys.executable, "-m", "agentsession_core", "gate", str(run), "--max-regression", "50"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert wide.returncode == 0, wide.stderr
+
+
+def test_the_stalled_seconds_drop_their_blocks_from_both_arms(ab: dict[str, Any]) -> None:
+    run = ab["run_dir"]
+    section = paired(run)
+    assert section["saturated_seconds"] >= 1 and section["blocks_dropped"] >= 1
+    assert section["status"] == "compared"
+    assert section["blocks"] == section["blocks_planned"] - section["blocks_dropped"]
+    records = parse((run / HOLD_SECONDS_FILE).read_text())
+    marked = {
+        arm: {r["t"] for r in records if r.get("saturated") and r.get("arm", "candidate") == arm}
+        for arm in ("candidate", "reference")
+    }
+    assert marked["candidate"] and marked["candidate"] == marked["reference"]
+    windows = [json.loads(line) for line in (run / "windows.jsonl").read_text().splitlines()]
+    assert [w["outcome"] for w in windows] == ["pass", "pass"]  # judged, not void
+    assert windows[0]["saturated_seconds"] >= 1 and windows[0]["left_out_seconds"] >= 1
+
+
+def test_every_artifact_says_which_arm_and_both_arms_clean_up(ab: dict[str, Any]) -> None:
+    run = ab["run_dir"]
+    rows = [json.loads(line) for line in (run / "stats.jsonl").read_text().splitlines()]
+    arms = {(r["metric"], r.get("arm")) for r in rows}
+    assert ("rps_TimeToWake", "candidate") in arms
+    assert ("rps_TimeToWake:arm=reference", "reference") in arms
+    assert ("turnover_window", "candidate") in arms and ("turnover_window", "reference") in arms
+    with (run / "stats.csv").open() as f:
+        names = {row["Name"] for row in csv.DictReader(f)}
+    assert {"TimeToWake", "TimeToWake:arm=reference"} <= names
+    status = json.loads((run / "status.json").read_text())
+    reference = status["reference"]
+    assert status["actors_created"] == status["actors_deleted"] == 12
+    assert reference["actors_created"] == reference["actors_deleted"] == 12
+    assert status["leaked_actors"] == [] and reference["leaked_actors"] == []
+    assert ab["left_on_candidate"] == 0
+    assert reference["atespace"] == f"{status['atespace']}-reference"
+    assert (run / "substrate.reference.log").is_file()  # the reference substrate's own log
+    assert "reference" in json.loads((run / "server_summary.json").read_text())
+    verify_manifest(run)
+
+
+def test_an_unreachable_reference_refuses_the_campaign_in_one_line(tmp_path: Path) -> None:
+    closed = f"http://127.0.0.1:{fixed_port()}"  # nothing listens there
+    result = run_campaign_blocking(
+        CampaignParams(**values(tmp_path, "pairedrefused", reference={"substrate": closed}))
+    )
+    assert result.verdict == "void" and result.run.status == "refused"
+    assert result.reason.startswith("the campaign could not start: reference arm: substrate ")
+    assert "\n" not in result.reason
+    logs = (result.run_dir / "logs.txt").read_text()
+    assert logs.count("refused: reference arm:") == 1
+    status = json.loads((result.run_dir / "status.json").read_text())
+    assert status["actors_created"] == 0 and status["reference"]["actors_created"] == 0
+
+
+def test_the_report_shows_the_arms_side_by_side(ab: dict[str, Any], tmp_path: Path) -> None:
+    page = ab["run_dir"] / "report.html"
+    html = page.read_text()
+    assert 'id="paired"' in html and "Candidate against reference" in html
+    assert "REGRESSION" in html and "TimeToWake p50 per second, both arms" in html
+    screenshot(
+        page,
+        tmp_path,
+        "paired",
+        expect=("Candidate against reference", "candidate / reference", "TimeToWake.p50"),
+    )
