@@ -191,6 +191,7 @@ def compare_one(current: dict, baselines: list[dict], args: argparse.Namespace) 
             args.max_regression,
             night_spread=args.night_spread,
             confidence=args.confidence,
+            rule=args.rule,
         )
     except GateInputError:
         return "baseline refused"
@@ -234,7 +235,8 @@ def pairs_of(series: list[dict], history: int) -> dict[str, list[tuple[dict, lis
     return out
 
 
-SETTINGS = ((0.2, 0.99), (0.2, 0.95), (0.1, 0.95))
+SETTINGS = ((0.2, 0.99), (0.2, 0.95), (0.1, 0.95), (0.1, 0.99))
+RULES = ("whole-interval", "significant", "margin-test")  # judge/decision.py
 # B tags carry the added latency as a share of the A runs' p50 in percent (b20, b50, b100).
 
 
@@ -258,22 +260,24 @@ def judge(args: argparse.Namespace) -> int:
     voids = sum(1 for r in series if r["gate"]["verdict"] == "void")
     lines.append(f"void runs (generator saturated in a window): {voids} of {len(series)}")
     kinds = pairs_of(series, args.history)
-    for max_regression, confidence in SETTINGS:
-        lines.append("")
-        lines.append(
-            f"max_regression {max_regression:.0%}, confidence {confidence:.0%}, "
-            f"night_spread {args.night_spread}:"
-        )
-        for kind, pairs in kinds.items():
-            if not pairs:
-                continue
-            settings = argparse.Namespace(
-                max_regression=max_regression,
-                confidence=confidence,
-                night_spread=args.night_spread,
+    for rule in RULES:
+        for max_regression, confidence in SETTINGS:
+            lines.append("")
+            lines.append(
+                f"rule {rule}, max_regression {max_regression:.0%}, confidence "
+                f"{confidence:.0%}, night_spread {args.night_spread}:"
             )
-            outcomes = [compare_one(run, base, settings) for run, base in pairs]
-            lines.append(f"  {kind:42s} {tally(outcomes)}")
+            for kind, pairs in kinds.items():
+                if not pairs:
+                    continue
+                settings = argparse.Namespace(
+                    max_regression=max_regression,
+                    confidence=confidence,
+                    night_spread=args.night_spread,
+                    rule=rule,
+                )
+                outcomes = [compare_one(run, base, settings) for run, base in pairs]
+                lines.append(f"  {kind:42s} {tally(outcomes)}")
     lines.append("")
     lines += realised(series)
     lines.append("")

@@ -479,7 +479,7 @@ class Campaign:
             min_blocks=settings.min_blocks,
             max_regression=self.params.max_regression,
             confidence=settings.confidence,
-            rule=settings.rule,
+            rule=settings.paired_rule,
             seed=self.params.seed,
         )
 

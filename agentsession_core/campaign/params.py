@@ -48,7 +48,7 @@ from agentsession_core.judge.compare import (
     DEFAULT_NIGHT_SPREAD,
     MAX_HISTORY,
 )
-from agentsession_core.judge.decision import DEFAULT_RULE, DecisionRule
+from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, DecisionRule
 from agentsession_core.judge.paired import DEFAULT_BLOCK_SECONDS, DEFAULT_MIN_BLOCKS
 from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 from agentsession_core.script.mix import ScriptSpec
@@ -193,9 +193,15 @@ class GateParams(Section):
     )
     rule: DecisionRule = Field(
         DEFAULT_RULE,
-        description="when a change is a regression: significant (the interval excludes no "
-        "change and the estimate exceeds max_regression), whole-interval (the whole interval "
-        "beyond max_regression) or margin-test (a one-sided test at max_regression)",
+        description="against a baseline: when a change is a regression: whole-interval (the "
+        "whole interval beyond max_regression), significant (the interval excludes no change "
+        "and the estimate exceeds max_regression) or margin-test (a one-sided test at "
+        "max_regression)",
+    )
+    paired_rule: DecisionRule = Field(
+        DEFAULT_PAIRED_RULE,
+        description="a paired campaign: when the candidate regressed against its reference "
+        "arm (the same rules as rule)",
     )
     block_seconds: int = Field(
         DEFAULT_BLOCK_SECONDS,

@@ -19,7 +19,7 @@ import orjson
 
 from agentsession_core.judge.baselines import AUTO, auto_baselines
 from agentsession_core.judge.compare import DEFAULT_HISTORY, DEFAULT_NIGHT_SPREAD, MAX_HISTORY
-from agentsession_core.judge.decision import DEFAULT_RULE, RULES, Rule
+from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, RULES, Rule
 from agentsession_core.judge.gate import (
     DEFAULT_MAX_REGRESSION,
     exit_code,
@@ -94,8 +94,9 @@ def add_baseline_args(p: argparse.ArgumentParser, default: str) -> None:
         "--rule",
         choices=RULES,
         default=None,
-        help="when a change is a regression (default: the run's gate.rule, else "
-        f"{DEFAULT_RULE}; docs/SPEC.md §6.3)",
+        help="when a change is a regression, against the baseline and a paired campaign's "
+        f"reference arm alike (default: the run's gate.rule, else {DEFAULT_RULE}, and "
+        f"gate.paired_rule, else {DEFAULT_PAIRED_RULE}; docs/SPEC.md §6.3)",
     )
     p.add_argument(
         "--night-spread",
@@ -125,9 +126,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=gate)
 
 
-def settings(run: dict, args: argparse.Namespace) -> tuple[float, float, Rule]:
-    """max_regression, night_spread and the decision rule: the flags, else the run's own
-    parameters."""
+def settings(run: dict, args: argparse.Namespace) -> tuple[float, float, Rule, Rule]:
+    """max_regression, night_spread and the decision rules (against a baseline, and a paired
+    campaign's): the flags, else the run's own parameters."""
     params = run.get("params") or {}
     max_regression = args.max_regression
     if max_regression is None:
@@ -137,15 +138,21 @@ def settings(run: dict, args: argparse.Namespace) -> tuple[float, float, Rule]:
     if spread is None:
         spread = float(gate.get("night_spread", DEFAULT_NIGHT_SPREAD))
     rule = args.rule or gate.get("rule")
-    return max_regression, spread, rule if rule in RULES else DEFAULT_RULE
+    paired = args.rule or gate.get("paired_rule")
+    return (
+        max_regression,
+        spread,
+        rule if rule in RULES else DEFAULT_RULE,
+        paired if paired in RULES else DEFAULT_PAIRED_RULE,
+    )
 
 
 def gate(args: argparse.Namespace) -> int:
     run = load_run(args.run)
     doc = run["gate"]
-    max_regression, spread, rule = settings(run, args)
+    max_regression, spread, rule, paired_rule = settings(run, args)
     if doc.get("paired") and (args.max_regression is not None or args.rule is not None):
-        doc = rejudge_paired(doc, max_regression, rule)  # its intervals kept
+        doc = rejudge_paired(doc, max_regression, paired_rule)  # its intervals kept
     if args.baseline:
         found = (
             auto_baselines(run, history=args.history)

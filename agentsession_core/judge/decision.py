@@ -26,7 +26,12 @@ from typing import Literal
 Rule = Literal["significant", "whole-interval", "margin-test"]
 DecisionRule = Rule  # by this name where "rule" means a threshold expression
 RULES: tuple[Rule, ...] = ("significant", "whole-interval", "margin-test")
-DEFAULT_RULE: Rule = "significant"
+# Each kind of comparison has the default its own measurement picked (bench/RESULTS.md,
+# "decision rules"): against a baseline run or history, whose run-to-run spread is only
+# estimated, the strictest rule (significant made 3 false fails of 30 A/A pairs there); a
+# paired campaign's arms share that spread, and significant keeps its A/A pairs clean.
+DEFAULT_RULE: Rule = "whole-interval"
+DEFAULT_PAIRED_RULE: Rule = "significant"
 
 
 def z_two_sided(confidence: float) -> float:
@@ -57,4 +62,12 @@ def classify(
     return "regressed" if worse else "improved" if better else "unchanged"
 
 
-__all__ = ["DEFAULT_RULE", "RULES", "DecisionRule", "Rule", "classify", "z_two_sided"]
+__all__ = [
+    "DEFAULT_PAIRED_RULE",
+    "DEFAULT_RULE",
+    "RULES",
+    "DecisionRule",
+    "Rule",
+    "classify",
+    "z_two_sided",
+]

@@ -435,7 +435,7 @@ def rejudge_regressions(doc: dict, max_regression: float, rule: Rule | None = No
     if not stored or not stored.get("metrics"):
         return doc
     level = stored.get("confidence") or doc.get("confidence") or DEFAULT_CONFIDENCE
-    rule = rule or stored.get("rule") or "whole-interval"  # stored before rules were named
+    rule = rule or stored.get("rule") or DEFAULT_RULE  # stored before rules were named: that one
     metrics = [
         m if m.get("se_log") is None else {**m, **judge(m, max_regression, level, rule)}
         for m in stored["metrics"]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from agentsession_core.judge.compare import HIGHER_IS_BETTER, as_change, counts, margin_of
-from agentsession_core.judge.decision import DEFAULT_RULE, Rule, classify
+from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, Rule, classify
 from agentsession_core.judge.hold_seconds import HoldSeconds
 from agentsession_core.judge.uncertainty import (
     DEFAULT_CONFIDENCE,
@@ -71,7 +71,7 @@ def paired_comparison(
     min_blocks: int = DEFAULT_MIN_BLOCKS,
     max_regression: float,
     confidence: float = DEFAULT_CONFIDENCE,
-    rule: Rule = DEFAULT_RULE,
+    rule: Rule = DEFAULT_PAIRED_RULE,
     seed: int = 0,
     resamples: int = RESAMPLES,
 ) -> dict[str, Any]:

@@ -193,7 +193,7 @@ def test_a_capacity_within_its_resolution_is_unchanged() -> None:
 
 def test_the_run_to_run_spread_keeps_a_modest_fall_unchanged() -> None:
     metric = compare_capacity(
-        gate(capacity(8.5, 9.0)),
+        gate(capacity(7.0, 7.5)),
         [gate(capacity(10.0, 10.8))],
         night_spread=0.1,
         max_regression=0.2,
