@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import Engine, PreflightError
@@ -37,8 +38,36 @@ if TYPE_CHECKING:
     from agentsession_core.output.run_dir import RunDir
 
 log = logging.getLogger("agentsession")
+T = TypeVar("T")
 
 REFERENCE_LOG = "substrate.reference.log"
+# The arm whose task is logging: every task the reference arm starts inherits it, so each
+# of its log lines says so (both arms log the same lines otherwise).
+_ARM: contextvars.ContextVar[str | None] = contextvars.ContextVar("arm", default=None)
+
+
+class _ArmPrefix(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        arm = _ARM.get()
+        if arm is not None and not getattr(record, "arm", None):
+            record.msg, record.arm = f"[{arm} arm] {record.msg}", arm
+        return True
+
+
+_prefix = _ArmPrefix()
+
+
+async def as_arm(arm: str, work: Awaitable[T]) -> T:
+    """`work` awaited as `arm`'s: its log lines, and those of every task it starts, name the
+    arm (the reference's; the candidate's lines stay as an unpaired run's)."""
+    if arm != REFERENCE:
+        return await work
+    log.addFilter(_prefix)  # once: a filter added twice is kept once
+    token = _ARM.set(arm)  # tasks started meanwhile copy it
+    try:
+        return await work
+    finally:
+        _ARM.reset(token)
 
 
 def reference_params(params: RunParams) -> RunParams:
@@ -131,7 +160,12 @@ class ReferenceArm:
             self.params, substrate, script, self.recorder, atespace=self.atespace
         )
         self.watchdog = Watchdog(substrate, self.params, on_back=engine.substrate_back)
-        background(self.watchdog.run(), "reference-watchdog")
+        log.addFilter(_prefix)
+        token = _ARM.set(REFERENCE)  # the watchdog's task copies it: its lines name the arm
+        try:
+            background(self.watchdog.run(), "reference-watchdog")
+        finally:
+            _ARM.reset(token)
         return engine
 
     def failure(self) -> str | None:
@@ -168,5 +202,6 @@ __all__ = [
     "ReferenceArm",
     "SteadyStart",
     "arm_line",
+    "as_arm",
     "reference_params",
 ]

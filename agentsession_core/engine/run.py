@@ -29,7 +29,7 @@ from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.live_control import LiveControl
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.progress import Progress
-from agentsession_core.engine.reference_arm import ReferenceArm, SteadyStart, arm_line
+from agentsession_core.engine.reference_arm import ReferenceArm, SteadyStart, arm_line, as_arm
 from agentsession_core.engine.run_files import (
     append_history,
     status_document,
@@ -209,7 +209,9 @@ class Run:
         self._stack.push_async_callback(self._cleanup, engines)
 
     async def _cleanup(self, engines: list[Engine]) -> None:
-        results = await asyncio.gather(*(e.cleanup() for e in engines), return_exceptions=True)
+        results = await asyncio.gather(
+            *(as_arm(self._arm_of(e), e.cleanup()) for e in engines), return_exceptions=True
+        )
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -222,6 +224,9 @@ class Run:
             out.append(self.reference.engine)
         return out
 
+    def _arm_of(self, engine: Engine) -> str:
+        return CANDIDATE if engine is self.engine else REFERENCE
+
     def arm_said(self, text: str) -> str:
         """`text` of the candidate's side, naming the arm in a paired run."""
         return arm_line(CANDIDATE, text) if self.reference is not None else text
@@ -233,7 +238,7 @@ class Run:
 
         async def one(engine: Engine) -> None:
             try:
-                await getattr(engine, phase)()
+                await as_arm(self._arm_of(engine), getattr(engine, phase)())
             finally:
                 if self._steady is not None:
                     self._steady.release()
@@ -242,8 +247,7 @@ class Run:
         results = await asyncio.gather(*(one(e) for e in engines), return_exceptions=True)
         for engine, result in zip(engines, results, strict=True):
             if isinstance(result, AgentsessionError) and self.reference is not None:
-                arm = CANDIDATE if engine is self.engine else REFERENCE
-                raise type(result)(arm_line(arm, str(result))) from result
+                raise type(result)(arm_line(self._arm_of(engine), str(result))) from result
             if isinstance(result, BaseException):
                 raise result
 
@@ -327,7 +331,9 @@ class Run:
             return False
         self._engine()
         engines = self.engines
-        results = await asyncio.gather(*(e.preflight() for e in engines), return_exceptions=True)
+        results = await asyncio.gather(
+            *(as_arm(self._arm_of(e), e.preflight()) for e in engines), return_exceptions=True
+        )
         for engine, result in zip(engines, results, strict=True):
             if isinstance(result, PreflightError):
                 if engine is self.engine:

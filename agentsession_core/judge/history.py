@@ -6,8 +6,10 @@ A destination is a campaign's ``out`` directory or its ``dest`` s3:// prefix; ru
 `find_runs` lists them oldest first; `load_series` reads each (gate.json through
 judge.gate.load_run, campaign.json beside it) into a RunRecord. A run that cannot be read is
 kept, with the reason in `error`: a history that silently lost a bad night would look
-calmer than it was. `history_document` is history.json: the runs, the series per metric and
-the change points.
+calmer than it was. Each run also carries the figures its own gate judged `regressed`
+(gate.json's `baseline.regressions` and, for a paired campaign, `paired.regressions`), so a
+history too short for a change point still shows which nights failed on which figure.
+`history_document` is history.json: the runs, the series per metric and the change points.
 
 Everything is synchronous (boto3 for s3://): async callers use asyncio.to_thread.
 """
@@ -41,7 +43,9 @@ class HistoryError(AgentsessionError):
 @dataclass
 class RunRecord:
     """One run of the history. `gate` and `params` are None when unreadable; `error` then
-    says why. `run_ts` is the layout's run_ts (unix seconds)."""
+    says why. `run_ts` is the layout's run_ts (unix seconds). `regressions`: the metrics
+    this run's gate judged regressed (against its baselines or, paired, its reference arm),
+    sorted."""
 
     location: str
     name: str
@@ -53,6 +57,7 @@ class RunRecord:
     gate: dict[str, Any] | None = None
     params: dict[str, Any] | None = None
     figures: dict[str, Figure] = field(default_factory=dict)
+    regressions: list[str] = field(default_factory=list)
     error: str | None = None
 
     @property
@@ -69,8 +74,21 @@ class RunRecord:
             "verdict": self.verdict,
             "reason": self.reason,
             "error": self.error,
+            "regressions": list(self.regressions),
             "figures": {m: f.to_dict() for m, f in self.figures.items()},
         }
+
+
+def regressions_of(gate: dict[str, Any]) -> list[str]:
+    """The metrics a gate.json judged regressed: `baseline.regressions` and `paired.regressions`
+    (either may be absent), together, sorted."""
+    found: set[str] = set()
+    for section in ("baseline", "paired"):
+        part = gate.get(section)
+        names = part.get("regressions") if isinstance(part, dict) else None
+        if isinstance(names, list):
+            found.update(n for n in names if isinstance(n, str))
+    return sorted(found)
 
 
 # --------------------------------------------------------------------------- finding runs
@@ -114,6 +132,7 @@ def load_record(location: str, *, endpoint_url: str | None = None) -> RunRecord:
     record.verdict = str(gate.get("verdict") or "void")
     record.reason = str(gate.get("reason") or "")
     record.figures = figures_of(gate)
+    record.regressions = regressions_of(gate)
     record.params = run["params"] or None
     if record.params is None:  # the gate is still usable; say what is missing
         record.error = "campaign.json: missing or without parameters"
@@ -143,6 +162,7 @@ def _series(records: list[RunRecord], metric: str) -> dict[str, Any]:
             "run_ts": r.run_ts,
             "tag": r.tag,
             "verdict": r.verdict,
+            "regressed": metric in r.regressions,
             **r.figures[metric].to_dict(),
         }
         for r in records
@@ -215,4 +235,5 @@ __all__ = [
     "judged",
     "load_record",
     "load_series",
+    "regressions_of",
 ]

@@ -4,9 +4,11 @@ script, no request to anywhere), rendered from history.json's document alone (do
 
 Per campaign name, per headline metric: the value per night with its interval as whiskers
 (where the run's gate.json carries one), each night's dot in its verdict's colour, the
-judged nights joined by a line, and each change point as a vertical line labelled with its
-step; "no data" where no night has the metric. Then the change points and the nights as
-tables, each night linking to its report.html (a relative link for a local run; an s3 run
+judged nights joined by a line, each night whose own gate judged the figure regressed
+ringed (and each run of such nights labelled "regressed"), and each change point as a
+vertical line labelled with its step; "no data" where no night has the metric. Then the
+change points and the nights as tables (with the figures each night's gate judged
+regressed), each night linking to its report.html (a relative link for a local run; an s3 run
 is named as text, since the page must not point outside itself).
 """
 
@@ -27,6 +29,7 @@ HISTORY_HTML = "history.html"
 HISTORY_JSON = "history.json"
 VERDICT_COLOURS = {**BANNER_COLOURS, "unreadable": "#6a1b9a"}
 CHANGE_COLOUR = "#e65100"
+REGRESSED_COLOUR = "#ad1457"
 _W, _H = 680, 250
 _LEFT, _RIGHT, _TOP, _BOTTOM = 58, 14, 40, 34
 
@@ -48,9 +51,11 @@ figure.chart{margin:4px 0 10px}figure.chart svg{width:100%;height:auto;display:b
 display:flex;align-items:center;justify-content:center;margin:4px 0;height:180px}
 .ct{font-size:14px;font-weight:600}svg .ct{fill:#1f2328}svg .ax{font-size:11px;fill:#57606a}
 svg .grid{stroke:#e6e8eb}svg .cp{font-size:11.5px;font-weight:600;fill:#e65100}
-svg .lg{font-size:12px;fill:#1f2328}
+svg .lg{font-size:12px;fill:#1f2328}svg .rg{font-size:11px;font-weight:600;fill:#ad1457}
+td.rg{color:#ad1457;font-weight:600}
 .key span{display:inline-block;margin-right:14px;font-size:13px}
 .key i{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:5px}
+.key i.ring{background:none;border:2px solid #ad1457;width:12px;height:12px;border-radius:6px}
 """
 
 
@@ -109,6 +114,27 @@ def _chart(title: str, unit: str, runs: list[dict[str, Any]], series: dict[str, 
     if len(judged) > 1:
         path = " L".join(f"{x(night_of[p['location']]):.1f},{y(p['value']):.1f}" for p in judged)
         svg.append(f'<path d="M{path}" fill="none" stroke="#546e7a" stroke-width="1.4"/>')
+    previous = None
+    for p in points:
+        night = night_of[p["location"]]
+        if p.get("regressed"):
+            rx, ry = x(night), y(p["value"])
+            svg.append(
+                f'<circle cx="{rx:.1f}" cy="{ry:.1f}" r="8" fill="none" '
+                f'stroke="{REGRESSED_COLOUR}" stroke-width="2" class="regressed">'
+                f"<title>{esc(_night_label(p))}: its gate judged {esc(title)} regressed"
+                "</title></circle>"
+            )
+            if previous is None or not previous.get("regressed"):  # one label per run
+                # Away from the top edge, where the change points are labelled.
+                ly = ry + 21 if ry < _TOP + ph / 2 else ry - 12
+                half = text_width("regressed", 11) / 2
+                lx = min(max(rx, _LEFT + half), _W - _RIGHT - half)
+                svg.append(
+                    f'<text x="{lx:.1f}" y="{ly:.1f}" class="rg" '
+                    f'text-anchor="middle">regressed</text>'
+                )
+        previous = p
     for p in points:
         cx = x(night_of[p["location"]])
         if p.get("low") is not None and p.get("high") is not None:
@@ -161,12 +187,16 @@ def _nights_table(runs: list[dict[str, Any]], out_dir: Path | None) -> str:
             f"<tr><td>{i}</td><td>{esc(_when(run.get('run_ts')))}</td>"
             f"<td>{esc(run.get('tag', ''))}</td>"
             f'<td class="v" style="background:{_colour(verdict)}">{esc(verdict.upper())}</td>'
-            f"<td>{esc(run.get('reason') or '')}</td><td>{_link(run['location'], out_dir)}</td>"
+            f"<td>{esc(run.get('reason') or '')}</td>"
+            f'<td class="rg">{esc(", ".join(run.get("regressions") or []))}</td>'
+            f"<td>{_link(run['location'], out_dir)}</td>"
             f'<td class="mono">{esc(run["location"])}</td></tr>'
         )
     return (
         '<table class="nights"><tr><th>#</th><th>run_ts</th><th>tag</th><th>verdict</th>'
-        "<th>reason</th><th>report</th><th>location</th></tr>" + "".join(rows) + "</table>"
+        "<th>reason</th><th>regressed (its gate)</th><th>report</th><th>location</th></tr>"
+        + "".join(rows)
+        + "</table>"
     )
 
 
@@ -200,7 +230,8 @@ def _key() -> str:
     )
     return (
         f'<p class="key">{items}<span><i style="background:{CHANGE_COLOUR};border-radius:0;'
-        "width:3px\"></i>change point</span><span>whiskers: the figure's interval, where the "
+        "width:3px\"></i>change point</span><span><i class=\"ring\"></i>regressed: that night's "
+        "gate judged the figure regressed</span><span>whiskers: the figure's interval, where the "
         "run has one</span></p>"
     )
 
