@@ -305,13 +305,17 @@ async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tm
     assert f"prefect.flow-run.{state.state_details.flow_run_id}" in {r.id for r in event.related}
 
 
-async def test_a_paired_campaign_reports_its_arms_to_prefect(prefect_api, tmp_path):
-    """A paired campaign (docs/SPEC.md §6.8) in the flow: both arms run (every phase is one
-    task for both), and the verdict artifact and the verdict event carry the comparison of
-    the candidate with its reference arm."""
+async def test_a_paired_aa_campaign_passes_and_reports_its_arms_to_prefect(prefect_api, tmp_path):
+    """A paired campaign (docs/SPEC.md §6.8) of one build on both arms, two embedded local
+    substrates: it passes with no figure regressed or improved (every figure with enough
+    samples unchanged); both arms run in one task per phase; the verdict artifact and the
+    verdict event carry the comparison of the candidate with its reference arm."""
     values = small_campaign(
         tmp_path,
         name="pairedflow",
+        hold_minutes=0.2,
+        window_seconds=6,
+        population={"target_rps": 4, "sessions": 8},
         reference={"local_workers": 4, "request_timeout_seconds": 20},
         gate={"block_seconds": 1, "min_blocks": 4},
         max_regression=0.5,
@@ -321,8 +325,13 @@ async def test_a_paired_campaign_reports_its_arms_to_prefect(prefect_api, tmp_pa
     result = await state.result()
     gate = orjson.loads((Path(result["run_dir"]) / "gate.json").read_bytes())
     paired = gate["paired"]
+    assert result["verdict"] == gate["verdict"] == "pass", result["reason"]
     assert paired["status"] == "compared" and paired["blocks"] >= 4
-    assert result["verdict"] == gate["verdict"] and "reference arm" in result["reason"]
+    assert "against the reference arm" in result["reason"]
+    statuses = {m["metric"]: m["status"] for m in paired["metrics"]}
+    assert not set(statuses.values()) & {"regressed", "improved"}, statuses
+    assert statuses["TimeToWake.p50"] == statuses["Step_*.p50"] == "unchanged", statuses
+    assert {m["status"] for m in paired["metrics"] if m.get("why") is None} == {"unchanged"}
     # Prefect names a task run after its task and a short hex suffix (fill-3fa).
     runs = {re.sub(r"-[0-9a-f]{3}$", "", name) for name in await task_runs(state)}
     assert {"preflight", "register", "fill", "hold-0", "hold-1"} <= runs, runs
