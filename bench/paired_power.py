@@ -215,10 +215,13 @@ def judge(args: argparse.Namespace) -> int:
                 "figures": figures(candidate, confidence=CONFIDENCE, seed=seed),
             }
         )
+    if args.slice:
+        runs = [part for r in runs for part in slices(r, args.slice)]
     kinds = sorted({r["kind"] for r in runs}, key=lambda k: (k != "aa", len(k), k))
     lines = [
         "runs: " + ", ".join(f"{sum(r['kind'] == k for r in runs)} {k}" for k in kinds),
-        f"hold: {len(runs[0]['candidate'])} s judged per run (median wakes per arm "
+        f"hold: {len(runs[0]['candidate'])} s judged per run{' (part)' if args.slice else ''}"
+        " (median wakes per arm "
         f"{statistics.median(r['figures']['TimeToWake.p50']['n'] for r in runs):.0f})",
     ]
     for hogged in (False, True):
@@ -309,6 +312,34 @@ def judge(args: argparse.Namespace) -> int:
 
         write_section(args.section, results_body(args, text))
     return 0
+
+
+def slices(run: dict[str, Any], seconds: int) -> list[dict[str, Any]]:
+    """A run's hold cut into consecutive `seconds`-long parts, each judged as a run of that
+    length would be: paired, its saturated blocks dropped; unpaired, void when any of its
+    seconds saturated (a window shorter than 100 s allows none, measure/health.py)."""
+    import numpy as np
+
+    from agentsession_core.judge.uncertainty import figures
+
+    out = []
+    total = len(run["candidate"])
+    for number, start in enumerate(range(0, total - seconds + 1, seconds)):
+        index = np.arange(start, start + seconds)
+        candidate = run["candidate"].subset(index)
+        saturated = {t for t in candidate.seconds if t in run["saturated"]}
+        verdict = run["verdict_windows"]
+        out.append(
+            {
+                **run,
+                "tag": f"{run['tag']}/{number}",
+                "candidate": candidate,
+                "reference": run["reference"].subset(index),
+                "verdict_windows": "void" if saturated and verdict == "pass" else verdict,
+                "figures": figures(candidate, confidence=CONFIDENCE, seed=run["seed"]),
+            }
+        )
+    return out
 
 
 def realised(runs: list[dict], paired_d: dict[str, list[float]]) -> list[str]:
@@ -402,6 +433,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     j.add_argument("--night-spread", type=float, default=0.1)
     j.add_argument("--min-blocks", type=int, default=8)
     j.add_argument("--block-seconds", type=int, default=5)
+    j.add_argument(
+        "--slice",
+        type=int,
+        default=0,
+        help="judge each run's hold in consecutive parts of this many seconds, each as a run "
+        "of that length (e.g. 60: demo-length parts of 10-minute runs)",
+    )
     j.add_argument("--write-results", action="store_true")
     j.add_argument("--section", default="paired_power", help="RESULTS.md section to write")
     j.add_argument("--title", default="10-minute runs", help="the section's title")

@@ -178,6 +178,17 @@ def decided_by(w: dict[str, Any]) -> str:
     return text + (f' <span class="dim">({unjudged} not judged)</span>' if unjudged else "")
 
 
+def _saturated(window: dict) -> str:
+    """How many of the window's seconds the generator saturated in (how close an unpaired
+    window came to void), and how many a paired one left out."""
+    saturated = number(window.get("saturated_seconds"))
+    if saturated is None:
+        return "–"
+    left_out = number(window.get("left_out_seconds")) or 0
+    shown = f"{saturated:.0f} s"
+    return shown + (" (left out of both arms)" if left_out else "")
+
+
 def windows(ctx: ReportContext) -> str:
     data = ctx.data
     if not data.windows:
@@ -206,7 +217,8 @@ def windows(ctx: ReportContext) -> str:
             f"{outcome_cell(str(w.get('outcome')))}<td class=why>{decided_by(w)}</td>"
             f"<td>{ms(wake.get('p50'))} / {ms(wake.get('p99'))}</td><td>{ms(touch.get('p99'))}</td>"
             f"<td>{ms(step.get('p99'))}</td><td>{fmt(number(req.get('failure_ratio')), 4)}</td>"
-            f"<td>{fmt(number(req.get('achieved_rps')), 2)}{target}</td></tr>"
+            f"<td>{fmt(number(req.get('achieved_rps')), 2)}{target}</td>"
+            f"<td>{_saturated(w)}</td></tr>"
         )
     head = [
         "#",
@@ -219,6 +231,7 @@ def windows(ctx: ReportContext) -> str:
         "Step_* p99",
         "failure ratio",
         "achieved / target rps",
+        "generator saturated",
     ]
     return section(
         "windows",
