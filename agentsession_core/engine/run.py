@@ -239,9 +239,10 @@ class Run:
         async def one(engine: Engine) -> None:
             try:
                 await as_arm(self._arm_of(engine), getattr(engine, phase)())
-            finally:
-                if self._steady is not None:
+            except BaseException:
+                if self._steady is not None:  # the other arm must not wait for this one
                     self._steady.release()
+                raise
 
         engines = self.engines
         results = await asyncio.gather(*(one(e) for e in engines), return_exceptions=True)
