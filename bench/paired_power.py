@@ -168,10 +168,28 @@ def arms_of(location: Path) -> tuple[Any, Any, set[int], dict[str, Any]]:
 
 
 def windows_verdict(gate: dict[str, Any]) -> str:
-    """The run's verdict without any comparison: pass, fail (a window broke) or void."""
+    """The paired run's verdict without any comparison: pass, fail (a window broke) or void
+    (its saturated seconds were left out of its windows, docs/SPEC.md §6.8)."""
     from agentsession_core.judge.gate import decide
 
     return decide({**gate, "paired": None, "baseline": None})[0]
+
+
+def unpaired_verdict(gate: dict[str, Any], seconds: int | None) -> str:
+    """The verdict the candidate's windows would have had in an unpaired run: void by the
+    void rule (measure/health.py) when a window's saturated seconds exceed 1 % of it, or
+    any, in a window shorter than 100 s."""
+    import math
+
+    from agentsession_core.measure.health import VOID_FRACTION
+
+    verdict = windows_verdict(gate)
+    for window in gate.get("windows", []):
+        length = window["end_unix"] - window["start_unix"] if seconds is None else seconds
+        allowed = math.floor(VOID_FRACTION * length) if length >= 100 else 0
+        if verdict == "pass" and window.get("saturated_seconds", 0) > allowed:
+            return "void"
+    return verdict
 
 
 def outcome(verdict: str, regressions: list[str], void: bool = False) -> str:
@@ -192,7 +210,7 @@ def tally(outcomes: list[str]) -> str:
 
 def judge(args: argparse.Namespace) -> int:
     from agentsession_core.judge.compare import Reference, compare
-    from agentsession_core.judge.paired import paired_comparison
+    from agentsession_core.judge.paired import kept_blocks, paired_comparison
     from agentsession_core.judge.uncertainty import figures
 
     collected = json.loads((args.dir / "collected.json").read_text())
@@ -212,6 +230,7 @@ def judge(args: argparse.Namespace) -> int:
                 "gate": gate,
                 "seed": seed,
                 "verdict_windows": windows_verdict(gate),
+                "verdict_unpaired": unpaired_verdict(gate, None),
                 "figures": figures(candidate, confidence=CONFIDENCE, seed=seed),
             }
         )
@@ -228,15 +247,18 @@ def judge(args: argparse.Namespace) -> int:
         mine = [r for r in runs if r["hog"] == hogged]
         if not mine:
             continue
-        void = sum(1 for r in mine if r["verdict_windows"] == "void")
-        dropped = sum(
-            1 for r in mine if (r["gate"].get("paired") or {}).get("blocks_dropped", 0) > 0
-        )
+        void = sum(1 for r in mine if r["verdict_unpaired"] == "void")
+        kept = [
+            kept_blocks(r["candidate"].seconds, r["saturated"], args.block_seconds) for r in mine
+        ]
+        saturated = [sum(t in r["saturated"] for t in r["candidate"].seconds) for r in mine]
         lines.append(
-            f"{'with' if hogged else 'without'} the hog: {len(mine)} runs; void by the "
-            f"unpaired rule (a window saturated): {void}; paired runs that dropped a block: "
-            f"{dropped}; paired void (too few blocks): "
-            f"{sum(1 for r in mine if (r['gate'].get('paired') or {}).get('status') == 'void')}"
+            f"{'with' if hogged else 'without'} the hog: {len(mine)} runs, saturated seconds "
+            f"per run median {statistics.median(saturated):g} (max {max(saturated)}); void by "
+            f"the unpaired rule: {void}; paired: runs that dropped a block "
+            f"{sum(1 for _, _, dropped in kept if dropped)}, void (fewer than "
+            f"{args.min_blocks} blocks left) "
+            f"{sum(1 for _, total, dropped in kept if total - dropped < args.min_blocks)}"
         )
     paired_d: dict[str, list[float]] = {}
     paired_se: dict[str, list[float]] = {}
@@ -283,7 +305,7 @@ def judge(args: argparse.Namespace) -> int:
                             pairs.append((r, before[-1]))
                 outcomes = []
                 for current, base in pairs:
-                    if base["verdict_windows"] != "pass":
+                    if base["verdict_unpaired"] != "pass":
                         outcomes.append("void")  # a void baseline is refused
                         continue
                     ref = Reference(
@@ -299,7 +321,7 @@ def judge(args: argparse.Namespace) -> int:
                         rule=rule,
                     )
                     regressed = [m["metric"] for m in metrics if m["status"] == "regressed"]
-                    outcomes.append(outcome(current["verdict_windows"], regressed))
+                    outcomes.append(outcome(current["verdict_unpaired"], regressed))
                 lines.append(f"  sequential  {kind:5s} {tally(outcomes)}")
     lines.append("")
     lines += realised(runs, paired_d)
@@ -328,14 +350,14 @@ def slices(run: dict[str, Any], seconds: int) -> list[dict[str, Any]]:
         index = np.arange(start, start + seconds)
         candidate = run["candidate"].subset(index)
         saturated = {t for t in candidate.seconds if t in run["saturated"]}
-        verdict = run["verdict_windows"]
+        verdict = run["verdict_windows"]  # a part is shorter than 100 s: no saturation allowed
         out.append(
             {
                 **run,
                 "tag": f"{run['tag']}/{number}",
                 "candidate": candidate,
                 "reference": run["reference"].subset(index),
-                "verdict_windows": "void" if saturated and verdict == "pass" else verdict,
+                "verdict_unpaired": "void" if saturated and verdict == "pass" else verdict,
                 "figures": figures(candidate, confidence=CONFIDENCE, seed=run["seed"]),
             }
         )
