@@ -19,6 +19,13 @@ class UsageError(AgentsessionError):
     exit_code = 2
 
 
+class PreflightError(AgentsessionError):
+    """The run cannot start against this substrate; no actor was created. A run ends
+    `refused` with it (engine/run.py `Run.refuse`). Defined here, below every layer, so
+    that a lower layer can refuse a run too (measure/prometheus.py: a metrics port in use);
+    engine/engine.py, where preflight raises it, re-exports it."""
+
+
 # A bad value goes into a one-line message; these keep the line short and, above all, cheap:
 # reprlib never renders more than a few items per level, so a YAML alias bomb (a list of
 # lists of ... sharing 10^9 leaves) is shown in microseconds instead of hanging the process.

@@ -312,9 +312,12 @@ class Campaign:
                 index, level, self.params.search_window_seconds, rate_level
             )
         verdict = await self._judge(index, level, start, end, reason)
-        record = search.record(level, verdict)
+        # Cut short by the run's own stop (the substrate unreachable, a signal, a full disk):
+        # an outage is not a break, whatever the cut window's figures say (issue 29).
+        stopped = reason if reason is not None and not self._substrate_side(reason) else None
+        record = search.record(level, verdict, stopped=stopped)
         what = f"probe {number} at {level:.3g}x ({record.rate:g} {search.dimension.unit})"
-        if reason is not None and self._substrate_side(reason):
+        if reason is not None and stopped is None:
             log.error("%s ended early: %s", what, reason)
             search.stop(f"an abort rule tripped at {level:g}x: {reason}")
         else:

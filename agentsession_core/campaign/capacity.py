@@ -58,6 +58,9 @@ class ProbeRecord:
     figure: float | None
     verdict: WindowVerdict
     why: str | None = None  # a void or aborted probe's reason, an SLO not judged
+    # Cut short by the run's own stop (the substrate gone, a signal, a full disk), not by an
+    # abort rule: it says nothing of the level, so it never counts as a break (issue 29).
+    stopped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         v = self.verdict
@@ -128,10 +131,28 @@ class CapacitySearch:
             return None
         return step
 
-    def record(self, level: float, verdict: WindowVerdict) -> ProbeRecord:
+    def record(
+        self, level: float, verdict: WindowVerdict, *, stopped: str | None = None
+    ) -> ProbeRecord:
+        """Book a judged probe. `stopped`: why the run's own stop cut it short (the
+        substrate unreachable, a signal, a full disk): the probe is `aborted` (or void),
+        never `broke`, and the search ends without claiming a break at its level."""
         outcome = _PROBE_OUTCOME[verdict.outcome]
         mine = next((r for r in verdict.results if r.threshold == self.slo.text), None)
         why = verdict.void_reason or verdict.abort_reason
+        if stopped is not None:
+            record = ProbeRecord(
+                level=level,
+                rate=self.dimension.load(level),
+                outcome="void" if outcome == "void" else "aborted",
+                figure=mine.observed if mine is not None else None,
+                verdict=verdict,
+                why=why or stopped,
+                stopped=True,
+            )
+            self.probes.append(record)
+            self.stop(f"the probe at {level:g}x was cut short, not a break: {stopped}")
+            return record
         if outcome == "held" and (mine is None or mine.passed is None):
             # An SLO that could not be judged (no wake answered) did not hold.
             outcome = "broke"
@@ -185,8 +206,9 @@ class CapacitySearch:
         if self.not_run is not None or end is None:
             return doc
         broke_at = end.broke_at
-        if end.status == "aborted" and self.probes and self.probes[-1].outcome == "aborted":
-            tripped = self.probes[-1].level
+        last = self.probes[-1] if self.probes else None
+        if end.status == "aborted" and last and last.outcome == "aborted" and not last.stopped:
+            tripped = last.level  # an abort rule tripped there: the level did not hold
             broke_at = tripped if broke_at is None else min(broke_at, tripped)
         doc.update(
             status=end.status,

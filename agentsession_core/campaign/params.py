@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
+from agentsession_core.campaign.search import SearchPlan, most_probes
 from agentsession_core.engine.live_control import MAX_LEVEL  # a live change's bound too
 from agentsession_core.engine.params import (
     MAX_RATE,
@@ -79,6 +80,12 @@ _WHOLE = 1e-9
 MAX_HOLD_MINUTES = 7 * 24 * 60.0  # a week at one level
 MAX_WINDOW_SECONDS = 7 * 86_400.0
 MAX_WINDOWS = 10_000  # per campaign, all levels
+# The capacity search's own bound (docs/SPEC.md §6.7): its worst case (campaign/search.py's
+# most_probes × each probe's settle + window) must fit in a week, as a hold at one level
+# must, and in MAX_PROBES probes (one Prefect task each). `factor 1.0001` with
+# `resolution 1e-9` was once taken: tens of thousands of probes, weeks of them.
+MAX_SEARCH_SECONDS = MAX_HOLD_MINUTES * 60.0
+MAX_PROBES = 1_000
 MAX_LEVELS = 100
 MAX_RULES = 100  # thresholds, abort rules
 MAX_RULE_CHARS = 500
@@ -402,6 +409,29 @@ class CampaignParams(RunParams):
     gate: GateParams = Field(default_factory=GateParams, json_schema_extra=form_position(22))
     search: SearchParams = Field(default_factory=SearchParams, json_schema_extra=form_position(23))
 
+    @field_validator("search")
+    @classmethod
+    def _search_bound(cls, search: SearchParams, info: ValidationInfo) -> SearchParams:
+        """A search that may not finish within its own bound is refused here, before
+        anything starts, in one line: how many probes, how long, which fields to change.
+        (A field validator, so the line names `search`; levels and window_seconds, the
+        start's and the window's defaults, come before it.)"""
+        levels, window = info.data.get("levels"), info.data.get("window_seconds")
+        if not search.enabled or not levels or window is None:
+            return search
+        probes, seconds = search_bound(search, levels[0], window)
+        if probes <= MAX_PROBES and seconds <= MAX_SEARCH_SECONDS:
+            return search
+        settle = search.settle_seconds
+        each = f"{settle:g} s settle + {search.window_seconds or window:g} s window"
+        raise ValueError(
+            f"search.factor {search.factor:g}, search.resolution {search.resolution:g} and "
+            f"max_level {search.max_level:g}x make up to {_count(probes)} probes of {each}: "
+            f"{_span(seconds)}; a search may take at most {MAX_PROBES:,} probes and "
+            f"{_span(MAX_SEARCH_SECONDS)}: raise search.factor or search.resolution, lower "
+            "search.max_level, or shorten search.window_seconds or search.settle_seconds"
+        )
+
     @model_validator(mode="before")
     @classmethod
     def _local_dest(cls, values: Any) -> Any:
@@ -523,6 +553,11 @@ class CampaignParams(RunParams):
     def search_window_seconds(self) -> float:
         return self.search.window_seconds or self.window_seconds
 
+    def search_seconds_at_most(self) -> float:
+        """The longest the capacity search may take after the hold (its bound, checked at
+        validation): the most probes it can make × each probe's settle and window."""
+        return search_bound(self.search, self.levels[0], self.window_seconds)[1]
+
     def _server_rules(self, thresholds: list[Any]) -> None:
         """A `server.` rule needs a source of server figures; against the embedded local
         substrate its series must be one the substrate exports (docs/SPEC.md §5.9), so a typo
@@ -592,6 +627,32 @@ class CampaignParams(RunParams):
     def destination(self) -> str:
         """Where the run ends up: dest, or out when the run stays where it was written."""
         return self.dest or self.out
+
+
+def search_bound(search: SearchParams, first_level: float, window: float) -> tuple[int, float]:
+    """(the most probes a search from `first_level` makes, how long they take at most)."""
+    start = search.start if search.start is not None else search.factor * first_level
+    plan = SearchPlan(
+        min(start, search.max_level), search.factor, search.resolution, search.max_level
+    )
+    probes = most_probes(plan, first_level)
+    return probes, probes * (search.settle_seconds + (search.window_seconds or window))
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n < 10**12 else f"about {n:.2g}"
+
+
+def _span(seconds: float) -> str:
+    """A duration as a person reads it: 48 min, 5.3 h, 202 days."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86_400:
+        return f"{seconds / 3600:.1f} h"
+    days = seconds / 86_400
+    return f"{days:,.0f} days" if days < 1e9 else f"about {days:.2g} days"
 
 
 def _is_local(dest: str) -> bool:

@@ -12,6 +12,7 @@ hundred). `--help`, a bare `agentsession` or a name no module is called by loads
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -32,12 +33,34 @@ COMMAND_MODULES = (
 # commands `campaign` and `serve` live with the flows, so the engine never imports Prefect;
 # `substrate` lives with the local substrate, a platform of its own).
 PLUGIN_GROUP = "agentsession.commands"
+_AMBIGUOUS = re.compile(r"^(ambiguous option: -[^=\s]+)=.*? could match ", re.DOTALL)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        # One line and exit 2, like every other bad-argument path.
+        # One line and exit 2, like every other bad-argument path; `--toke=VALUE` is named
+        # without its value (`ambiguous option: --toke could match --token, --token-file`).
+        message = _AMBIGUOUS.sub(r"\1 could match ", message)
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(unrecognized(extras))
+        return parsed
+
+
+def unrecognized(extras: Sequence[str]) -> str:
+    """argparse's line for arguments nobody takes, naming the flags but none of the values:
+    a misspelled flag's value may be a secret (`--toke=…`), and argparse would print it."""
+    flags = [a.split("=", 1)[0] for a in extras if a.startswith("-") and len(a) > 1]
+    values = sum(1 for a in extras if not a.startswith("-") or "=" in a)
+    hidden = f"{values} value{'s' if values != 1 else ''} not shown (a value may be a secret)"
+    if not flags:
+        return f"unrecognized arguments: {hidden}"
+    return f"unrecognized arguments: {' '.join(flags)}" + (f"; {hidden}" if values else "")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

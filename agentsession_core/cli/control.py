@@ -3,25 +3,34 @@ through its control API (docs/SPEC.md §5.10) and print one line.
 
 URL is the run's metrics address (`http://127.0.0.1:9464`, as its log's `live control on`
 line says) or its /v1/status URL. The bearer token comes from AGENTSESSION_TOKEN or
---token-file, never the command line (a process list shows it). Exit 0 when the run took
-the change (or answered the status), 2 when it refused it or could not be reached.
+--token-file, never the command line (a process list shows it): `--token` is refused by name.
+Exit 0 when the run took the change (or answered the status), 2 when it refused it, could
+not be reached, or the command line was bad (a level that is no level, a token file that
+holds no one-line token: said without its contents).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-from pathlib import Path
+import stat
 from typing import Any
 
 import httpx
 
 from agentsession_core.engine.control_api import STATUS_PATH
-from agentsession_core.errors import UsageError
+from agentsession_core.engine.live_control import MAX_LEVEL
+from agentsession_core.errors import UsageError, clip
 
 TIMEOUT_S = 10.0
 ACTIONS = ("status", "level", "pause", "resume", "stop")
+TOKEN_ENV = "AGENTSESSION_TOKEN"
+# The most a token file may hold: a bearer token is a line of some hundreds of bytes (a
+# Kubernetes service-account token about 1 KiB); a bigger file is not one, and is refused
+# from its size before a byte is read (/dev/zero grew the process to 23.5 GB, issue #29).
+MAX_TOKEN_FILE = 64 * 1024
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,11 +41,32 @@ def register(sub: argparse._SubParsersAction) -> None:
         "`level X` sets the load to X × its base, `pause` stops new work without deleting "
         "anything, `resume` starts it again, `stop` ends the run as if its hold were over. "
         "The token: AGENTSESSION_TOKEN or --token-file.",
+        # No abbreviations: `--token X` was taken as `--token-file X` (issue #29).
+        allow_abbrev=False,
     )
     p.add_argument("url", metavar="URL", help="the run's metrics URL (http://host:port)")
     p.add_argument("action", choices=ACTIONS, help="what to do")
-    p.add_argument("value", nargs="?", metavar="X", help="level: the new level (e.g. 2.5)")
-    p.add_argument("--token-file", metavar="FILE", help="file holding the run's bearer token")
+    p.add_argument(
+        "value",
+        nargs="?",
+        metavar="X",
+        help=f"level: the new level, a number > 0 and at most {MAX_LEVEL:g} (e.g. 2.5)",
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="file holding the run's bearer token, one line (a regular file, at most "
+        f"{MAX_TOKEN_FILE // 1024} KiB; default: ${TOKEN_ENV})",
+    )
+    p.add_argument(
+        "--token",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="TOKEN",
+        help=f"refused: a command line is visible in the process list; set ${TOKEN_ENV} or "
+        "give --token-file FILE",
+    )
     p.set_defaults(handler=control)
 
 
@@ -61,21 +91,102 @@ def change_of(action: str, value: str | None) -> dict[str, Any] | None:
         if value is None:
             raise UsageError("level: give the new level, e.g. `level 2.5`")
         try:
-            return {"level": float(value)}
+            level = float(value)
         except ValueError:
-            raise UsageError(f"level: {value!r} is not a number") from None
+            raise UsageError(f"level: {clip(value)} is not a number") from None
+        if not (math.isfinite(level) and 0 < level <= MAX_LEVEL):
+            # The run's own line for it (docs/SPEC.md §5.10), said before anything is sent: a
+            # NaN or an infinity cannot even be sent as JSON.
+            shown = " ".join(value.split())[:40]
+            raise UsageError(f"level: {shown} must be > 0 and at most {MAX_LEVEL:g}")
+        return {"level": level}
     return {"pause": {"paused": True}, "resume": {"paused": False}, "stop": {"stopped": True}}[
         action
     ]
 
 
 def token_of(args: argparse.Namespace) -> str | None:
+    """The bearer token: --token-file's, else AGENTSESSION_TOKEN's, else none. A token on the
+    command line is refused by name, never echoed."""
+    if args.token is not None:
+        raise UsageError(
+            f"--token: a token on the command line is visible in the process list; set "
+            f"{TOKEN_ENV}, or give --token-file FILE"
+        )
     if args.token_file:
-        try:
-            return Path(args.token_file).read_text().strip() or None
-        except OSError as exc:
-            raise UsageError(f"--token-file {args.token_file}: {exc.strerror or exc}") from None
-    return os.environ.get("AGENTSESSION_TOKEN") or None
+        place = f"--token-file {args.token_file}"
+        if (token := checked_token(read_token_file(args.token_file), place)) is None:
+            raise UsageError(f"{place}: holds no token")
+        return token
+    if text := os.environ.get(TOKEN_ENV):
+        return checked_token(text, TOKEN_ENV)
+    return None
+
+
+def read_token_file(path: str) -> str:
+    """A token file's text: a regular file of at most MAX_TOKEN_FILE bytes, refused from its
+    kind and size before a byte is read (a FIFO is opened without waiting for a writer)."""
+    place = f"--token-file {path}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError(f"{place}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{place}: not a regular file ({_kind(info.st_mode)})")
+        if info.st_size > MAX_TOKEN_FILE:
+            raise UsageError(
+                f"{place}: {info.st_size} bytes; a token file holds at most "
+                f"{MAX_TOKEN_FILE // 1024} KiB"
+            )
+        data = b""
+        while len(data) <= MAX_TOKEN_FILE:  # one byte more: a file that grew meanwhile
+            chunk = os.read(fd, MAX_TOKEN_FILE + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        raise UsageError(f"{place}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TOKEN_FILE:
+        raise UsageError(f"{place}: more than {MAX_TOKEN_FILE // 1024} KiB; not a token file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{place}: not UTF-8 text; a token is one line of text") from None
+
+
+def checked_token(text: str, place: str) -> str | None:
+    """The one-line token `text` holds (surrounding whitespace dropped), or None when empty.
+    What is wrong is said without the contents: a token, or a system file given by
+    mistake, must not reach a terminal or a log."""
+    lines = text.strip().splitlines()
+    if len(lines) > 1:
+        raise UsageError(f"{place}: holds {len(lines)} lines; a token is one line")
+    token = lines[0].strip() if lines else ""
+    if not token:
+        return None
+    if not all(33 <= ord(c) <= 126 for c in token):
+        raise UsageError(
+            f"{place}: holds a character a bearer token cannot have (a space, a control "
+            "character or a non-ASCII one); a token is one word of visible ASCII"
+        )
+    return token
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a plain file"
 
 
 def status_line(doc: dict[str, Any]) -> str:
@@ -117,13 +228,27 @@ def control(args: argparse.Namespace) -> int:
         raise UsageError(f"{url}: {type(exc).__name__}: {exc}") from None
     try:
         doc = response.json()
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError):
         doc = {}
     if response.status_code != 200:
+        # The API's refusals are one JSON line; any other body (a front that is not the
+        # control API, HTTP's own 400 for a header it cannot take) may echo what it was
+        # sent, the token included, so only its status is said.
         why = doc.get("error") if isinstance(doc, dict) else None
-        raise UsageError(f"{url}: refused ({response.status_code}): {why or response.text[:200]}")
+        said = " ".join(why.split())[:300] if isinstance(why, str) else response.reason_phrase
+        raise UsageError(f"{url}: refused ({response.status_code}): {said}")
     print(status_line(doc))
     return 0
 
 
-__all__ = ["change_of", "control", "register", "status_line", "status_url"]
+__all__ = [
+    "MAX_TOKEN_FILE",
+    "change_of",
+    "checked_token",
+    "control",
+    "read_token_file",
+    "register",
+    "status_line",
+    "status_url",
+    "token_of",
+]

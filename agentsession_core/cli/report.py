@@ -1,23 +1,29 @@
-"""`agentsession report RUN [--baseline RUN] [-o FILE]`: rebuild a run's report.html from its
-files, optionally beside a baseline run.
+"""`agentsession report RUN [--baseline RUN|auto] [-o FILE]`: rebuild a run's report.html from
+its files, optionally beside a baseline run.
 
 RUN and the baseline are run directories or s3:// prefixes. The page goes to RUN/report.html
 for a local run (whose manifest is then re-sealed, so the run still verifies) and to
 ./report.html for an s3 run unless -o says otherwise. With a baseline,
 the gate's comparison (judge.gate.with_baseline: each headline metric's change, regressions
 beyond --max-regression) is computed here and handed to the report as data; output renders,
-it never judges.
+it never judges. `--baseline auto` takes the baselines `agentsession gate --baseline auto`
+takes (judge/baselines.py: the last --history good, comparable runs of the same campaign
+before RUN): the page draws the newest of them beside RUN and shows the comparison against
+them all; without one, the page says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
-from agentsession_core.cli.gate import add_baseline_args
+from agentsession_core.cli.gate import add_baseline_args, settings
 from agentsession_core.errors import AgentsessionError, UsageError
+from agentsession_core.judge.baselines import AUTO, auto_baselines
+from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.gate import (
     GateInputError,
     baseline_refusal,
@@ -65,9 +71,20 @@ def report(args: argparse.Namespace) -> int:
     if data.gate is not None:
         check_gate(data.gate, where(source.location, "gate.json"))
     comparison = None
-    if args.baseline:
+    if args.baseline == AUTO:
+        comparison = auto_comparison(args, data)
+    elif args.baseline:
         baseline, refused = read_baseline(args.baseline, args.endpoint_url)
-        comparison = compare_runs(data, baseline, args.max_regression, refused=refused)
+        max_regression, spread, rule, _ = settings({"params": data.params}, args)
+        comparison = compare_runs(
+            data,
+            baseline,
+            max_regression,
+            refused=refused,
+            night_spread=spread,
+            confidence=args.confidence,
+            rule=rule,
+        )
     out = output_path(source, args.output)
     page = render(data, rules=threshold_rules(data), comparison=comparison, out_dir=out.parent)
     try:
@@ -80,6 +97,52 @@ def report(args: argparse.Namespace) -> int:
         raise UsageError(f"{out}: cannot write ({exc.strerror or exc})") from None
     print(out)
     return 0
+
+
+def auto_comparison(args: argparse.Namespace, data: RunData) -> Comparison:
+    """`--baseline auto`: the gate's baselines for RUN (auto_baselines over the stored run,
+    which must be sealed, as the gate's), the newest drawn beside it, the comparison against
+    them all; none found: a comparison that says so."""
+    if args.endpoint_url:
+        # auto_baselines reads through boto3's usual chain: this process's environment is
+        # how the endpoint reaches it (a one-shot command, as `history` does).
+        os.environ["AWS_ENDPOINT_URL"] = args.endpoint_url
+    run = load_run(args.run, endpoint_url=args.endpoint_url)
+    try:
+        found = auto_baselines(run, history=args.history)
+    except GateInputError:
+        raise
+    except AgentsessionError as exc:  # not in the campaign layout: a run this cannot use
+        raise GateInputError(str(exc)) from None
+    max_regression, spread, rule, _ = settings(run, args)
+    if not found:
+        return Comparison(
+            None,
+            {"status": "none", "metrics": []},
+            reason="no earlier comparable run of this campaign: up to --history "
+            f"{args.history} good, comparable runs before this one become its baseline",
+            source="baseline: auto",
+        )
+    newest = read_run(open_run(found[-1]["location"], endpoint_url=args.endpoint_url))
+    runs = (
+        f"the last {len(found)} good comparable runs"
+        if len(found) > 1
+        else "the last good comparable run"
+    )
+    comparison = compare_runs(
+        data,
+        newest,
+        max_regression,
+        against=found,
+        night_spread=spread,
+        confidence=args.confidence,
+        rule=rule,
+    )
+    comparison.source = (
+        f"baseline: auto, drawn beside {newest.location}; judged against {runs} of this "
+        "campaign before this one"
+    )
+    return comparison
 
 
 def read_baseline(location: str, endpoint_url: str | None) -> tuple[RunData, str | None]:
@@ -142,10 +205,16 @@ def compare_runs(
     max_regression: float | None,
     *,
     refused: str | None = None,
+    against: list[dict[str, Any]] | None = None,
+    night_spread: float | None = None,
+    confidence: float | None = None,
+    rule: Rule = DEFAULT_RULE,
 ) -> Comparison:
     """What the gate judges of `data` against `baseline`, as data for the report.
     `refused`: the line the gate refuses this baseline with (read_baseline); without it, the
-    refusal a readable baseline's own verdict earns."""
+    refusal a readable baseline's own verdict earns. `against`: the runs judged against
+    (load_run() results, oldest first; `--baseline auto`'s), when they are more than the
+    one drawn."""
     if max_regression is None:
         max_regression = number(data.params.get("max_regression"))
         if max_regression is None:
@@ -162,15 +231,19 @@ def compare_runs(
     base = {"gate": base_doc, "location": baseline.location}
     if refused is None:
         refused = baseline_refusal(base)
+    options: dict[str, Any] = {"confidence": confidence, "rule": rule}
+    if night_spread is not None:
+        options["night_spread"] = night_spread
     # A person may look at any two runs side by side; only the gate refuses a baseline, and
     # then the page says so instead of a verdict the gate would never give.
-    judged = with_baseline(doc, base, max_regression, refuse=False)
+    judged = with_baseline(doc, against or base, max_regression, refuse=False, **options)
     if refused is not None:
         return Comparison(baseline, judged.get("baseline") or {}, None, None, refused=refused)
     return Comparison(baseline, judged.get("baseline") or {}, judged["verdict"], judged["reason"])
 
 
 __all__ = [
+    "auto_comparison",
     "compare_runs",
     "gate_of",
     "output_path",

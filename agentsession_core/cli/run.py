@@ -5,12 +5,18 @@ The parameter flags are generated from RunParams (cli/model_flags.py): `--sessio
 the flags, then `--set key.path=value`; the token comes from AGENTSESSION_TOKEN or a --params
 file, never the command line (`--token` and `--set target.token=…` are refused). `--hold` is
 the run's own: how long the load is held after start-up.
+
+A run that did not complete ends with one line on stderr saying so and why
+(`agentsession run: failed: turnover: the resident set averaged …`), unless a log line
+already said exactly that (a refusal's `refused: …`); the last line on stdout is always the
+run directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from typing import Any
@@ -24,6 +30,9 @@ from agentsession_core.script.quantity import QuantityError, parse_duration, sec
 
 DEFAULT_HOLD = "60s"
 MAX_HOLD_S = 7 * 86_400.0
+# The ends of a run that must be said in their own line (a signal's stop says itself:
+# `received SIGINT: stopping …`, exit 130/143).
+UNFINISHED = ("failed", "refused", "aborted", "void")
 _LEAVES: list[Leaf] = []
 
 
@@ -127,20 +136,49 @@ def _handle(args: argparse.Namespace) -> int:
     # A broken script is refused before anything exists (no run directory, no actor).
     load_mix(params.script)
     live = args.progress == "live" or (args.progress == "auto" and sys.stderr.isatty())
-    _log_to_stderr(quiet=live)
+    said = _log_to_stderr(quiet=live)
     result = run_blocking(params, hold_seconds=args.hold, live=live)
+    if (line := ending_line(result.status, result.reason)) is not None and line not in said:
+        print(f"agentsession run: {line}", file=sys.stderr)
     print(result.run_dir)
     return result.exit_code
 
 
-def _log_to_stderr(*, quiet: bool) -> None:
-    """Log lines on stderr; with the live display only warnings, so the status line stays
-    readable (logs.txt always has everything)."""
-    import logging
+def ending_line(status: str, reason: str | None) -> str | None:
+    """`failed: <reason>`: how a run that did not complete ended, in one line (None for a
+    completed run, or one a signal stopped)."""
+    if status not in UNFINISHED:
+        return None
+    return f"{status}: {' '.join(reason.split())}" if reason else status
 
+
+class _Said(logging.Filter):
+    """The error lines shown on stderr, so the run's last line does not repeat one."""
+
+    MAX_KEPT = 1000
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and len(self.lines) < self.MAX_KEPT:
+            self.lines.add(" ".join(record.getMessage().split()))
+        return True
+
+    def __contains__(self, line: object) -> bool:
+        return line in self.lines
+
+
+def _log_to_stderr(*, quiet: bool) -> _Said:
+    """Log lines on stderr; with the live display only warnings, so the status line stays
+    readable (logs.txt always has everything). Returns what the stderr lines said."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING if quiet else logging.INFO)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    said = _Said()
+    handler.addFilter(said)
     logger = logging.getLogger("agentsession")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    return said

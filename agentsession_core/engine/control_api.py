@@ -5,22 +5,26 @@ rate of the last closed second, residents, elapsed, a campaign's window); PATCH 
 hand with one JSON object: `{"level": 2.5}`, `{"paused": true}` / `{"paused": false}`,
 `{"stopped": true}`. The run's bearer token (target.token, or target.token_file read on every
 request) is required when the run has one, compared in constant time. A refusal is one line
-naming the field: 400 for a bad body, 401 without the token, 409 once the run is stopping.
+naming the field: 400 for a bad body, 401 without the token, 409 once the run is stopping,
+413 for a body over MAX_BODY. Bodies are parsed by orjson, which refuses NaN and nesting
+deeper than 1024 (a body of nested brackets made Python's json raise RecursionError: a 500
+and a traceback in the run's log, issue #29), and a bad value is shown bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from aiohttp import web
 
 from agentsession_core.engine.live_control import MAX_LEVEL
+from agentsession_core.errors import clip
 from agentsession_core.measure.stats import (
     ARRIVALS_ROW,
     ROUTER_KIND,
@@ -47,9 +51,9 @@ def parse_change(body: bytes) -> dict[str, Any]:
     """The fields of a PATCH body, checked: a JSON object of known fields only; level a
     number in (0, MAX_LEVEL]; paused a boolean; stopped only true."""
     try:
-        doc = json.loads(body or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadBody(f"body: not JSON ({exc})") from None
+        doc = orjson.loads(body or b"null")
+    except orjson.JSONDecodeError as exc:
+        raise BadBody(f"body: not JSON ({' '.join(str(exc).split())[:200]})") from None
     if not isinstance(doc, dict) or not doc:
         raise BadBody(f"body: a JSON object with one of {', '.join(FIELDS)}")
     unknown = sorted(set(doc) - set(FIELDS))
@@ -58,14 +62,40 @@ def parse_change(body: bytes) -> dict[str, Any]:
     if "level" in doc:
         level = doc["level"]
         if isinstance(level, bool) or not isinstance(level, int | float):
-            raise BadBody(f"level: {json.dumps(level)} is not a number")
+            raise BadBody(f"level: {shown(level)} is not a number")
         if not (math.isfinite(level) and 0 < level <= MAX_LEVEL):
             raise BadBody(f"level: {level:g} must be > 0 and at most {MAX_LEVEL:g}")
     if "paused" in doc and not isinstance(doc["paused"], bool):
-        raise BadBody(f"paused: {json.dumps(doc['paused'])} is not true or false")
+        raise BadBody(f"paused: {shown(doc['paused'])} is not true or false")
     if "stopped" in doc and doc["stopped"] is not True:
-        raise BadBody(f"stopped: only true (a stopped run cannot be resumed), got {doc['stopped']}")
+        raise BadBody(
+            f"stopped: only true (a stopped run cannot be resumed), got {shown(doc['stopped'])}"
+        )
     return doc
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A body's value as JSON for a refusal, bounded: a value nested a thousand deep is
+    neither rendered whole nor allowed to exhaust the stack (orjson stops at 255 levels)."""
+    try:
+        text = orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return clip(value, limit)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+async def _body(request: web.Request) -> bytes | None:
+    """The request's body, or None when it is larger than MAX_BODY: refused from its
+    Content-Length when it has one, else after reading one byte past the bound."""
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        return None
+    body = b""
+    while len(body) <= MAX_BODY:  # read() may return less than asked: up to the end
+        chunk = await request.content.read(MAX_BODY + 1 - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return None if len(body) > MAX_BODY else body
 
 
 def _refusal(status: int, line: str) -> web.Response:
@@ -122,8 +152,8 @@ class ControlAPI:
     async def _patch(self, request: web.Request) -> web.Response:
         if (refused := await self._unauthorised(request)) is not None:
             return refused
-        body = await request.content.read(MAX_BODY + 1)
-        if len(body) > MAX_BODY:
+        body = await _body(request)
+        if body is None:
             return _refusal(413, f"body: more than {MAX_BODY} bytes")
         try:
             change = parse_change(body)

@@ -21,7 +21,7 @@ from agentsession_core.engine.populations.closed import ClosedPopulation
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
 from agentsession_core.engine.populations.turns import TurnsPopulation
 from agentsession_core.engine.script_mix import assign
-from agentsession_core.errors import AgentsessionError
+from agentsession_core.errors import PreflightError
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import Script
 from agentsession_core.script.mix import ScriptMix
@@ -45,10 +45,6 @@ POPULATIONS: dict[str, type[Population]] = {
     "turnover": TurnoverPopulation,
     "turns": TurnsPopulation,
 }
-
-
-class PreflightError(AgentsessionError):
-    """The run cannot start against this substrate; no actor was created."""
 
 
 def _preflight_error(exc: SubstrateError, where: str) -> PreflightError:
@@ -90,6 +86,9 @@ class Engine:
         self.phase = "created"
         self.template: Template | None = None
         self.leaks: list[dict[str, str]] = []
+        # The watchdog's line when it found the substrate unreachable: cleanup then checks
+        # once rather than retrying every actor against it until its deadline.
+        self.unreachable: str | None = None
 
     # ------------------------------------------------------------------ phases
     async def preflight(self) -> Template:
@@ -250,6 +249,14 @@ class Engine:
         """The watchdog saw the substrate answer again after an outage."""
         self.population.substrate_back()
 
+    def watchdog_failed(self, failure: str, unreachable: bool) -> None:
+        """The watchdog failed the run (the substrate unreachable, or the generator's own
+        loop stalled): nothing new starts from here on, so registration sends no further
+        CreateActor (docs/SPEC.md §4.2); the run's stop reason says why."""
+        if unreachable:
+            self.unreachable = failure
+        self.ctx.stopping.set()
+
     async def stop(self) -> None:
         if self.phase in ("stopping", "stopped"):
             return
@@ -266,6 +273,7 @@ class Engine:
             self.substrate,
             concurrency=self.params.cleanup.concurrency,
             timeout=self.params.cleanup.timeout_seconds,
+            unreachable=self.unreachable,
         )
         self.phase = "done"
         return self.leaks

@@ -3,6 +3,12 @@
 Every CreateActor that succeeds is written here before anything else can fail, so a run
 that stops, is cancelled or crashes can still suspend and delete each of its actors; what
 could not be deleted is reported, never silently leaked.
+
+A cleanup against a substrate that is gone must not spend its whole deadline retrying
+(issue 29: 116 s of 120 against a killed substrate): when the watchdog already found it
+unreachable, one probe (ListActors) decides, and an unanswered probe leaves every actor
+listed as leaked at once; otherwise UNANSWERED_S without any answer to any of its calls ends
+the retries the same way. An actor the substrate says does not exist is deleted.
 """
 
 from __future__ import annotations
@@ -12,10 +18,15 @@ import logging
 import time
 
 from agentsession_core.engine.backoff import Backoff, transient
+from agentsession_core.engine.watchdog import EVERY_S, MISSES, PROBE_TIMEOUT_S, unanswered
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
+
+# No answer to any cleanup call for this long: the substrate is gone (the watchdog's own
+# threshold, MISSES probes EVERY_S apart), and what is left is listed as leaked.
+UNANSWERED_S = MISSES * EVERY_S
 
 
 class ActorLedger:
@@ -72,28 +83,56 @@ class ActorLedger:
         return sorted(self._live)
 
     async def cleanup(
-        self, substrate: Substrate, *, concurrency: int, timeout: float
+        self,
+        substrate: Substrate,
+        *,
+        concurrency: int,
+        timeout: float,
+        unreachable: str | None = None,
     ) -> list[dict[str, str]]:
         """Suspend then delete every live actor, `concurrency` at a time, within `timeout`
         seconds overall. A transient failure (a reset, an INTERNAL, an outage) is retried
         with the engine's backoff until the deadline: one failed call must not leave an
-        actor behind while the deadline has time left (issue 18). Returns the actors left
-        behind, each with the reason."""
+        actor behind while the deadline has time left (issue 18). But a substrate that is
+        gone is not retried for the whole deadline (issue 29): `unreachable` (the watchdog's
+        line) makes one probe decide first, and UNANSWERED_S with no answer to any call ends
+        the retries. Returns the actors left behind, each with the reason."""
         leaks: dict[str, str] = {}
         gate = asyncio.Semaphore(concurrency)
         started = time.monotonic()
         deadline = started + timeout
+        names = self.live
+        gone: str | None = None  # why every actor still left is left: the substrate is gone
+        if names and unreachable is not None:
+            gone = await self._still_gone(substrate, unreachable, min(timeout, PROBE_TIMEOUT_S))
+        last_answer = time.monotonic()
+
+        def heard(exc: SubstrateError | None) -> None:
+            nonlocal gone, last_answer
+            now = time.monotonic()
+            if exc is None or not unanswered(exc):
+                last_answer = now
+            elif gone is None and now - last_answer >= UNANSWERED_S:
+                gone = (
+                    f"not deleted: the substrate gave no answer to cleanup for "
+                    f"{now - last_answer:.0f}s (last: {exc})"
+                )
+                log.error("cleanup: %s; the actors left are listed as leaked", gone)
 
         async def remove(name: str) -> None:
             backoff = Backoff()
-            while True:
+            while gone is None:
                 async with gate:
+                    if gone is not None:
+                        break
                     try:
                         await self.remove(substrate, name)
+                        heard(None)
                         leaks.pop(name, None)
                         return
                     except SubstrateError as exc:
                         leaks[name] = str(exc)
+                        heard(exc)
                         if not transient(exc):
                             return
                 # Waited outside the gate, so a retrying actor leaves its slot to the others.
@@ -101,8 +140,8 @@ class ActorLedger:
                 if time.monotonic() + wait >= deadline:
                     return
                 await asyncio.sleep(wait)
+            leaks[name] = gone or "not deleted"
 
-        names = self.live
         tasks = [asyncio.ensure_future(remove(n)) for n in names]
         if tasks:
             done, pending = await asyncio.wait(tasks, timeout=timeout)
@@ -113,7 +152,7 @@ class ActorLedger:
                 if task.exception() is not None:
                     log.error("cleanup: %s", task.exception())
         for name in self.live:
-            leaks.setdefault(name, "not deleted within the cleanup deadline")
+            leaks.setdefault(name, gone or "not deleted within the cleanup deadline")
         # Nothing was created (a refused run): a refusal is one line, not two.
         log.log(
             logging.INFO if names or self.created else logging.DEBUG,
@@ -132,3 +171,23 @@ class ActorLedger:
             }
             for n, r in leaks.items()
         ]
+
+    async def _still_gone(
+        self, substrate: Substrate, unreachable: str, within: float
+    ) -> str | None:
+        """The watchdog found the substrate unreachable: one ListActors decides whether it
+        still is (the reason every actor is left), or answers again (None: delete as ever)."""
+        try:
+            async with asyncio.timeout(within):
+                await substrate.list_actors(self.atespace)
+        except TimeoutError:
+            why = f"no answer within {within:g}s"
+        except SubstrateError as exc:
+            if not unanswered(exc):
+                return None  # it answered, even if with an error (NOT_FOUND: no atespace)
+            why = str(exc)
+        else:
+            return None
+        line = f"not deleted: the substrate is unreachable ({unreachable}; at cleanup: {why})"
+        log.error("cleanup: the substrate is unreachable; the run's actors are listed as leaked")
+        return line

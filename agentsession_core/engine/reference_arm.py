@@ -159,7 +159,12 @@ class ReferenceArm:
         engine = self.engine = Engine(
             self.params, substrate, script, self.recorder, atespace=self.atespace
         )
-        self.watchdog = Watchdog(substrate, self.params, on_back=engine.substrate_back)
+        self.watchdog = Watchdog(
+            substrate,
+            self.params,
+            on_back=engine.substrate_back,
+            on_failure=engine.watchdog_failed,  # a failed arm starts nothing more
+        )
         log.addFilter(_prefix)
         token = _ARM.set(REFERENCE)  # the watchdog's task copies it: its lines name the arm
         try:

@@ -201,7 +201,12 @@ class Run:
         self.health = health
         progress = Progress(engine, self.recorder, live=self.live, health=health)
         self._stack.callback(progress.close)
-        self._watchdog = Watchdog(substrate, self.params, on_back=engine.substrate_back)
+        self._watchdog = Watchdog(
+            substrate,
+            self.params,
+            on_back=engine.substrate_back,
+            on_failure=engine.watchdog_failed,  # a failed run starts nothing more
+        )
         self._background(self._watchdog.run(), "watchdog")
         self._background(self._report_every_second(progress), "reporter")
         # Registered last, so it runs first on the way out: stop load, delete actors (each
@@ -461,7 +466,9 @@ class Run:
     def cut_short(self, reason: str) -> bool:
         """Whether a stop for `reason` says nothing about the substrate (a signal, our own
         disk; in a sharded run also a lost shard): the window it cut is void, not aborted."""
-        return self.signal is not None or self.write_failure is not None
+        return (
+            self.signal is not None or self.write_failure is not None or self.generator_stalled()
+        )
 
     def load_problem(self) -> str | None:
         """One line when the load was not what was asked (Population.problem)."""
@@ -511,7 +518,14 @@ class Run:
         elif self.write_failure is not None:
             self.status, self.reason = "failed", self.write_failure
         elif (failure := self._arm_failure()) is not None:
-            self.status, self.reason = "failed", failure
+            # A generator whose own loop stalled measured nothing of the substrate: void, as
+            # a lost shard is, not a failure of the substrate.
+            self.status, self.reason = ("void" if self.generator_stalled() else "failed"), failure
+
+    def generator_stalled(self) -> bool:
+        """A watchdog failed the run for the generator's stalled loop, not the substrate."""
+        dogs = [self._watchdog, self.reference.watchdog if self.reference else None]
+        return any(d is not None and d.failure and not d.unreachable for d in dogs)
 
     def _arm_failure(self) -> str | None:
         """A fatal answer or a substrate gone, on either arm (named in a paired run)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from pydantic import (
     Field,
     ValidationInfo,
@@ -25,6 +26,7 @@ from agentsession_core.engine.param_types import (
     WireForm,
 )
 from agentsession_core.errors import clip
+from agentsession_core.script.yaml_places import NoAliasLoader
 from agentsession_core.substrate.protocol import (
     ATE_API_SERVER_NAME,
     ATE_SCHEMES,
@@ -64,32 +66,71 @@ def _router_tls_only(value: str | None, info: ValidationInfo) -> str | None:
     return value
 
 
+# Bounds on `target.worker_pools` (docs/SPEC.md §2.6): a weight is normally a pool's worker
+# count, and the draw and every file the run writes need it to fit in 64 bits (a weight of
+# 1e26 once passed here and crashed the run writing campaign.json).
+MAX_POOL_WEIGHT = 1_000_000
+MAX_POOLS = 100
+
+
+def _pool_text(text: str) -> list[tuple[Any, Any]]:
+    """The text forms: `{fast: 3, slow: 1}` (YAML's flow mapping, as `--help` shows it) or
+    the platform's flag form `name:weight,name:weight`."""
+    if text.lstrip().startswith("{"):
+        try:
+            mapping = yaml.load(text, Loader=NoAliasLoader)  # a SafeLoader, no aliases
+        except (yaml.YAMLError, ValueError):  # ValueError: an integer of 4,300+ digits
+            mapping = None
+        if not isinstance(mapping, dict):
+            raise ValueError(
+                f"{clip(text)} is not a mapping of pool to weight (e.g. {{fast: 3, slow: 1}} "
+                "or fast:3,slow:1)"
+            )
+        return list(mapping.items())
+    entries: list[tuple[Any, Any]] = []
+    for part in text.split(","):
+        name, colon, weight = part.strip().partition(":")
+        if not colon:
+            raise ValueError(f"entry {part.strip()!r}: expected name:weight (e.g. fast:3)")
+        weight = weight.strip()
+        if weight.isdigit() and len(weight) > len(str(MAX_POOL_WEIGHT)):
+            raise ValueError(_too_large(name.strip(), weight))  # not read: it may be huge
+        entries.append((name.strip(), int(weight) if weight.isdigit() else weight))
+    return entries
+
+
+def _too_large(name: str, weight: object) -> str:
+    return (
+        f"pool {clip(name)}: weight {clip(weight)} is too large: at most {MAX_POOL_WEIGHT:,} "
+        "(a weight is normally the pool's worker count)"
+    )
+
+
 def pool_weights(value: Any) -> dict[str, int] | None:
-    """`target.worker_pools` as {name: weight}: a mapping, or the platform's flag form
-    `name:weight,name:weight`; each entry checked, the refusal naming it (docs/SPEC.md §2.6)."""
+    """`target.worker_pools` as {name: weight}: a mapping, `{fast: 3, slow: 1}` as text, or
+    the platform's flag form `name:weight,name:weight`; each entry checked, the refusal
+    naming it (docs/SPEC.md §2.6)."""
     if value is None or value == "" or value == {}:
         return None
     if isinstance(value, str):
-        entries: list[tuple[Any, Any]] = []
-        for part in value.split(","):
-            name, colon, text = part.strip().partition(":")
-            if not colon:
-                raise ValueError(f"entry {part.strip()!r}: expected name:weight (e.g. fast:3)")
-            entries.append((name.strip(), text.strip()))
+        entries = _pool_text(value)
     elif isinstance(value, dict):
         entries = list(value.items())
     else:
         raise ValueError("a mapping {pool: weight} or 'name:weight,name:weight'")
+    if len(entries) > MAX_POOLS:
+        raise ValueError(f"{len(entries)} pools: at most {MAX_POOLS}")
     weights: dict[str, int] = {}
-    for name, given in entries:
+    for name, weight in entries:
         shown = clip(str(name))
         if not isinstance(name, str) or not POOL_NAME_PATTERN.match(name):
             raise ValueError(f"pool {shown}: a pool name is {POOL_NAME_RULE}")
-        # The flag form's weights are text; a mapping's must be integers already (2.0, True
-        # and "2" from a YAML file are refused, not rounded or read).
-        weight = int(given) if isinstance(value, str) and given.isdigit() else given
+        # A mapping's weights must be integers already (2.0, True and "2" from a YAML file
+        # are refused, not rounded or read); the flag form's digits were read above.
         if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
             raise ValueError(f"pool {shown}: weight {clip(weight)} is not a positive integer")
+        if weight > MAX_POOL_WEIGHT:
+            raise ValueError(_too_large(name, weight))
         if name in weights:
             raise ValueError(f"pool {shown} given twice")
         weights[name] = weight
@@ -154,9 +195,10 @@ class TargetParams(Section):
     template: str = Field("benchmark-workloads/glutton", description="actor template NS/NAME")
     worker_pools: dict[str, int] | None = Field(
         None,
-        description="worker pools by weight, {pool: weight} or 'name:weight,name:weight': each "
-        "actor name draws one pool for life and is created with the selector {pool: NAME} "
-        "(none: no selector of its own; the embedded substrate splits local_workers by weight)",
+        description="worker pools by weight, {pool: weight} or 'name:weight,name:weight' "
+        f"(weights whole, 1 to {MAX_POOL_WEIGHT:,}; at most {MAX_POOLS} pools): each actor "
+        "name draws one pool for life and is created with the selector {pool: NAME} (none: no "
+        "selector of its own; the embedded substrate splits local_workers by weight)",
     )
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
     local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")

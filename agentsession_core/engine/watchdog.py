@@ -11,6 +11,19 @@ answer on the monotonic clock, not the probe count times the probe interval, sin
 unanswered probe also waits out its own timeout (five of them took ~35 s, not 10 s). And it
 names why the last probe failed, even when the exception's text is empty (a bare
 TimeoutError): an empty pair of parentheses tells the person reading it nothing.
+
+A probe can also go unanswered because the load generator's own event loop stalled (a CPU
+starved process, a loop blocked for seconds, a SIGSTOP): the answer came, and nobody read
+it in time. So each probe runs beside a short heartbeat, and a probe the loop ran late
+during, by STALL_S or more at once, is the generator's miss, not the substrate's (issue 29:
+a run failed in registration with "substrate unreachable for 39 s" while its loop lagged
+0.5–1.5 s). The substrate is called unreachable only after MISSES probes in a row went
+unanswered while the loop was on time. MISSES unanswered while it stalled, or the
+threshold's worth of lateness over unanswered probes, or one stall of STALL_FAIL_S at once
+(answered or not: the generator could not watch, and all it had in flight measured its own
+delay) fail the run with a line that blames the generator and says the substrate was not
+shown unreachable. Either failure is final: `on_failure` hears it at once (the engine stops
+starting work, so registration sends no further CreateActor, docs/SPEC.md §4.2).
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from agentsession_core.engine.params import RunParams
 from agentsession_core.substrate.errors import TIMEOUT, TRANSPORT, SubstrateError
@@ -34,6 +48,15 @@ MISSES = 5
 # After a miss it is probed this often (at most EVERY_S), so its return is seen within half a
 # second: until then the population cannot check what the outage cost it.
 RETRY_S = 0.5
+# The heartbeat beside each probe, and the lateness at once that makes a miss the generator's
+# (a tenth of the probe's deadline: a loop that late cannot be relied on to read an answer
+# within that deadline, each request needing several turns of it).
+BEAT_S = 0.05
+STALL_S = PROBE_TIMEOUT_S / 10
+# A loop stalled this long at once (the watchdog's own threshold) fails the run, answers or
+# not: the generator could not watch the substrate, and every request in flight meanwhile
+# measured the generator's delay.
+STALL_FAIL_S = MISSES * EVERY_S
 
 
 class Watchdog:
@@ -43,13 +66,19 @@ class Watchdog:
         params: RunParams,
         *,
         on_back: Callable[[], None] | None = None,
+        on_failure: Callable[[str, bool], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`on_back`: the substrate answers again after missed probes; `on_failure(line,
+        unreachable)`: the watchdog failed the run (`unreachable`: the substrate's fault,
+        else the generator's stalled loop)."""
         self.substrate = substrate
         self.params = params
         self.on_back = on_back
+        self.on_failure = on_failure
         self.clock = clock
         self.failure: str | None = None
+        self.unreachable = False  # the failure is the substrate's (not the generator's)
         self.outages = 0  # times it stopped answering, then answered again
         self.stopped = False
 
@@ -58,44 +87,159 @@ class Watchdog:
         self.stopped = True
 
     async def run(self) -> None:
-        misses = 0
-        # No answer seen yet: the silence is counted from the watchdog's start.
-        last_answer = self.clock()
-        namespace, name = self.params.target.template_ref
+        loop = asyncio.get_running_loop()
+        since = _Since(self.clock())  # what happened since the last answer
         while self.failure is None and not self.stopped:
-            await asyncio.sleep(min(RETRY_S, EVERY_S) if misses else EVERY_S)
+            interval = min(RETRY_S, EVERY_S) if since.misses else EVERY_S
+            asked = loop.time()
+            await asyncio.sleep(interval)
             if self.stopped:
                 return
-            try:
-                async with asyncio.timeout(PROBE_TIMEOUT_S):
-                    await self.substrate.get_template(namespace, name)
-            except (SubstrateError, TimeoutError) as exc:
-                if self.stopped:
-                    return
-                if _unanswered(exc):
-                    misses += 1
-                    silent = self.clock() - last_answer
-                    if misses >= MISSES and silent >= MISSES * EVERY_S:
-                        self.failure = (
-                            f"substrate unreachable for {silent:.0f}s "
-                            f"({misses} probes in a row unanswered; last: {_reason(exc)})"
-                        )
-                        log.error("%s", self.failure)
-                    continue
-                # It answered, even if with an error: it is alive.
-            if misses:
-                self.outages += 1
-                silent = self.clock() - last_answer
-                log.warning("substrate answers again after %.1f s without an answer", silent)
-                if self.on_back is not None:
+            since.late(loop.time() - asked - interval)  # the loop woke us late
+            if since.worst >= STALL_FAIL_S:
+                self._fail(since, None)
+                return
+            exc, late, worst = await self._probe()
+            if self.stopped:
+                return
+            since.late(late, worst)
+            if exc is not None and unanswered(exc):
+                if worst >= STALL_S:
+                    since.stalled += 1
+                else:
+                    since.clean += 1
+                since.silent = self.clock() - since.answered
+                if since.worst >= STALL_FAIL_S or since.failed():
+                    self._fail(since, exc)
+                continue
+            # It answered, even if with an error: it is alive.
+            if since.worst >= STALL_FAIL_S:  # but the generator was not, for too long
+                self._fail(since, None)
+                return
+            if since.misses:
+                silent = self.clock() - since.answered
+                if since.clean:
+                    self.outages += 1
+                    log.warning("substrate answers again after %.1f s without an answer", silent)
+                else:
+                    log.warning(
+                        "the watchdog's probes went unanswered for %.1f s while the load "
+                        "generator's event loop stalled (%.1f s late in all, %.1f s at once); "
+                        "the substrate answers",
+                        silent,
+                        since.late_s,
+                        since.worst,
+                    )
+                if self.on_back is not None:  # what the actors hold may have changed meanwhile
                     self.on_back()
-            misses, last_answer = 0, self.clock()
+            since = _Since(self.clock())
+
+    async def _probe(self) -> tuple[Exception | None, float, float]:
+        """One probe with its own deadline, and how late the loop ran while it was out:
+        (what it raised, None when answered; the lateness summed; the worst at once). The
+        lateness is measured on the loop's own clock, beside the probe, by a heartbeat."""
+        loop = asyncio.get_running_loop()
+        late = [0.0, 0.0]  # sum, worst
+        asked = loop.time()
+
+        def booked(lateness: float) -> None:
+            if lateness > 0:
+                late[0] += lateness
+                late[1] = max(late[1], lateness)
+
+        async def beat() -> None:
+            nonlocal asked
+            while True:
+                asked = loop.time()
+                await asyncio.sleep(BEAT_S)
+                booked(loop.time() - asked - BEAT_S)
+
+        heart = asyncio.create_task(beat(), name="watchdog-beat")
+        namespace, name = self.params.target.template_ref
+        error: Exception | None = None
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                await self.substrate.get_template(namespace, name)
+        except (SubstrateError, TimeoutError) as exc:
+            error = exc
+        finally:
+            heart.cancel()
+            # The beat's sleep still pending: past its time, the loop is that late already.
+            booked(loop.time() - asked - BEAT_S)
+            await asyncio.gather(heart, return_exceptions=True)
+        return error, late[0], late[1]
+
+    def _fail(self, since: _Since, exc: Exception | None) -> None:
+        """Fail the run: the substrate unreachable (MISSES probes unanswered while the loop
+        was on time), else the generator's stalled loop."""
+        last = f"; last: {_reason(exc)}" if exc is not None else ""
+        if since.clean >= MISSES and since.worst < STALL_FAIL_S:
+            self.unreachable = True
+            self.failure = (
+                f"substrate unreachable for {since.silent:.0f}s "
+                f"({since.misses} probes in a row unanswered{last})"
+            )
+        else:
+            if since.worst >= STALL_FAIL_S:
+                what = (
+                    f"for {since.worst:.0f}s at once, longer than the watchdog's "
+                    f"{STALL_FAIL_S:g}s: it could not watch the substrate, and what it "
+                    "measured meanwhile is its own delay"
+                )
+            else:
+                what = (
+                    f"({since.late_s:.0f}s late in all, {since.worst:.1f}s at once) while "
+                    f"{since.misses} of the watchdog's probes in a row went unanswered over "
+                    f"{since.silent:.0f}s"
+                ) + (f" (last: {_reason(exc)})" if exc is not None else "")
+            self.failure = (
+                f"the load generator's event loop stalled {what}; the substrate was not "
+                "shown unreachable: the generator was overloaded or paused (fewer sessions "
+                "per generator, or generator.shards)"
+            )
+        log.error("%s", self.failure)
+        if self.on_failure is not None:
+            self.on_failure(self.failure, self.unreachable)
 
 
-def _unanswered(exc: Exception) -> bool:
-    """No answer came back. gRPC (the ate wire) reports a dead or unreachable server as
-    UNAVAILABLE or DEADLINE_EXCEEDED with no HTTP status, where the JSON wire says TRANSPORT or
-    TIMEOUT; an UNAVAILABLE with a status is a server that answered."""
+@dataclass
+class _Since:
+    """What the watchdog saw since the substrate last answered: probes unanswered while the
+    loop was on time (`clean`) and while it stalled, and how late the loop ran."""
+
+    answered: float  # on the watchdog's clock
+    clean: int = 0
+    stalled: int = 0
+    late_s: float = 0.0  # summed
+    worst: float = 0.0  # at once
+    silent: float = 0.0  # since `answered`, at the last unanswered probe
+
+    @property
+    def misses(self) -> int:
+        return self.clean + self.stalled
+
+    def late(self, lateness: float, worst: float | None = None) -> None:
+        if lateness > 0:
+            self.late_s += lateness
+            self.worst = max(self.worst, lateness if worst is None else worst)
+
+    def failed(self) -> bool:
+        """Silent for the watchdog's threshold, and either MISSES probes went unanswered
+        while the loop was on time (the substrate's fault) or the loop stalled through the
+        silence (the generator's): MISSES misses while it stalled, or the threshold's worth
+        of lateness."""
+        if self.silent < MISSES * EVERY_S:
+            return False
+        if self.clean >= MISSES:
+            return True
+        return self.stalled >= MISSES or (self.stalled > 0 and self.late_s >= STALL_FAIL_S)
+
+
+def unanswered(exc: Exception) -> bool:
+    """No answer came back (also the cleanup's test of a substrate gone, engine/ledger.py).
+    gRPC (the ate wire) reports a dead or unreachable server as UNAVAILABLE or
+    DEADLINE_EXCEEDED with no HTTP status, where the JSON wire says TRANSPORT or TIMEOUT; an
+    UNAVAILABLE with a status is a server that answered."""
     if not isinstance(exc, SubstrateError):
         return True
     if exc.code in (TRANSPORT, TIMEOUT):

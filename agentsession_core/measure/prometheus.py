@@ -6,6 +6,7 @@ are collected from the recorder at scrape time, so requests pay nothing for them
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Iterator
 
 from aiohttp import web
@@ -17,6 +18,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from agentsession_core.errors import PreflightError
 from agentsession_core.measure.health import LOOP_LAG_ROW
 from agentsession_core.measure.histogram import LogHistogram
 from agentsession_core.measure.locust_metrics import LocustCollector
@@ -167,11 +169,28 @@ class MetricsServer:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            # The run cannot start as asked: refused in one line, before any actor exists
+            # (docs/SPEC.md §6.6), not an OSError's traceback.
+            raise PreflightError(self._bind_refusal(exc)) from None
         self._runner = runner
         sockets = getattr(site._server, "sockets", None) or []
         if sockets:
             self.port = sockets[0].getsockname()[1]
+
+    def _bind_refusal(self, exc: OSError) -> str:
+        where = f"metrics_port {self.port}: {self.host}:{self.port}"
+        if exc.errno == errno.EADDRINUSE:
+            return (
+                f"{where} is already in use (another run's metrics port?); give another "
+                "port, or 0 for any free one"
+            )
+        if exc.errno == errno.EACCES:
+            return f"{where} cannot be bound (permission denied: a port below 1024?)"
+        return f"{where} cannot be bound ({exc.strerror or exc})"
 
     @property
     def url(self) -> str:

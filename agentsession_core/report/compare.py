@@ -7,7 +7,8 @@ per-second TimeToWake p99 and throughput of both runs overlaid, each counted fro
 of its own hold.
 
 Without a baseline run given, a gate.json that was judged against one still shows the
-deltas it stored.
+deltas it stored. A comparison with no baseline run (`--baseline auto` before any good run)
+shows only why.
 """
 
 from __future__ import annotations
@@ -43,15 +44,18 @@ THIS_COLOUR = "#c62828"
 @dataclass
 class Comparison:
     """A baseline run and what the gate judged against it (judge.gate.with_baseline's
-    "baseline" section: location, max_regression, metrics)."""
+    "baseline" section: location, max_regression, metrics). No baseline run: none was found
+    (`--baseline auto` with no earlier good run), and `reason` says so."""
 
-    baseline: RunData
+    baseline: RunData | None
     judged: dict[str, Any] = field(default_factory=dict)
     verdict: str | None = None  # this run's gate verdict with the baseline applied
     reason: str | None = None
     # The line `agentsession gate --baseline` refuses this baseline with: the page then
     # shows the runs side by side but no verdict the gate would never give.
     refused: str | None = None
+    # How the baseline was chosen, the section's first line (default `baseline: LOCATION`).
+    source: str | None = None
 
 
 def _hold_start(data: RunData) -> float:
@@ -258,6 +262,10 @@ def baseline_section(ctx: ReportContext, comparison: Comparison | None) -> str:
         intro = f"gate.json was judged against {esc(stored.get('location') or 'a baseline')}"
         return section("baseline", "Against the baseline", judged_deltas(stored), intro)
     base = comparison.baseline
+    if base is None:
+        body = f'<p class="nodata">{esc(comparison.reason or "no baseline run")}</p>'
+        intro = esc(comparison.source or "baseline: none")
+        return section("baseline", "Against the baseline", body, intro)
     verdict = ""
     if comparison.refused:
         verdict = (
@@ -283,7 +291,8 @@ def baseline_section(ctx: ReportContext, comparison: Comparison | None) -> str:
         + "<h3>Over time</h3>"
         + _overlay(ctx, base)
     )
-    return section("baseline", "Against the baseline", body, f"baseline: {esc(base.location)}")
+    intro = esc(comparison.source or f"baseline: {base.location}")
+    return section("baseline", "Against the baseline", body, intro)
 
 
 __all__ = ["Comparison", "baseline_section", "judged_deltas"]

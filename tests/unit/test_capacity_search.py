@@ -111,6 +111,49 @@ def test_bad_search_settings_are_refused_in_one_line_naming_the_field(
     assert message.startswith(f"parameter {field}:"), message
 
 
+@pytest.mark.parametrize(
+    "search",
+    [
+        {"factor": 1.0001, "resolution": 1e-9},  # issue 29: about 20,800 probes, a week
+        {"factor": 1.0001},
+        {"resolution": 1e-300},
+        {"factor": 1 + 1e-15, "resolution": 1e-300},
+        {"window_seconds": 86_400, "settle_seconds": 3600},  # 8 probes of 25 h
+    ],
+    ids=["hostile", "tiny factor", "tiny resolution", "both at the edge", "long probes"],
+)
+def test_a_search_that_cannot_finish_in_its_time_bound_is_refused(
+    search: dict[str, object],
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse(CampaignParams, {"search": {"threshold": "TimeToWake: p99 < 2s", **search}})
+    line = str(caught.value)
+    assert "\n" not in line and len(line) < 500, line
+    assert line.startswith("parameter search: "), line
+    # How many probes, how long, the bound and the fields to change.
+    assert "probes" in line and " of " in line and "at most" in line, line
+    for field in ("search.factor", "search.resolution", "search.window_seconds"):
+        assert field in line, line
+
+
+def test_the_search_bound_is_the_probe_formula_times_each_probes_time() -> None:
+    from agentsession_core.campaign.params import MAX_PROBES, MAX_SEARCH_SECONDS
+
+    # The defaults and the shipped presets' settings fit with room to spare.
+    params = parse(CampaignParams, {"search": {"threshold": "TimeToWake: p99 < 2s"}})
+    plan = SearchPlan(params.search_start, 2.0, 0.1, 16.0)
+    assert most_probes(plan, 1.0) == 8
+    assert params.search_seconds_at_most() == 8 * (30 + 600)
+    # Just inside the bound is taken, just past it refused.
+    per_probe = 30 + 600
+    fits = MAX_SEARCH_SECONDS // per_probe
+    assert fits < MAX_PROBES
+    ok = {"threshold": "TimeToWake: p99 < 2s", "factor": 2, "max_level": 16}
+    parse(CampaignParams, {"search": {**ok, "resolution": 0.1 / 2 ** (fits - 8 - 1)}})
+    with pytest.raises(UsageError, match="make up to"):
+        parse(CampaignParams, {"search": {**ok, "resolution": 0.1 / 2 ** (fits - 8 + 1)}})
+
+
 def test_a_density_search_needs_a_turnover_and_parked_sessions() -> None:
     with pytest.raises(UsageError, match=r"search\.dimension awake"):
         parse(
@@ -366,3 +409,44 @@ def test_the_document_gives_capacity_in_the_populations_unit() -> None:
     assert doc["level"] == 3.75 and doc["rate"] == 18.75  # 5 swaps/s at 1x
     assert doc["broke_at_level"] == 4.0 and doc["broke_at_rate"] == 20.0
     assert doc["threshold"] == "TimeToWake: p99 < 2s" and doc["resolution"] == 0.1
+
+
+def searched_until(stopped: str | None, outcome: str = "aborted") -> dict:
+    """Held at 2x, then the probe at 4x ended early: by the run's own stop (`stopped`: the
+    substrate gone, a signal) or, with None, by an abort rule."""
+    from agentsession_core.campaign.capacity import CapacitySearch
+    from agentsession_core.judge.thresholds import parse_threshold
+
+    params = parse(CampaignParams, {"search": {"threshold": "TimeToWake: p99 < 2s"}})
+    search = CapacitySearch.of(params, parse_threshold("TimeToWake: p99 < 2s"))
+    search.start(1.0, None)
+    assert search.next_level() == 2.0
+    search.record(2.0, verdict(1, 2.0, "pass"))
+    assert search.next_level() == 4.0
+    cut = verdict(2, 4.0, outcome)
+    cut.abort_reason = stopped or "Step_*: failure_ratio 0.6 >= 0.5"
+    search.record(4.0, cut, stopped=stopped)
+    if stopped is None:
+        search.stop(f"an abort rule tripped at 4x: {cut.abort_reason}")
+    assert search.next_level() is None
+    return search.document()
+
+
+@pytest.mark.parametrize("outcome", ["aborted", "break"])
+def test_a_probe_cut_short_by_an_outage_is_no_break(outcome: str) -> None:
+    # issue 29: gate.json said "broke at 3x" where the probe was cut short by the outage.
+    outage = "substrate unreachable for 11s (6 probes in a row unanswered; last: TRANSPORT)"
+    doc = searched_until(outage, outcome)
+    assert doc["status"] == "aborted", doc
+    assert [p["outcome"] for p in doc["probes"]] == ["held", "aborted"]
+    assert doc["probes"][-1]["why"] == outage
+    assert doc["broke_at_level"] is None and doc["broke_at_rate"] is None, doc
+    assert doc["level"] == 2.0 and doc["held_level"] == 2.0
+    assert "broke" not in doc["reason"] and outage in doc["reason"], doc["reason"]
+    assert "cut short, not a break" in doc["reason"], doc["reason"]
+
+
+def test_a_probe_an_abort_rule_ended_still_marks_the_level_broken() -> None:
+    doc = searched_until(None)
+    assert doc["status"] == "aborted" and doc["level"] == 2.0
+    assert doc["broke_at_level"] == 4.0 and "broke at 20 swaps/s (4x)" in doc["reason"]

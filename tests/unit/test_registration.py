@@ -133,3 +133,40 @@ async def test_closed_in_a_parking_mode_still_starts_from_a_parked_actor() -> No
     assert engine.recorder.totals().row("http", "Step_01_start").count == 0
     assert engine.recorder.totals().row("grpc", "SuspendActor").count == 2
     assert await engine.cleanup() == []
+
+
+class CountedCreates(FakeSubstrate):
+    """Counts every CreateActor it is sent, and when."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[float] = []
+
+    async def create_actor(self, *args: Any, **kwargs: Any) -> ActorInfo:
+        self.sent.append(asyncio.get_running_loop().time())
+        return await super().create_actor(*args, **kwargs)
+
+
+async def test_once_the_watchdog_failed_the_run_registration_sends_no_create(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """issue 29: a run the watchdog failed went on registering (CreateActor after CreateActor
+    against a substrate it had just called unreachable)."""
+    caplog.set_level("INFO", logger="agentsession")
+    params = params_for(Path("."), kind="turnover", sessions=200, awake=0, spawn_rate=50)
+    substrate = CountedCreates()
+    engine = Engine(params, substrate, load_script("smoke"), Recorder(), atespace=ATESPACE)
+    await engine.preflight()
+    loop = asyncio.get_running_loop()
+    failed_at: list[float] = []
+
+    def fail() -> None:
+        failed_at.append(loop.time())
+        engine.watchdog_failed("substrate unreachable for 10s (5 probes in a row …)", True)
+
+    loop.call_later(0.5, fail)
+    await asyncio.wait_for(engine.register(), 30)
+    assert failed_at and 0 < len(substrate.sent) < 200
+    assert not [t for t in substrate.sent if t > failed_at[0]], "a CreateActor after the failure"
+    assert engine.unreachable is not None
+    await engine.cleanup()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -179,3 +180,78 @@ async def test_a_cancel_that_comes_as_a_probe_answers_still_stops_the_watchdog(
     dog.stop()  # a watchdog that ran on ends here, and the test fails below
     await asyncio.wait({task}, timeout=5)
     assert task in done and task.cancelled()
+
+
+# ------------------------------------------------------------------ issue 29: whose stall
+class Blocking:
+    """A probe that holds the event loop itself for `block_s` (a real stall: time.sleep on
+    the loop's thread), then fails unanswered, or answers when `answers`."""
+
+    def __init__(self, block_s: float, *, answers: bool = False) -> None:
+        self.block_s = block_s
+        self.answers = answers
+        self.probes = 0
+
+    async def get_template(self, namespace: str, name: str) -> Template:
+        self.probes += 1
+        await asyncio.sleep(0)  # the probe is out; the loop then stalls under it
+        time.sleep(self.block_s)  # noqa: ASYNC251 - the stall under test
+        if not self.answers:
+            raise SubstrateError(TRANSPORT, "ReadError('')")
+        return Template(namespace, name, 1 << 30)
+
+
+async def test_probes_the_stalled_loop_missed_blame_the_generator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(watchdog, "EVERY_S", 0.0)
+    monkeypatch.setattr(watchdog, "STALL_S", 0.1)
+    heard: list[tuple[str, bool]] = []
+    sub = Blocking(0.25)
+    dog = watchdog.Watchdog(
+        sub,  # type: ignore[arg-type]
+        params(),
+        on_failure=lambda line, unreachable: heard.append((line, unreachable)),
+    )
+    await asyncio.wait_for(dog.run(), 20)
+    assert dog.failure is not None and not dog.unreachable
+    assert dog.failure.startswith("the load generator's event loop stalled ("), dog.failure
+    assert "the substrate was not shown unreachable" in dog.failure
+    assert f"{watchdog.MISSES} of the watchdog's probes in a row went unanswered" in dog.failure
+    assert "substrate unreachable" not in dog.failure
+    assert heard == [(dog.failure, False)]  # the engine hears it at once, and whose it is
+    assert sub.probes == watchdog.MISSES
+
+
+async def test_a_loop_stalled_past_the_threshold_fails_the_run_even_if_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(watchdog, "EVERY_S", 0.0)
+    monkeypatch.setattr(watchdog, "STALL_FAIL_S", 0.4)
+    dog = watchdog.Watchdog(Blocking(0.6, answers=True), params())  # type: ignore[arg-type]
+    await asyncio.wait_for(dog.run(), 20)
+    assert dog.failure is not None and not dog.unreachable
+    assert re.match(
+        r"^the load generator's event loop stalled for \ds at once, longer than the "
+        r"watchdog's 0.4s: it could not watch the substrate",
+        dog.failure,
+    ), dog.failure
+    assert "the substrate was not shown unreachable" in dog.failure
+
+
+async def test_a_substrate_that_is_gone_is_still_called_unreachable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    heard: list[bool] = []
+    monkeypatch.setattr(watchdog, "EVERY_S", 0.0)
+    clock = Clock()
+    sub = ProbedSubstrate(clock, [refused] * watchdog.MISSES)
+    dog = watchdog.Watchdog(
+        sub,  # type: ignore[arg-type]
+        params(),
+        clock=clock,
+        on_failure=lambda line, unreachable: heard.append(unreachable),
+    )
+    await asyncio.wait_for(dog.run(), 10)
+    assert dog.failure is not None and LINE.match(dog.failure) and dog.unreachable
+    assert heard == [True]

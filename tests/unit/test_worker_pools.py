@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.engine.params import parse_params
+from agentsession_core.engine.target_params import MAX_POOLS
 from agentsession_core.engine.worker_pools import PoolDraw, split_workers
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.thresholds import parse_threshold
@@ -159,3 +160,54 @@ def test_router_tls_settings_need_an_https_router() -> None:
     ):
         with pytest.raises(UsageError, match=r"apply to an https:// router"):
             parse_params({"target": target})
+
+
+# ------------------------------------------------------------------ issue 29
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"fast": 10**26},
+        "fast:100000000000000000000000000",
+        "{fast: 100000000000000000000000000, slow: 1}",
+        {"fast": 1_000_001},
+    ],
+    ids=["mapping", "flag form", "help form", "just past the bound"],
+)
+def test_a_weight_past_the_bound_is_refused_in_one_line(given: object) -> None:
+    with pytest.raises(UsageError) as refused:
+        parse_params({"target": {"worker_pools": given}})
+    line = str(refused.value)
+    assert line.startswith("parameter target.worker_pools: pool 'fast': weight "), line
+    assert "at most 1,000,000" in line and "\n" not in line and len(line) < 300
+
+
+def test_too_many_pools_are_refused_in_one_line() -> None:
+    many = {f"p{i}": 1 for i in range(MAX_POOLS + 1)}
+    with pytest.raises(UsageError, match=rf"target\.worker_pools: {MAX_POOLS + 1} pools"):
+        parse_params({"target": {"worker_pools": many, "substrate": "http://x"}})
+
+
+@pytest.mark.parametrize(
+    "text", ["{fast: 3, slow: 1}", " {fast: 3,slow: 1} ", "fast:3,slow:1", "fast: 3, slow: 1"]
+)
+def test_the_help_form_and_the_flag_form_are_both_taken(text: str) -> None:
+    assert parse_params({"target": {"worker_pools": text}}).target.worker_pools == WEIGHTS
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("{fast: 3, slow", "not a mapping of pool to weight"),
+        ("{fast: 1.5}", "weight 1.5 is not"),
+        ("{fast: '2'}", "weight '2' is not"),
+        ("{Fast: 1}", "pool 'Fast'"),
+        ("{a: &x 1, b: *x}", "not a mapping of pool to weight"),
+        ("[fast]", "expected name:weight"),
+    ],
+)
+def test_a_bad_help_form_is_refused_in_one_line(text: str, words: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        parse_params({"target": {"worker_pools": text}})
+    line = str(refused.value)
+    assert line.startswith("parameter target.worker_pools: ") and words in line, line
+    assert "\n" not in line

@@ -1,0 +1,110 @@
+"""Cleanup against a substrate that is gone (issue 29, docs/SPEC.md §3.5): it once spent
+116 s of its 120 s deadline retrying deletes against a killed substrate. Now, with the
+watchdog not yet aware of the outage (the run ended first), no answer to any of its calls for
+UNANSWERED_S ends the retries, and every actor is listed as leaked with the reason; and a
+substrate that answers that the actors (and their atespace) do not exist, restarted on an
+empty store, has its actors counted deleted at once. The case the watchdog already saw is
+tests/integration/test_capacity_outage.py's. Measured against the real local substrate,
+killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from agentsession_core.engine.ledger import UNANSWERED_S
+from agentsession_core.engine.params import CleanupParams, RunParams
+from agentsession_core.engine.run import Run
+from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.ports import fixed_port
+
+pytestmark = pytest.mark.timeout(200)
+SESSIONS = 6
+# The cleanup's default deadline, which it used to spend in full.
+CLEANUP_DEADLINE_S = CleanupParams().timeout_seconds
+
+
+def substrate(tmp_path: Path, port: int, store: str) -> LocalSubstrateProcess:
+    return LocalSubstrateProcess(
+        workers=2,
+        store=tmp_path / store,
+        log_path=tmp_path / f"{store}.log",
+        extra_args=["--port", str(port), "--grpc-port", "none"],
+    )
+
+
+def params(url: str, out: Path) -> RunParams:
+    return RunParams(
+        target={"substrate": url, "atespace": "gone", "request_timeout_seconds": 5.0},
+        script="smoke",
+        population={"kind": "closed", "sessions": SESSIONS, "spawn_rate": 50},
+        think_scale=0.05,
+        seed=29,
+        out=str(out),
+        cleanup={"stop_grace_seconds": 1.0},  # the deadline stays the default 120 s
+    )
+
+
+async def run_then(tmp_path: Path, then: str) -> tuple[Run, float]:
+    """Register and hold a closed run, then kill the substrate (`then`: "kill", or
+    "restart" it empty on the same port) just before the run leaves: cleanup meets it."""
+    port = fixed_port()
+    proc = substrate(tmp_path, port, "store")
+    await asyncio.to_thread(proc.start)
+    fresh: LocalSubstrateProcess | None = None
+    try:
+        run = Run(params(f"http://127.0.0.1:{port}", tmp_path / "out"), handle_signals=False)
+        async with run:
+            assert await run.preflight(), run.refusal
+            await run.register()
+            await run.fill()
+            _, _, reason = await run.hold(1.0)
+            run.finish("completed" if reason is None else "failed", reason)
+            await asyncio.to_thread(proc.kill)  # SIGKILL: nothing in it cleans up
+            if then == "restart":
+                fresh = substrate(tmp_path, port, "empty")
+                await asyncio.to_thread(fresh.start)
+            leaving = time.monotonic()
+        cleanup_s = time.monotonic() - leaving
+    finally:
+        await asyncio.to_thread(proc.stop)
+        if fresh is not None:
+            await asyncio.to_thread(fresh.stop)
+    return run, cleanup_s
+
+
+async def test_cleanup_gives_up_on_a_substrate_that_stopped_answering(tmp_path: Path) -> None:
+    run, cleanup_s = await run_then(tmp_path, "kill")
+    print(f"cleanup against a killed substrate: {cleanup_s:.1f} s")
+    result = run.result
+    assert result is not None
+    # Well under the deadline it used to spend (116 s of 120): the silence rule, plus the
+    # stop's grace and a backoff step.
+    assert UNANSWERED_S <= cleanup_s < 30 < CLEANUP_DEADLINE_S, cleanup_s
+    status = json.loads((result.run_dir / "status.json").read_text())
+    leaked = status["leaked_actors"]
+    assert sorted(leak["actor"] for leak in leaked) == [f"agent-{i}" for i in range(SESSIONS)]
+    assert all("gave no answer to cleanup" in leak["reason"] for leak in leaked), leaked
+    assert all("TRANSPORT" in leak["reason"] for leak in leaked), leaked
+    # Never silent: the run that measured fine but left actors behind exits 3.
+    assert (result.status, result.exit_code) == ("completed", 3), result
+    logs = (result.run_dir / "logs.txt").read_text()
+    assert f"cleanup: 0 actors deleted, {SESSIONS} left" in logs, logs[-2000:]
+
+
+async def test_actors_a_restarted_empty_substrate_does_not_have_are_deleted(
+    tmp_path: Path,
+) -> None:
+    run, cleanup_s = await run_then(tmp_path, "restart")
+    print(f"cleanup against a substrate restarted empty: {cleanup_s:.1f} s")
+    result = run.result
+    assert result is not None
+    assert cleanup_s < 30, cleanup_s
+    status = json.loads((result.run_dir / "status.json").read_text())
+    assert status["leaked_actors"] == [] and result.exit_code == 0, status
+    assert status["actors_deleted"] == status["actors_created"] == SESSIONS
