@@ -279,6 +279,7 @@ def judge(args: argparse.Namespace) -> int:
                         seed=r["seed"],
                         min_blocks=args.min_blocks,
                         block_seconds=args.block_seconds,
+                        min_beyond=args.min_beyond,
                     )
                     if margin == MARGINS[0] and rule == RULES[0]:
                         for m in section["metrics"]:
@@ -455,6 +456,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     j.add_argument("--night-spread", type=float, default=0.1)
     j.add_argument("--min-blocks", type=int, default=8)
     j.add_argument("--block-seconds", type=int, default=5)
+    j.add_argument("--min-beyond", type=int, default=50, help="a paired percentile's samples")
     j.add_argument(
         "--slice",
         type=int,

@@ -484,6 +484,7 @@ class Campaign:
             confidence=settings.confidence,
             rule=settings.paired_rule,
             seed=self.params.seed,
+            min_beyond=settings.min_beyond,
         )
 
     @property

@@ -50,7 +50,11 @@ from agentsession_core.judge.compare import (
     MAX_HISTORY,
 )
 from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, DecisionRule
-from agentsession_core.judge.paired import DEFAULT_BLOCK_SECONDS, DEFAULT_MIN_BLOCKS
+from agentsession_core.judge.paired import (
+    DEFAULT_BLOCK_SECONDS,
+    DEFAULT_MIN_BLOCKS,
+    PAIRED_MIN_BEYOND,
+)
 from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 from agentsession_core.script.mix import ScriptSpec
 
@@ -222,6 +226,13 @@ class GateParams(Section):
         ge=2,
         le=1_000_000,
         description="a paired campaign: fewest paired blocks left to judge; fewer: void",
+    )
+    min_beyond: int = Field(
+        PAIRED_MIN_BEYOND,
+        ge=1,
+        le=1_000_000,
+        description="a paired campaign: samples past a percentile each arm needs for it to "
+        "be compared (fewer: inconclusive)",
     )
 
 

@@ -466,9 +466,7 @@ class Run:
     def cut_short(self, reason: str) -> bool:
         """Whether a stop for `reason` says nothing about the substrate (a signal, our own
         disk; in a sharded run also a lost shard): the window it cut is void, not aborted."""
-        return (
-            self.signal is not None or self.write_failure is not None or self.generator_stalled()
-        )
+        return self.signal is not None or self.write_failure is not None or self.generator_stalled()
 
     def load_problem(self) -> str | None:
         """One line when the load was not what was asked (Population.problem)."""

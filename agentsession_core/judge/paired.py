@@ -38,6 +38,11 @@ from agentsession_core.judge.uncertainty import (
 
 DEFAULT_BLOCK_SECONDS = 5
 DEFAULT_MIN_BLOCKS = 8
+# A paired percentile needs more samples beyond it than a single run's figure (10, §6.2):
+# a percentile bootstrap of the few samples past a high percentile is too narrow, and so
+# confident about noise (measured: with 12 wakes past p99 in each arm, 1 of 6 A/A campaigns
+# called p99 −28 % [−59 %, −2 %] "improved"; bench/RESULTS.md, the paired gate's power).
+PAIRED_MIN_BEYOND = 50
 
 
 def kept_blocks(
@@ -74,6 +79,7 @@ def paired_comparison(
     rule: Rule = DEFAULT_PAIRED_RULE,
     seed: int = 0,
     resamples: int = RESAMPLES,
+    min_beyond: int = PAIRED_MIN_BEYOND,
 ) -> dict[str, Any]:
     """gate.json's `paired` section: every headline figure both arms have, judged."""
     if candidate.seconds != reference.seconds:
@@ -90,6 +96,7 @@ def paired_comparison(
         "seconds": len(positions),
         "saturated_seconds": sum(1 for t in candidate.seconds if t in saturated),
         "min_blocks": min_blocks,
+        "min_beyond": min_beyond,
         "max_regression": max_regression,
         "confidence": confidence,
         "rule": rule,
@@ -126,6 +133,7 @@ def paired_comparison(
                 rule=rule,
                 seed=seed,
                 resamples=resamples,
+                min_beyond=min_beyond,
             )
         )
     out["counts"] = counts(out["metrics"])
@@ -146,6 +154,7 @@ def _compare(
     rule: Rule,
     seed: int,
     resamples: int,
+    min_beyond: int,
 ) -> dict[str, Any]:
     (figure_c, n_c), (figure_r, n_r) = candidate, reference
     sign = -1.0 if metric in HIGHER_IS_BETTER else 1.0
@@ -170,10 +179,10 @@ def _compare(
         "blocks": blocks.count,
     }
     for side, n in (("candidate", n_c), ("reference", n_r)):
-        shape = estimability(n, unit, q)
+        shape = estimability(n, unit, q, min_beyond)
         if not shape["estimable"]:
             beyond = shape.get("beyond")
-            extra = f", {beyond} beyond the percentile" if beyond is not None else ""
+            extra = f", {beyond} beyond the percentile (needs {min_beyond})" if q else ""
             return {
                 **out,
                 "status": "inconclusive",
@@ -245,6 +254,7 @@ def _from_fraction(metric: str, fraction: float) -> float:
 __all__ = [
     "DEFAULT_BLOCK_SECONDS",
     "DEFAULT_MIN_BLOCKS",
+    "PAIRED_MIN_BEYOND",
     "kept_blocks",
     "paired_comparison",
     "rejudge",

@@ -148,11 +148,13 @@ def figures(
     return out
 
 
-def estimability(samples: int, unit: str, q: float | None) -> dict[str, Any]:
+def estimability(
+    samples: int, unit: str, q: float | None, min_beyond: int = MIN_BEYOND
+) -> dict[str, Any]:
     """`beyond` (a percentile's samples above it) and whether the figure can be estimated."""
     if q is not None:
         beyond = math.floor(samples * (1 - q) + 1e-9)
-        return {"beyond": beyond, "estimable": beyond >= MIN_BEYOND}
+        return {"beyond": beyond, "estimable": beyond >= min_beyond}
     return {"estimable": samples > 0 or unit == "ratio"}
 
 

@@ -212,12 +212,14 @@ def _change_table(cps: Sequence[dict[str, Any]]) -> str:
             f"<td>{fmt_value(cp['before'])} → {fmt_value(cp['after'])}</td>"
             f"<td>{esc(_step_label(cp))}</td><td>{cp['absolute']:+.4g}</td>"
             f"<td>{'' if probability is None else f'{probability:.3g}'}</td>"
+            f"<td>{esc(cp.get('test') or '')}</td>"
             f"<td>{'' if statistic is None else f'{statistic:.3g}'}</td>"
             f'<td class="mono">{esc(cp["location"])}</td></tr>'
         )
     return (
         '<table class="changes"><tr><th>metric</th><th>first run after</th>'
-        "<th>median before → after</th><th>step</th><th>absolute</th><th>p</th><th>q̂</th>"
+        "<th>median before → after</th><th>step</th><th>absolute</th><th>p</th><th>test</th>"
+        "<th>q̂</th>"
         "<th>location</th></tr>" + "".join(rows) + "</table>"
     )
 
@@ -230,10 +232,20 @@ def _key() -> str:
     )
     return (
         f'<p class="key">{items}<span><i style="background:{CHANGE_COLOUR};border-radius:0;'
-        "width:3px\"></i>change point</span><span><i class=\"ring\"></i>regressed: that night's "
+        'width:3px"></i>change point</span><span><i class="ring"></i>regressed: that night\'s '
         "gate judged the figure regressed</span><span>whiskers: the figure's interval, where the "
         "run has one</span></p>"
     )
+
+
+def _thresholds(rule: dict[str, Any]) -> str:
+    text = f"p ≤ {esc(rule.get('max_pvalue', ''))}"
+    ttest = rule.get("ttest_max_pvalue")
+    if ttest is not None:  # a document written before the t-test joined has none
+        text = f"permutation test {text}, t-test p ≤ {esc(ttest)}"
+    if rule.get("min_side"):
+        text += f", at least {esc(rule['min_side'])} nights either side"
+    return text
 
 
 def render_history(doc: dict[str, Any], *, out_dir: Path | None = None) -> str:
@@ -247,7 +259,7 @@ def render_history(doc: dict[str, Any], *, out_dir: Path | None = None) -> str:
         f"<h1>History of {esc(doc.get('name') or 'every campaign')}</h1>",
         f'<p class="meta">{len(runs)} run(s) under {esc(doc.get("prefix", ""))}; change points: '
         f"{esc(rule.get('library', ''))} {esc(rule.get('version') or '')}, "
-        f"{esc(rule.get('method', ''))}, p ≤ {esc(rule.get('max_pvalue', ''))}, on "
+        f"{esc(rule.get('method', ''))}, {_thresholds(rule)}, on "
         f"{esc(rule.get('scale', ''))}; void and unreadable nights are drawn but not judged.</p>",
         _key(),
         "<h2>Change points</h2>",

@@ -313,11 +313,13 @@ async def test_a_paired_aa_campaign_passes_and_reports_its_arms_to_prefect(prefe
     values = small_campaign(
         tmp_path,
         name="pairedflow",
-        hold_minutes=0.2,
-        window_seconds=6,
-        population={"target_rps": 4, "sessions": 8},
-        reference={"local_workers": 4, "request_timeout_seconds": 20},
-        gate={"block_seconds": 1, "min_blocks": 4},
+        hold_minutes=0.25,
+        window_seconds=5,
+        population={"target_rps": 8, "sessions": 16, "awake": 3},
+        target={"local_workers": 5},
+        reference={"local_workers": 5, "request_timeout_seconds": 20},
+        # A short hold's few wakes: p50 compared from 20 past it in each arm (default 50).
+        gate={"block_seconds": 1, "min_blocks": 4, "min_beyond": 20},
         max_regression=0.5,
     )
     state = await run_flow(values)
@@ -334,7 +336,7 @@ async def test_a_paired_aa_campaign_passes_and_reports_its_arms_to_prefect(prefe
     assert {m["status"] for m in paired["metrics"] if m.get("why") is None} == {"unchanged"}
     # Prefect names a task run after its task and a short hex suffix (fill-3fa).
     runs = {re.sub(r"-[0-9a-f]{3}$", "", name) for name in await task_runs(state)}
-    assert {"preflight", "register", "fill", "hold-0", "hold-1"} <= runs, runs
+    assert {"preflight", "register", "fill", "hold-0", "hold-1", "hold-2"} <= runs, runs
     from prefect.artifacts import Artifact
 
     markdown = (await Artifact.aget("pairedflow-gate")).data

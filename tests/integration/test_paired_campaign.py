@@ -41,7 +41,7 @@ ADDED_MS = 200  # unmistakable on a machine however busy: a wake takes 10-60 ms
 
 
 def values(out: Path, name: str, **overrides: Any) -> dict[str, Any]:
-    """Short paired windows: 5 swaps/s on each arm, paired blocks of 3 s."""
+    """Short paired windows: 5 swaps/s on each arm, paired blocks of 2 s."""
     base: dict[str, Any] = {
         "name": name,
         "tag": "test",
@@ -49,12 +49,13 @@ def values(out: Path, name: str, **overrides: Any) -> dict[str, Any]:
         "out": str(out),
         "script": "smoke",
         "think_scale": 0.05,
-        "hold_minutes": 30 / 60,
-        "window_seconds": 15,
+        "hold_minutes": 40 / 60,
+        "window_seconds": 20,
         "thresholds": ["TimeToWake: p99 < 10s", "Step_*: failure_ratio < 0.05"],
         "abort": {"rules": [], "sliding_seconds": 10, "delay_seconds": 10},
         "max_regression": 0.5,
-        "gate": {"block_seconds": 3, "min_blocks": 4},
+        # A short hold's few wakes: p50 compared from 20 past it in each arm (default 50).
+        "gate": {"block_seconds": 2, "min_blocks": 4, "min_beyond": 20},
         "population": {
             "kind": "turnover",
             "sessions": 12,
