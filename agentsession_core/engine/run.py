@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agentsession_core.engine.arms import Arms
 from agentsession_core.engine.context import now_ns, one_second
 from agentsession_core.engine.control_api import ControlAPI
 from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.live_control import LiveControl
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.progress import Progress
-from agentsession_core.engine.reference_arm import ReferenceArm, SteadyStart, arm_line, as_arm
+from agentsession_core.engine.reference_arm import ReferenceArm
 from agentsession_core.engine.run_files import (
     append_history,
     status_document,
@@ -44,7 +45,7 @@ from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_sources import ServerMetrics
-from agentsession_core.measure.stats import CANDIDATE, REFERENCE, ROUTER_KIND
+from agentsession_core.measure.stats import ROUTER_KIND
 from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
 from agentsession_core.report.context import ThresholdRule
@@ -128,7 +129,7 @@ class Run:
         self.reference = (
             ReferenceArm(params, self.recorder, self.atespace) if params.paired else None
         )
-        self._steady: SteadyStart | None = None
+        self.arms = Arms(self.reference)
         self.extra_rows: list[dict[str, Any]] = []  # more stats.jsonl rows (step_window …)
         self.finalizers: list[Callable[[Run], None]] = []  # run in a thread before the manifest
         # Threshold rules (judge.thresholds.Threshold) report.html draws; a campaign sets its own.
@@ -139,7 +140,7 @@ class Run:
         self.current_window: dict[str, Any] | None = None  # a campaign's window, while held
         self.control_url: str | None = None  # GET/PATCH /v1/status, with metrics_port
         self._stack = contextlib.AsyncExitStack()
-        self._watchdog: Watchdog | None = None
+        self._watchdog = None
         self._previous_handlers: dict[signal.Signals, Any] = {}
 
     # ------------------------------------------------------------ enter / leave
@@ -175,24 +176,18 @@ class Run:
                     open_substrate(self.params.target, log_path)
                 )
             except (RuntimeError, OSError) as exc:  # the embedded substrate did not start
-                raise PreflightError(self.arm_said(f"substrate local: {one_line(exc)}")) from None
+                raise PreflightError(self.arms.said(f"substrate local: {one_line(exc)}")) from None
         # The substrate's own metrics; stopped before the substrate (the stack unwinds).
         embedded = None if self.substrate or self.params.target.substrate else substrate
         self.server = await self._stack.enter_async_context(
             open_server_metrics(self.params, self.recorder, embedded_url(embedded))
         )
-        engine = self.engine = Engine(
+        engine = self.engine = self.arms.candidate = Engine(
             self.params, substrate, self.script, self.recorder, atespace=self.atespace
         )
-        engines = [engine]
         if self.reference is not None:
-            engines.append(
-                await self.reference.open(self._stack, self.run_dir, self.script, self._background)
-            )
-            # Both arms start their steady load on the same second (a pair of seconds).
-            self._steady = SteadyStart(self.recorder)
-            engine.ctx.common_t0 = self._steady.for_arm(CANDIDATE)
-            engines[1].ctx.common_t0 = self._steady.for_arm(REFERENCE)
+            await self.reference.open(self._stack, self.run_dir, self.script, self._background)
+            self.arms.pair(self.recorder)
         health = GeneratorHealth(self.recorder)
         await health.start()
         self._stack.push_async_callback(health.stop)
@@ -211,51 +206,16 @@ class Run:
         self._background(self._report_every_second(progress), "reporter")
         # Registered last, so it runs first on the way out: stop load, delete actors (each
         # arm its own, at once).
-        self._stack.push_async_callback(self._cleanup, engines)
-
-    async def _cleanup(self, engines: list[Engine]) -> None:
-        results = await asyncio.gather(
-            *(as_arm(self._arm_of(e), e.cleanup()) for e in engines), return_exceptions=True
-        )
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
+        self._stack.push_async_callback(self.arms.cleanup)
 
     @property
-    def engines(self) -> list[Engine]:
-        """The engines this run drives: the candidate's, and a paired run's reference's."""
-        out = [self.engine] if self.engine is not None else []
-        if self.reference is not None and self.reference.engine is not None:
-            out.append(self.reference.engine)
-        return out
+    def _watchdog(self) -> Watchdog | None:
+        """The candidate's watchdog (a ShardedRun's: the coordinator's one probe)."""
+        return self.arms.watchdog
 
-    def _arm_of(self, engine: Engine) -> str:
-        return CANDIDATE if engine is self.engine else REFERENCE
-
-    def arm_said(self, text: str) -> str:
-        """`text` of the candidate's side, naming the arm in a paired run."""
-        return arm_line(CANDIDATE, text) if self.reference is not None else text
-
-    async def _each_arm(self, phase: str) -> None:
-        """`phase` (register, fill) on every arm at once; the first failure is raised once
-        both ended, naming the arm in a paired run. An arm that fails lets the other start
-        its steady load alone rather than wait for it."""
-
-        async def one(engine: Engine) -> None:
-            try:
-                await as_arm(self._arm_of(engine), getattr(engine, phase)())
-            except BaseException:
-                if self._steady is not None:  # the other arm must not wait for this one
-                    self._steady.release()
-                raise
-
-        engines = self.engines
-        results = await asyncio.gather(*(one(e) for e in engines), return_exceptions=True)
-        for engine, result in zip(engines, results, strict=True):
-            if isinstance(result, AgentsessionError) and self.reference is not None:
-                raise type(result)(arm_line(self._arm_of(engine), str(result))) from result
-            if isinstance(result, BaseException):
-                raise result
+    @_watchdog.setter
+    def _watchdog(self, dog: Watchdog | None) -> None:
+        self.arms.watchdog = dog
 
     async def _serve_metrics(self) -> None:
         """/metrics and the control API (/v1/status) on params.metrics_port."""
@@ -336,19 +296,10 @@ class Run:
         if self.refusal is not None:
             return False
         self._engine()
-        engines = self.engines
-        results = await asyncio.gather(
-            *(as_arm(self._arm_of(e), e.preflight()) for e in engines), return_exceptions=True
-        )
-        for engine, result in zip(engines, results, strict=True):
-            if isinstance(result, PreflightError):
-                if engine is self.engine:
-                    self.refuse(PreflightError(self.arm_said(str(result))))
-                else:
-                    self.refuse(PreflightError(arm_line(REFERENCE, str(result))))
-                return False
-            if isinstance(result, BaseException):
-                raise result
+        refused = await self.arms.preflight()
+        if refused is not None:
+            self.refuse(refused)
+            return False
         return True
 
     def refuse(self, exc: PreflightError) -> None:
@@ -359,22 +310,19 @@ class Run:
         if self.refusal is None:
             self.refusal = str(exc)
             log.error("refused: %s", exc)
-            if self._watchdog is not None:
-                # Nothing runs after a refusal: an unreachable substrate, already said, must
-                # not be said again by the watchdog while the files are written.
-                self._watchdog.stop()
-            if self.reference is not None and self.reference.watchdog is not None:
-                self.reference.watchdog.stop()
+            # Nothing runs after a refusal: an unreachable substrate, already said, must not
+            # be said again by a watchdog while the files are written.
+            self.arms.stop_watching()
 
     async def register(self) -> None:
         if not self.stop_reason():
             self._engine()
-            await self._each_arm("register")
+            await self.arms.each("register")
 
     async def fill(self) -> None:
         if not self.stop_reason():
             self._engine()
-            await self._each_arm("fill")
+            await self.arms.each("fill")
 
     async def hold(
         self,
@@ -434,14 +382,12 @@ class Run:
     async def apply_level(self, level: float) -> None:
         """A level set by hand (the control API), at once, on every arm."""
         self._engine()
-        for engine in self.engines:
-            engine.population.set_level(level)
+        self.arms.set_level(level)
 
     async def apply_paused(self, paused: bool) -> None:
         """A pause or resume by hand (the control API), at once, on every arm."""
         self._engine()
-        for engine in self.engines:
-            engine.population.set_paused(paused)
+        self.arms.set_paused(paused)
 
     def residents(self) -> int | None:
         """Turnover's resident set now (None for other populations)."""
@@ -452,8 +398,7 @@ class Run:
     def leaks(self) -> list[dict[str, str]]:
         """The actors cleanup could not delete (each with the reason; a paired run's
         reference arm's with `arm`)."""
-        mine = self.engine.leaks if self.engine else []
-        return mine + (self.reference.leaks() if self.reference is not None else [])
+        return self.arms.leaks()
 
     @property
     def exit_code(self) -> int:
@@ -466,7 +411,11 @@ class Run:
     def cut_short(self, reason: str) -> bool:
         """Whether a stop for `reason` says nothing about the substrate (a signal, our own
         disk; in a sharded run also a lost shard): the window it cut is void, not aborted."""
-        return self.signal is not None or self.write_failure is not None or self.generator_stalled()
+        return (
+            self.signal is not None
+            or self.write_failure is not None
+            or self.arms.generator_stalled()
+        )
 
     def load_problem(self) -> str | None:
         """One line when the load was not what was asked (Population.problem)."""
@@ -479,7 +428,7 @@ class Run:
             return f"received {self.signal.name}"
         if self.write_failure is not None:
             return self.write_failure
-        return self._arm_failure()
+        return self.arms.failure()
 
     def finish(self, status: str = "completed", reason: str | None = None) -> None:
         """The body reached its end: record how (signals and a dead substrate still win). A
@@ -515,40 +464,18 @@ class Run:
             self.status, self.reason = "cancelled", f"received {self.signal.name}"
         elif self.write_failure is not None:
             self.status, self.reason = "failed", self.write_failure
-        elif (failure := self._arm_failure()) is not None:
+        elif (failure := self.arms.failure()) is not None:
             # A generator whose own loop stalled measured nothing of the substrate: void, as
             # a lost shard is, not a failure of the substrate.
-            self.status, self.reason = ("void" if self.generator_stalled() else "failed"), failure
-
-    def generator_stalled(self) -> bool:
-        """A watchdog failed the run for the generator's stalled loop, not the substrate."""
-        dogs = [self._watchdog, self.reference.watchdog if self.reference else None]
-        return any(d is not None and d.failure and not d.unreachable for d in dogs)
-
-    def _arm_failure(self) -> str | None:
-        """A fatal answer or a substrate gone, on either arm (named in a paired run)."""
-        if self.engine is not None and self.engine.ctx.fatal:
-            return self.arm_said(self.engine.ctx.fatal)
-        if self._watchdog is not None and self._watchdog.failure:
-            return self.arm_said(self._watchdog.failure)
-        return self.reference.failure() if self.reference is not None else None
-
-    def _stop_engines(self) -> None:
-        for engine in self.engines:
-            engine.ctx.stopping.set()
-        if self._steady is not None:  # an arm still filling must not wait for the other
-            self._steady.release()
-
-    def _sample(self) -> None:
-        for engine in self.engines:
-            engine.sample()
+            stalled = self.arms.generator_stalled()
+            self.status, self.reason = ("void" if stalled else "failed"), failure
 
     # ------------------------------------------------------------ every second
     async def _report_every_second(self, progress: Progress) -> None:
         engine = self._engine()
         rec = self.recorder
         while True:
-            await one_second(rec, self._sample)  # the gauges mid-second (GAUGE_SAMPLE_AT_NS)
+            await one_second(rec, self.arms.sample)  # the gauges mid-second
             engine.ctx.summarise_logs()
             rec.flush()
             texts = self.history.render_closed_files(self.recorder, len(engine.population.sessions))
@@ -582,7 +509,7 @@ class Run:
         if self.write_failure is None:
             self.write_failure = f"cannot write the run directory: {describe_os_error(exc)}"
             log.error("%s; ending the run", self.write_failure)
-            self._stop_engines()
+            self.arms.stop()
 
     # ------------------------------------------------------------ signals
     def _install_signals(self) -> None:
@@ -608,4 +535,4 @@ class Run:
         if self.signal is None:
             self.signal = signal.Signals(sig)
             log.warning("received %s: stopping, cleaning up, writing artifacts", self.signal.name)
-            self._stop_engines()
+            self.arms.stop()
