@@ -22,6 +22,10 @@ packages meanwhile); they are kept as they were, so the history shows void night
 left out of the judging. trim.py keeps gate.json, campaign.json and status.json, and writes
 the schema-2 `figures` key into n06-n11 from their own headline and windows (no campaign
 wrote schema 2 yet; see its docstring): the series mixes both schemas as a migration would.
+
+Issue 27's case is laid out by the test itself (sealed runs, tests/unit/test_history.py's
+helpers): four nights of one build, then two nights where every wake got slower (TimeToWake
++100 %) and the gate failed both, naming the figures it judged regressed.
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agentsession_core.output.upload import s3_client
 from tests.integration.test_report_browser import CHROMIUM, chromium
+from tests.unit.test_history import HEADLINE, gate, lay_run
 from tests.unit.test_report import assert_self_contained
 
 SERIES = Path(__file__).resolve().parents[1] / "data" / "history"
@@ -49,7 +55,7 @@ def night_dirs() -> list[Path]:
     return sorted(SERIES.glob("runs/*/run_date=*/run_ts=*/run_tag=*"), key=lambda p: p.name)
 
 
-def history_cli(*args: str, cwd: Path, out: Path | None = None) -> dict:
+def history_cli(*args: str, cwd: Path, out: Path | None = None, runs: int = 12) -> dict:
     """Runs the command; history.json from `out`'s directory, else the current one."""
     done = subprocess.run(
         [sys.executable, "-m", "agentsession_core", "history", *args],
@@ -59,7 +65,7 @@ def history_cli(*args: str, cwd: Path, out: Path | None = None) -> dict:
         cwd=cwd,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "12 run(s)" in done.stdout
+    assert f"{runs} run(s)" in done.stdout
     return json.loads(((out or cwd) / "history.json").read_text())
 
 
@@ -123,7 +129,15 @@ def test_history_html_renders_the_change_point_in_chromium(tmp_path: Path) -> No
     assert_self_contained(page)
     dom, requests = screenshot(out, tmp_path)
     assert requests == []
-    assert dom.count('class="change-point"') == 1 and "change +" in dom
+    doc = json.loads((out.parent / "history.json").read_text())
+    # Every change point is the step: TimeToWake's, and WakeFirstTouch's, which includes the
+    # slower wake (within one judged night: n03-n06 are void, so n02 is the night before).
+    judged = [i for i, r in enumerate(doc["runs"]) if r["verdict"] in ("pass", "fail")]
+    assert {cp["metric"] for cp in doc["change_points"]} >= {"TimeToWake.p50"}
+    for cp in doc["change_points"]:
+        assert abs(judged.index(cp["night"]) - judged.index(STEP_NIGHT)) <= 1, cp
+        assert cp["relative"] > 0.4, cp
+    assert dom.count('class="change-point"') == len(doc["change_points"]) and "change +" in dom
     assert "TimeToWake.p50" in dom and "no data: no night has WakeFirstTouch.p50" not in dom
     assert dom.count('class="night-void"') >= 3 and dom.count('class="interval"') > 0
     first_after = night_dirs()[STEP_NIGHT] / "report.html"
@@ -176,3 +190,78 @@ def test_history_lists_an_unreadable_s3_run_with_its_reason(s3_server: str, tmp_
     assert done.returncode == 0, done.stderr
     (record,) = json.loads((tmp_path / "history.json").read_text())["runs"]
     assert record["verdict"] == "void" and "not valid JSON" in record["error"]
+
+
+# --------------------------------------------------------------------------- issue 27
+# ms: four nights of build A, then two of a build whose every wake is slower (+100 %).
+ISSUE_27_P50 = (20.1, 18.7, 21.4, 19.6, 40.9, 39.2)
+FIRST_SLOW = 4
+
+
+def issue_27_series(root: Path) -> list[Path]:
+    """Six sealed nights; the slow ones failed their gate, which named what regressed:
+    against the baselines TimeToWake.p50, and on the last night also, paired, p90."""
+    runs = []
+    for night, p50 in enumerate(ISSUE_27_P50):
+        headline = json.loads(json.dumps(HEADLINE))
+        wake = headline["TimeToWake"]
+        wake.update(p50=p50, p90=1.3 * p50, p99=2.0 * p50, p99_9=2.1 * p50)
+        slow = night >= FIRST_SLOW
+        extra: dict = {
+            # Every window held; the comparison failed the run.
+            "windows": [{"index": 0, "level": 1.0, "outcome": "pass"}],
+            "baseline": {"status": "compared", "regressions": ["TimeToWake.p50"] if slow else []},
+        }
+        if night == len(ISSUE_27_P50) - 1:
+            extra["paired"] = {"regressions": ["TimeToWake.p90", "TimeToWake.p50"]}
+        doc = gate("fail" if slow else "pass", headline, **extra)
+        runs.append(lay_run(root, "nightly", 1_800_000_000 + 86_400 * night, f"n{night}", doc))
+    return runs
+
+
+def test_history_names_a_step_two_nights_old_and_marks_the_regressed_nights(
+    tmp_path: Path,
+) -> None:
+    runs = issue_27_series(tmp_path / "series")
+    out = tmp_path / "pages" / "history.html"
+    doc = history_cli(
+        str(tmp_path / "series"), "-o", str(out), cwd=tmp_path, out=out.parent, runs=6
+    )
+    # The change point: the first slow night, by the t-test (six nights are too few
+    # arrangements for the permutation test), with the step's size.
+    p50 = [cp for cp in doc["change_points"] if cp["metric"] == "TimeToWake.p50"]
+    assert len(p50) == 1, doc["change_points"]
+    (step,) = p50
+    assert step["night"] == FIRST_SLOW and step["location"] == str(runs[FIRST_SLOW])
+    assert step["test"] == "t-test" and step["probability"] <= doc["rule"]["ttest_max_pvalue"]
+    assert 0.9 < step["relative"] < 1.1 and step["before"] == pytest.approx(19.85)
+    assert doc["rule"]["ttest_max_pvalue"] < doc["rule"]["max_pvalue"] == 0.01
+    # The nights the gate judged regressed, per run and per series point.
+    assert [r["regressions"] for r in doc["runs"]] == [[]] * 4 + [
+        ["TimeToWake.p50"],
+        ["TimeToWake.p50", "TimeToWake.p90"],
+    ]
+    series = {s["metric"]: s for s in doc["campaigns"][0]["series"]}
+    assert [p["regressed"] for p in series["TimeToWake.p50"]["points"]] == [False] * 4 + [True] * 2
+    assert [p["regressed"] for p in series["TimeToWake.p90"]["points"]] == [False] * 5 + [True]
+    assert not any(p["regressed"] for p in series["TimeToWake.p99"]["points"])
+    # The page: a ring per regressed point, one label per run of them, the table's column.
+    page = out.read_text()
+    assert_self_contained(page)
+    assert page.count('class="regressed"') == 3 and page.count(">regressed</text>") == 2
+    assert '<td class="rg">TimeToWake.p50, TimeToWake.p90</td>' in page
+    charts = page.split('<figure class="chart">')
+    p50_chart = next(c for c in charts if 'aria-label="TimeToWake.p50"' in c)
+    assert p50_chart.count('class="regressed"') == 2 and 'class="change-point"' in p50_chart
+
+
+def test_the_previous_rule_names_nothing_on_the_same_six_nights() -> None:
+    """Why the rule changed: Otava's permutation test (compute_change_points_orig, which
+    history used before) finds nothing in these six nights, at any seed: 4 + 2 values have
+    15 arrangements, so its p-value cannot go below about 2/15."""
+    from otava.analysis import compute_change_points_orig
+
+    values = np.log(ISSUE_27_P50)
+    for seed in (17, 1, 2):
+        points, _ = compute_change_points_orig(values, max_pvalue=0.01, seed=seed)
+        assert points == []

@@ -18,6 +18,7 @@ from agentsession_core.judge.history import (
     find_runs,
     history_document,
     load_series,
+    regressions_of,
 )
 from agentsession_core.output.run_dir import RunDir
 from agentsession_core.report.history_page import render_history
@@ -163,6 +164,36 @@ def test_schema_2_figures_carry_their_interval_and_win_over_the_headline() -> No
 def test_a_gate_without_headline_or_figures_has_no_figures() -> None:
     assert figures_of({"verdict": "void", "headline": None}) == {}
     assert figures_of(gate(headline={"TimeToWake": {"p50": True, "p99": "1"}})) == {}
+
+
+def test_regressions_are_the_gates_baseline_and_paired_ones_together() -> None:
+    doc = gate(
+        "fail",
+        baseline={"status": "compared", "regressions": ["TimeToWake.p90", "TimeToWake.p50"]},
+        paired={"regressions": ["TimeToWake.p50", "capacity", 7]},
+    )
+    assert regressions_of(doc) == ["TimeToWake.p50", "TimeToWake.p90", "capacity"]
+    assert regressions_of(gate()) == []  # no baseline, not paired
+    assert regressions_of(gate(baseline={"status": "none"}, paired=None)) == []
+    assert regressions_of(gate(baseline="nonsense", paired={"regressions": "x"})) == []
+
+
+def test_a_regressed_night_is_marked_in_the_document_and_on_the_page(tmp_path: Path) -> None:
+    lay_run(tmp_path / "s", "nightly", 100, "a")
+    slow = gate(
+        "fail",
+        windows=[{"index": 0, "level": 1.0, "outcome": "pass"}],  # the comparison failed it
+        baseline={"status": "compared", "regressions": ["TimeToWake.p99"]},
+    )
+    lay_run(tmp_path / "s", "nightly", 200, "b", slow)
+    doc = history_document(load_series(str(tmp_path / "s")), prefix="p")
+    assert [r["regressions"] for r in doc["runs"]] == [[], ["TimeToWake.p99"]]
+    series = {s["metric"]: s for s in doc["campaigns"][0]["series"]}
+    assert [p["regressed"] for p in series["TimeToWake.p99"]["points"]] == [False, True]
+    assert [p["regressed"] for p in series["TimeToWake.p50"]["points"]] == [False, False]
+    page = render_history(doc)
+    assert page.count('class="regressed"') == 1 and page.count(">regressed</text>") == 1
+    assert '<td class="rg">TimeToWake.p99</td>' in page
 
 
 # --------------------------------------------------------------------------- change points

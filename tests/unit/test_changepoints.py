@@ -1,0 +1,69 @@
+"""The change-point rule on short series (issue 27): which of Otava's tests judges a split,
+why the permutation test alone could not name a step two nights old, and that one slow
+night is not a change point (docs/SPEC.md §6.4)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from otava.change_point_divisive.calculator import PairDistanceCalculator
+from otava.change_point_divisive.detector import ChangePointDetector
+from otava.change_point_divisive.significance_test import PermutationsSignificanceTester
+
+from agentsession_core.judge import changepoints
+from agentsession_core.judge.changepoints import change_points
+
+# ms: four nights of one build, then two nights of a build whose wakes take twice as long.
+FOUR_THEN_TWO = [20.1, 18.7, 21.4, 19.6, 40.9, 39.2]
+
+
+def test_a_doubling_two_nights_old_is_named_at_its_first_night_by_the_t_test() -> None:
+    (cp,) = change_points(FOUR_THEN_TWO)
+    assert cp.index == 4 and cp.test == "t-test"
+    assert cp.before == pytest.approx(19.85) and cp.after == pytest.approx(40.05)
+    assert cp.relative is not None and 0.9 < cp.relative < 1.1
+    assert cp.probability is not None
+    assert cp.probability <= changepoints.MAX_PVALUE * changepoints.TTEST_SHARE
+    assert cp.to_dict()["test"] == "t-test"
+
+
+def test_no_number_of_permutations_gets_six_nights_below_p_0_01() -> None:
+    """4 + 2 values have C(6, 2) = 15 arrangements and the split and its mirror give the
+    same statistic, so a permutation p-value stays near 2/15 whatever is drawn: the reason
+    short splits go to the t-test."""
+    assert math.comb(6, 2) < changepoints.MIN_ARRANGEMENTS
+    tester = PermutationsSignificanceTester(
+        max_pvalue=1.0, permutations=1999, calculator=PairDistanceCalculator, seed=17
+    )
+    detector = ChangePointDetector(significance_tester=tester, calculator=PairDistanceCalculator)
+    # At max_pvalue 1 every split is kept; the step's own is the one at 4.
+    (step,) = [p for p in detector.get_change_points(np.log(FOUR_THEN_TWO)) if p.index == 4]
+    assert 0.05 < step.stats.pvalue < 0.2
+
+
+def test_one_slow_night_is_a_spike_not_a_change_point() -> None:
+    newest_slow = FOUR_THEN_TWO[:5]  # the second slow night has not run yet
+    then_normal = [*FOUR_THEN_TWO[:5], 20.3]
+    five_then_one = [*FOUR_THEN_TWO[:4], 19.9, 40.9]
+    assert change_points(newest_slow) == []
+    assert change_points(then_normal) == [] and change_points(five_then_one) == []
+
+
+def test_a_step_with_many_nights_either_side_is_judged_by_the_permutation_test() -> None:
+    rng = np.random.default_rng(4)
+    values = [float(v) for v in 200.0 * np.exp(0.12 * rng.standard_t(4, 24))]
+    values[12:] = [2.0 * v for v in values[12:]]
+    (cp,) = change_points(values)
+    assert abs(cp.index - 12) <= 1 and cp.test == "permutation"
+    assert cp.probability is not None and cp.probability <= changepoints.MAX_PVALUE
+
+
+def test_the_rule_says_both_tests_and_their_thresholds() -> None:
+    rule = changepoints.rule()
+    assert rule["max_pvalue"] == 0.01 and rule["ttest_max_pvalue"] == pytest.approx(0.002)
+    assert rule["permutations"] == 100 and rule["min_arrangements"] == 2000
+    assert rule["min_side"] == 2 and rule["min_values"] == 5 and rule["seed"] == 17
+    assert "TTestSignificanceTester" in rule["method"]
+    assert "PermutationsSignificanceTester" in rule["method"]
