@@ -5,10 +5,11 @@ that stops, is cancelled or crashes can still suspend and delete each of its act
 could not be deleted is reported, never silently leaked.
 
 A cleanup against a substrate that is gone must not spend its whole deadline retrying
-(issue 29: 116 s of 120 against a killed substrate): when the watchdog already found it
-unreachable, one probe (ListActors) decides, and an unanswered probe leaves every actor
-listed as leaked at once; otherwise UNANSWERED_S without any answer to any of its calls ends
-the retries the same way. An actor the substrate says does not exist is deleted.
+(issue 29: 116 s of 120 against a killed substrate): UNANSWERED_S without any answer to any
+of its calls ends the retries, and every actor left is listed as leaked with the reason (the
+watchdog's line too, when it had found the substrate unreachable). A substrate that comes
+back within that time (restarted on its store) still has every actor deleted. An actor the
+substrate says does not exist is deleted.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import time
 
 from agentsession_core.engine.backoff import Backoff, transient
-from agentsession_core.engine.watchdog import EVERY_S, MISSES, PROBE_TIMEOUT_S, unanswered
+from agentsession_core.engine.watchdog import EVERY_S, MISSES, unanswered
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate
 
@@ -94,18 +95,17 @@ class ActorLedger:
         seconds overall. A transient failure (a reset, an INTERNAL, an outage) is retried
         with the engine's backoff until the deadline: one failed call must not leave an
         actor behind while the deadline has time left (issue 18). But a substrate that is
-        gone is not retried for the whole deadline (issue 29): `unreachable` (the watchdog's
-        line) makes one probe decide first, and UNANSWERED_S with no answer to any call ends
-        the retries. Returns the actors left behind, each with the reason."""
+        gone is not retried for the whole deadline (issue 29): UNANSWERED_S with no answer to
+        any call ends the retries (`unreachable`: the watchdog's line, said in the reason).
+        Returns the actors left behind, each with the reason."""
         leaks: dict[str, str] = {}
         gate = asyncio.Semaphore(concurrency)
         started = time.monotonic()
         deadline = started + timeout
         names = self.live
         gone: str | None = None  # why every actor still left is left: the substrate is gone
-        if names and unreachable is not None:
-            gone = await self._still_gone(substrate, unreachable, min(timeout, PROBE_TIMEOUT_S))
         last_answer = time.monotonic()
+        also = f"; the watchdog: {unreachable}" if unreachable else ""
 
         def heard(exc: SubstrateError | None) -> None:
             nonlocal gone, last_answer
@@ -115,7 +115,7 @@ class ActorLedger:
             elif gone is None and now - last_answer >= UNANSWERED_S:
                 gone = (
                     f"not deleted: the substrate gave no answer to cleanup for "
-                    f"{now - last_answer:.0f}s (last: {exc})"
+                    f"{now - last_answer:.0f}s (last: {exc}){also}"
                 )
                 log.error("cleanup: %s; the actors left are listed as leaked", gone)
 
@@ -171,23 +171,3 @@ class ActorLedger:
             }
             for n, r in leaks.items()
         ]
-
-    async def _still_gone(
-        self, substrate: Substrate, unreachable: str, within: float
-    ) -> str | None:
-        """The watchdog found the substrate unreachable: one ListActors decides whether it
-        still is (the reason every actor is left), or answers again (None: delete as ever)."""
-        try:
-            async with asyncio.timeout(within):
-                await substrate.list_actors(self.atespace)
-        except TimeoutError:
-            why = f"no answer within {within:g}s"
-        except SubstrateError as exc:
-            if not unanswered(exc):
-                return None  # it answered, even if with an error (NOT_FOUND: no atespace)
-            why = str(exc)
-        else:
-            return None
-        line = f"not deleted: the substrate is unreachable ({unreachable}; at cleanup: {why})"
-        log.error("cleanup: the substrate is unreachable; the run's actors are listed as leaked")
-        return line

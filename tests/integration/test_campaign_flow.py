@@ -322,10 +322,13 @@ async def test_a_paired_aa_campaign_passes_and_reports_its_arms_to_prefect(prefe
         gate={"block_seconds": 1, "min_blocks": 4, "min_beyond": 20},
         max_regression=0.5,
     )
-    state = await run_flow(values)
-    assert state.is_completed(), state
-    result = await state.result()
-    gate = orjson.loads((Path(result["run_dir"]) / "gate.json").read_bytes())
+    for _ in range(2):  # a machine so busy the generator saturated a whole window: again
+        state = await run_flow(values)
+        assert state.is_completed(), state
+        result = await state.result()
+        gate = orjson.loads((Path(result["run_dir"]) / "gate.json").read_bytes())
+        if gate["verdict"] != "void" or "saturated" not in gate["reason"]:
+            break
     paired = gate["paired"]
     assert result["verdict"] == gate["verdict"] == "pass", result["reason"]
     assert paired["status"] == "compared" and paired["blocks"] >= 4

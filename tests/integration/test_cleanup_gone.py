@@ -107,4 +107,5 @@ async def test_actors_a_restarted_empty_substrate_does_not_have_are_deleted(
     assert cleanup_s < 30, cleanup_s
     status = json.loads((result.run_dir / "status.json").read_text())
     assert status["leaked_actors"] == [] and result.exit_code == 0, status
-    assert status["actors_deleted"] == status["actors_created"] == SESSIONS
+    # A busy machine replaces a session now and then: every actor made, replacements too.
+    assert status["actors_deleted"] == status["actors_created"] >= SESSIONS

@@ -109,7 +109,9 @@ def stall_while_registering(
         assert lines.failed.wait(30), lines.join()[-3000:]
         time.sleep(1.5)  # creates already on their way when it failed arrive
         at_failure = creates_seen(sub)
-        out, _ = generator.communicate(timeout=150)
+        # Not communicate(): it would read stderr too, racing the reader thread for its end.
+        generator.wait(timeout=150)
+        out = generator.stdout.read() if generator.stdout else ""  # one line: the run dir
         said = lines.join()
         at_end = creates_seen(sub)
         up = sub.process is not None and sub.process.poll() is None
