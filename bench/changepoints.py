@@ -35,11 +35,25 @@ change point at k exactly) and on the long series above; `--report-short` writes
   $B --scenario long --library otava --only 't-test detector|permutation 100' --json /tmp/l1.json
   $B --scenario long --library agentsession --json /tmp/l2.json
   python bench/changepoints.py --report-short /tmp/s?.json --long /tmp/l?.json --notes N.md
+
+Issue 29 (a history of 10,000 nights: E-divisive over the whole series is quadratic in its
+length, per permutation): `--issue 29 --scenario nights` measures the shipped rule (series
+longer than changepoints.WINDOW judged in windows) against E-divisive over the whole series
+and against other window lengths and t-test screens, on NIGHTS-night series with a step
+every STEP_GAP nights or so (each up or down by the row's step, at least MIN_GAP apart; a
+detection is a change point within ±1 night of a step, every other change point is false);
+`--report-nights` writes the `changepoints_long` section:
+
+  B="python bench/changepoints.py --cpu-time --issue 29 --scenario nights --library agentsession"
+  $B --json /tmp/n1.json                       # the shipped rule and the window variants
+  $B --only whole --series 10 --json /tmp/n2.json   # E-divisive over all 1,000 nights: slow
+  python bench/changepoints.py --report-nights /tmp/n1.json /tmp/n2.json --notes N.md
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import sys
@@ -58,6 +72,11 @@ METRICS = ("p50", "p99")
 SHORT_BEFORE = (4, 5, 6, 7, 8)
 SHORT_AFTER = (1, 2, 3)
 SHORT_SERIES = 200
+# Issue 29: NIGHTS nights, a step (up or down) at about every STEP_GAP nights, MIN_GAP apart.
+NIGHTS = 1000
+STEP_GAP = 200
+MIN_GAP = 60
+NIGHTS_SERIES = 20
 Detector = Callable[[np.ndarray], list[int]]
 # What "ms" measures: wall time, or with --cpu-time this process's CPU time (steadier on a
 # machine that other work shares).
@@ -113,6 +132,37 @@ def all_short_series() -> list[tuple[str, float, np.ndarray, int]]:
                 values = noise(rng, metric, k + max(SHORT_AFTER))
                 values[k:] += np.log1p(step)
                 out.append((metric, step, values, k))
+    return out
+
+
+def night_steps(rng: np.random.Generator, n: int) -> list[int]:
+    """Where the steps of an n-night series fall: n // STEP_GAP of them, uniformly in
+    [MIN_GAP // 2, n - 3], at least MIN_GAP apart (redrawn until they are)."""
+    count = n // STEP_GAP
+    while True:
+        at = sorted(int(k) for k in rng.integers(MIN_GAP // 2, n - 2, count))
+        if all(b - a >= MIN_GAP for a, b in itertools.pairwise(at)):
+            return at
+
+
+def all_night_series(
+    series_count: int = NIGHTS_SERIES,
+) -> list[tuple[str, float, np.ndarray, list[int]]]:
+    """Issue 29's case: NIGHTS nights of the noise above; with a step, each of its steps
+    multiplies the level by (1 + step) or divides it by that, at random."""
+    streams = np.random.SeedSequence([SEED, 29]).spawn(len(METRICS) * len(STEPS))
+    out = []
+    i = 0
+    for metric in METRICS:
+        for step in STEPS:
+            rng = np.random.default_rng(streams[i])
+            i += 1
+            for _ in range(series_count):
+                values = noise(rng, metric, NIGHTS)
+                at = night_steps(rng, NIGHTS) if step else []
+                for k in at:
+                    values[k:] += np.log1p(step) * (1 if rng.random() < 0.5 else -1)
+                out.append((metric, step, values, at))
     return out
 
 
@@ -224,6 +274,55 @@ def hybrid(ttest_pvalue: float) -> Detector:
         return [int(p.index) for p, _ in found]
 
     return detect
+
+
+def windowed(window: int, screen: float | None, step: int | None = None) -> Detector:
+    """agentsession's rule in windows of `window` nights (each `step` on, half a window by
+    default), a split going to the permutation test only when the t-test gives <= screen."""
+    from agentsession_core.judge import changepoints
+
+    def detect(values: np.ndarray) -> list[int]:
+        found = changepoints._detect_windowed(
+            list(values),
+            changepoints.MAX_PVALUE,
+            changepoints.SEED,
+            window=window,
+            step=step,
+            screen=screen,
+        )
+        return [int(p.index) for p, _ in found]
+
+    return detect
+
+
+def whole() -> Detector:
+    """agentsession's rule over the whole series at once, however long (the rule before
+    issue 29)."""
+    from agentsession_core.judge import changepoints
+
+    def detect(values: np.ndarray) -> list[int]:
+        found = changepoints._detect(list(values), changepoints.MAX_PVALUE, changepoints.SEED)
+        return [int(p.index) for p, _ in found]
+
+    return detect
+
+
+def candidates_29(library: str) -> dict[str, Detector]:
+    """Issue 29's candidates (long series), in the project's venv."""
+    if library != "agentsession":
+        raise SystemExit(f"issue 29 measured agentsession's rule only, not {library!r}")
+    from agentsession_core.judge import changepoints
+
+    return {
+        "agentsession change_points (windows of "
+        f"{changepoints.WINDOW}, t-test screen p<={changepoints.SCREEN_PVALUE:g})": ours(),
+        "whole series (E-divisive over all nights: the rule before)": whole(),
+        "windows of 100, no screen": windowed(100, None),
+        "windows of 100, screen p<=0.05": windowed(100, 0.05),
+        "windows of 100, screen p<=0.001": windowed(100, 0.001),
+        "windows of 60, screen p<=0.01": windowed(60, 0.01),
+        "windows of 200, screen p<=0.01": windowed(200, 0.01),
+    }
 
 
 def candidates(library: str) -> dict[str, Detector]:
@@ -344,6 +443,95 @@ def measure_short(name: str, detect: Detector, steps: list[float] | None = None)
             per_k["detected"] += hit
             per_k["with_false"] += wrong
     return list(cells.values())
+
+
+def measure_nights(name: str, detect: Detector, series_count: int) -> list[dict]:
+    """Per metric and step: `steps` in all, `detected` (a change point within ±1 night),
+    `false` change points (not within ±1 night of any step), nights judged, and time."""
+    cells: dict[tuple[str, float], dict] = {}
+    detect(np.log(np.arange(1.0, 9.0)))  # imports, outside the clock
+    for metric, step, values, at in all_night_series(series_count):
+        cell = cells.setdefault(
+            (metric, step),
+            {
+                "candidate": name,
+                "metric": metric,
+                "step": step,
+                "series": 0,
+                "nights": 0,
+                "steps": 0,
+                "detected": 0,
+                "false": 0,
+                "with_false": 0,
+                "seconds": 0.0,
+                "max_seconds": 0.0,
+            },
+        )
+        started = CLOCK()
+        found = detect(values)
+        took = CLOCK() - started
+        cell["seconds"] += took
+        cell["max_seconds"] = max(cell["max_seconds"], took)
+        wrong = [i for i in found if not any(abs(i - k) <= 1 for k in at)]
+        cell["series"] += 1
+        cell["nights"] += len(values)
+        cell["steps"] += len(at)
+        cell["detected"] += sum(1 for k in at if any(abs(i - k) <= 1 for i in found))
+        cell["false"] += len(wrong)
+        cell["with_false"] += bool(wrong)
+    return list(cells.values())
+
+
+def nights_table(rows: list[dict]) -> list[str]:
+    names = list(dict.fromkeys(r["candidate"] for r in rows))
+    lines = [
+        "| candidate | metric | step | series | steps found | false change points "
+        "| false per 1,000 nights | s per series | most s |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in names:
+        for metric in METRICS:
+            for step in STEPS:
+                c = next(
+                    (
+                        r
+                        for r in rows
+                        if (r["candidate"], r["metric"], r["step"]) == (name, metric, step)
+                    ),
+                    None,
+                )
+                if c is None:
+                    continue
+                found = "–" if not step else f"{c['detected']}/{c['steps']}"
+                per = 1000 * c["false"] / c["nights"]
+                lines.append(
+                    f"| {name} | {metric} | {'none' if not step else f'±{step:.0%}'} | "
+                    f"{c['series']} | {found} | {c['false']} | {per:.2f} | "
+                    f"{c['seconds'] / c['series']:.2f} | {c['max_seconds']:.2f} |"
+                )
+    return lines
+
+
+def report_nights(files: list[Path]) -> str:
+    rows, libs = load(files)
+    clocks = {json.loads(f.read_text()).get("clock", "wall") for f in files}
+    clock = "CPU time" if clocks == {"cpu"} else "time (" + ", ".join(sorted(clocks)) + ")"
+    lines = [
+        "## Change points on long series (bench/changepoints.py --issue 29)",
+        "",
+        f"Issue 29's case: {NIGHTS}-night series (seed [{SEED}, 29]) of the noise model above "
+        "(p50 Student-t(4)·0.12 in log; p99 normal 0.35 in log plus a 3x-40x spike on one "
+        f"night in five), with {NIGHTS // STEP_GAP} steps each (uniformly placed, at least "
+        f"{MIN_GAP} nights apart; each multiplies the level by 1 + step or divides it by "
+        "that) or none; log values. `steps found` = steps with a change point within ±1 "
+        "night; `false` = every other change point. s = "
+        f"{clock} per series (mean, and the most any one took).",
+        "",
+        versions_line(libs),
+        "",
+        *nights_table(rows),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def versions(library: str) -> dict[str, str]:
@@ -525,15 +713,25 @@ def main() -> None:
     parser.add_argument(
         "--issue",
         type=int,
-        choices=[17, 27],
+        choices=[17, 27, 29],
         default=17,
-        help="whose candidates --library measures: issue 17's (the first choice) or 27's",
+        help="whose candidates --library measures: issue 17's (the first choice), 27's, 29's",
     )
     parser.add_argument(
         "--scenario",
-        choices=["long", "short"],
+        choices=["long", "short", "nights"],
         default="long",
-        help="long: 10/20/30 nights, the step anywhere; short: 4-8 nights, then 1-2 stepped",
+        help="long: 10/20/30 nights, the step anywhere; short: 4-8 nights, then 1-2 stepped; "
+        f"nights: {NIGHTS} nights with a step every {STEP_GAP} or so",
+    )
+    parser.add_argument(
+        "--series", type=int, default=NIGHTS_SERIES, help="--scenario nights: series per cell"
+    )
+    parser.add_argument(
+        "--report-nights",
+        type=Path,
+        nargs="+",
+        help="--scenario nights files: merge into RESULTS.md's changepoints_long section",
     )
     parser.add_argument("--only", help="measure only the candidates whose name matches (regex)")
     parser.add_argument(
@@ -560,6 +758,16 @@ def main() -> None:
     if args.cpu_time:
         global CLOCK
         CLOCK = time.process_time
+    if args.report_nights:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from results_file import write_section
+
+        body = report_nights(args.report_nights)
+        if args.notes:
+            body += "\n" + args.notes.read_text()
+        write_section("changepoints_long", body)
+        print(body)
+        return
     if args.report_short:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from results_file import write_section
@@ -582,12 +790,14 @@ def main() -> None:
         return
     if not args.library or not args.json:
         parser.error("--library and --json, or --report")
-    chosen = (candidates if args.issue == 17 else candidates_27)(args.library)
+    chosen = {17: candidates, 27: candidates_27, 29: candidates_29}[args.issue](args.library)
     if args.only:
         chosen = {k: v for k, v in chosen.items() if re.search(args.only, k)}
     cells = []
     for name, detect in chosen.items():
-        if args.scenario == "short":
+        if args.scenario == "nights":
+            cells += measure_nights(name, detect, args.series)
+        elif args.scenario == "short":
             cells += measure_short(name, detect, steps=args.steps)
         else:
             cells += measure(name, detect)

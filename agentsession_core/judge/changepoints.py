@@ -22,6 +22,17 @@ Either way a change point needs MIN_SIDE values on both sides: one slow night is
 not a level that stayed moved (the gate judges single nights; history.json marks the nights
 it judged regressed). Only this module knows the library: `change_points` is the seam.
 
+A series longer than WINDOW values is judged in windows of WINDOW values (docs/SPEC.md §6.4,
+bench/RESULTS.md "Change points on long series"): E-divisive over the whole series costs the
+square of its length per permutation (a history of 10,000 nights would hold matrices of 10⁸
+values), so the windows follow Otava's own split step (`otava.analysis.split`): each window
+starts half a window after the previous one, or at the last change point found in it when
+that is later, and the last is the one that reaches the newest value. In a window, a split
+the permutation test would judge goes to it only when Otava's t-test on the same split gives
+p ≤ SCREEN_PVALUE (most windows of a long series hold no step: the t-test spares them their
+permutations); the rest of the rule is the same. A series of at most WINDOW values is judged
+whole, exactly as before.
+
 Latencies are judged on log values, so a step is a ratio (a +50 % step looks the same at
 10 ms and at 2 s) and one slow night weighs less. The step size is reported in the series'
 own units, as medians of the segments either side (medians, because a single spike must not
@@ -62,11 +73,19 @@ MIN_SIDE = 2
 SEED = 17
 # A history needs this many judged nights before any change point is named.
 MIN_VALUES = 5
+# A series longer than this is judged in windows of this many values, each next one
+# WINDOW_STEP on (or at the last change point found); a calculator never sees more values.
+WINDOW = 100
+WINDOW_STEP = WINDOW // 2
+# In a window, a split goes to the permutation test only when the t-test gives at most this.
+SCREEN_PVALUE = 0.01
 # log(0) is not a number; a latency of 0 ms means "below the clock", so it is floored.
 _LOG_FLOOR = 1e-3
 
 PERMUTATION_TEST = "permutation"
 T_TEST = "t-test"
+# A window's split the t-test screen kept from the permutation test (never a change point).
+SCREENED = "screened"
 
 
 @dataclass(frozen=True)
@@ -113,14 +132,25 @@ def rule() -> dict[str, Any]:
         "min_side": MIN_SIDE,
         "seed": SEED,
         "min_values": MIN_VALUES,
+        "window": WINDOW,
+        "window_step": WINDOW_STEP,
+        "screen_max_pvalue": SCREEN_PVALUE,
+        "long_series": (
+            f"longer than {WINDOW} values: judged in windows of {WINDOW}, each "
+            f"{WINDOW_STEP} on or at the last change point found (otava.analysis.split's "
+            f"step); a split goes to the permutation test only when the t-test gives p <= "
+            f"{SCREEN_PVALUE}"
+        ),
         "scale": "log for latencies, linear otherwise",
         "step": "medians of the segments either side",
     }
 
 
-def _tester(max_pvalue: float, ttest_pvalue: float, seed: int) -> Any:
+def _tester(max_pvalue: float, ttest_pvalue: float, seed: int, screen: float | None = None) -> Any:
     """A significance tester for Otava's detector that hands each split to the library's
-    permutation tester or its t-test (module docstring) and names which one judged it."""
+    permutation tester or its t-test (module docstring) and names which one judged it;
+    `screen` (a window of a long series): a split the permutation test would judge goes to
+    it only when the t-test gives p <= screen."""
     import numpy as np
     from otava.analysis import TTestSignificanceTester
     from otava.change_point_divisive.base import ChangePoint as OtavaChangePoint
@@ -161,6 +191,11 @@ def _tester(max_pvalue: float, ttest_pvalue: float, seed: int) -> Any:
             if math.comb(left + right, min(left, right)) < MIN_ARRANGEMENTS:
                 self.tests[index] = T_TEST
                 return self.ttest.change_point(candidate, series, intervals)
+            if screen is not None and index not in self.too_short:
+                screened = self.ttest.change_point(candidate, series, intervals)
+                if not screened.stats.pvalue <= screen:  # NaN (no spread) included
+                    self.tests[index] = SCREENED
+                    return screened
             self.tests[index] = PERMUTATION_TEST
             return self.permuted(candidate, series, intervals)
 
@@ -181,7 +216,7 @@ def _tester(max_pvalue: float, ttest_pvalue: float, seed: int) -> Any:
 
         def is_significant(self, point: Any) -> bool:
             index = int(point.index)
-            if index in self.too_short:
+            if index in self.too_short or self.tests[index] == SCREENED:
                 return False
             tester = self.permutation if self.tests[index] == PERMUTATION_TEST else self.ttest
             return bool(tester.is_significant(point))
@@ -190,17 +225,51 @@ def _tester(max_pvalue: float, ttest_pvalue: float, seed: int) -> Any:
 
 
 def _detect(
-    values: Sequence[float], max_pvalue: float, seed: int, ttest_share: float = TTEST_SHARE
+    values: Sequence[float],
+    max_pvalue: float,
+    seed: int,
+    ttest_share: float = TTEST_SHARE,
+    *,
+    screen: float | None = None,
 ) -> list[tuple[Any, str]]:
-    """Otava's change points of `values`, oldest first, each with the test that judged it."""
+    """Otava's change points of `values` (the whole series at once), oldest first, each with
+    the test that judged it."""
     import numpy as np
     from otava.change_point_divisive.calculator import PairDistanceCalculator
     from otava.change_point_divisive.detector import ChangePointDetector
 
-    tester = _tester(max_pvalue, max_pvalue * ttest_share, seed)
+    tester = _tester(max_pvalue, max_pvalue * ttest_share, seed, screen)
     detector = ChangePointDetector(significance_tester=tester, calculator=PairDistanceCalculator)
     points = detector.get_change_points(np.asarray(values, dtype=float))
     return [(p, tester.tests[int(p.index)]) for p in sorted(points, key=lambda p: int(p.index))]
+
+
+def _detect_windowed(
+    values: Sequence[float],
+    max_pvalue: float,
+    seed: int,
+    ttest_share: float = TTEST_SHARE,
+    *,
+    window: int = WINDOW,
+    step: int | None = None,
+    screen: float | None = SCREEN_PVALUE,
+) -> list[tuple[Any, str]]:
+    """A long series' change points (module docstring): Otava's split step with this rule's
+    tester in each window; indexes are the whole series'. Each window starts afresh (its own
+    seeded permutations), so a window judges the same whatever came before it."""
+    step = step or window // 2
+    found: dict[int, tuple[Any, str]] = {}
+    start, n = 0, len(values)
+    while start < n:
+        end = min(start + window, n)
+        points = _detect(values[start:end], max_pvalue, seed, ttest_share, screen=screen)
+        for point, test in points:
+            point.index = int(point.index) + start
+            found.setdefault(point.index, (point, test))
+        if end == n:
+            break
+        start = max(max((int(p.index) for p, _ in points), default=start), start + step)
+    return [found[i] for i in sorted(found)]
 
 
 def _number(value: Any) -> float | None:
@@ -222,7 +291,10 @@ def change_points(
     if len(values) < MIN_VALUES:
         return []
     scaled = [math.log(max(v, _LOG_FLOOR)) for v in values] if log else [float(v) for v in values]
-    found = _detect(scaled, max_pvalue, seed)
+    if len(scaled) > WINDOW:
+        found = _detect_windowed(scaled, max_pvalue, seed)
+    else:
+        found = _detect(scaled, max_pvalue, seed)
     bounds = [0, *(int(p.index) for p, _ in found), len(values)]
     out: list[ChangePoint] = []
     for i, (point, test) in enumerate(found, start=1):

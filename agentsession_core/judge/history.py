@@ -4,11 +4,15 @@ headline figures, and where each figure changed (docs/SPEC.md §6.4).
 A destination is a campaign's ``out`` directory or its ``dest`` s3:// prefix; runs live at
 ``<prefix>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/`` (docs/SPEC.md §7).
 `find_runs` lists them oldest first; `load_series` reads each (gate.json through
-judge.gate.load_run, campaign.json beside it) into a RunRecord. A run that cannot be read is
-kept, with the reason in `error`: a history that silently lost a bad night would look
-calmer than it was. Each run also carries the figures its own gate judged `regressed`
-(gate.json's `baseline.regressions` and, for a paired campaign, `paired.regressions`), so a
-history too short for a change point still shows which nights failed on which figure.
+judge.stored_run.load_gate, campaign.json beside it) into a RunRecord that keeps only what
+history shows of it (verdict, reason, figures, regressions: never the whole gate.json, so a
+history of 10,000 nights holds 10,000 small records). A run is believed when sealed, the
+files read hashed and the others checked by presence and size (docs/SPEC.md §6.4). A run
+that cannot be read is kept, with the reason in `error`: a history that silently lost a
+bad night would look calmer than it was. Each run also carries the figures its own gate
+judged `regressed` (gate.json's `baseline.regressions` and, for a paired campaign,
+`paired.regressions`), so a history too short for a change point still shows which nights
+failed on which figure.
 `history_document` is history.json: the runs, the series per metric and the change points.
 
 Everything is synchronous (boto3 for s3://): async callers use asyncio.to_thread.
@@ -25,7 +29,7 @@ from typing import Any
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge import changepoints, run_index
 from agentsession_core.judge.figures import Figure, figures_of, headline_metrics, is_latency
-from agentsession_core.judge.stored_run import load_run
+from agentsession_core.judge.stored_run import load_gate
 from agentsession_core.output import upload
 
 HISTORY_SCHEMA = "agentsession.history/1"
@@ -40,12 +44,12 @@ class HistoryError(AgentsessionError):
     exit_code = 2
 
 
-@dataclass
+@dataclass(slots=True)
 class RunRecord:
-    """One run of the history. `gate` and `params` are None when unreadable; `error` then
-    says why. `run_ts` is the layout's run_ts (unix seconds). `regressions`: the metrics
-    this run's gate judged regressed (against its baselines or, paired, its reference arm),
-    sorted."""
+    """One run of the history: what history.json shows of it, not its files. `error` says
+    why it could not be read (then no figures) or what it lacks (campaign.json). `run_ts` is
+    the layout's run_ts (unix seconds). `regressions`: the metrics this run's gate judged
+    regressed (against its baselines or, paired, its reference arm), sorted."""
 
     location: str
     name: str
@@ -54,8 +58,6 @@ class RunRecord:
     tag: str
     verdict: str = "void"
     reason: str = ""
-    gate: dict[str, Any] | None = None
-    params: dict[str, Any] | None = None
     figures: dict[str, Figure] = field(default_factory=dict)
     regressions: list[str] = field(default_factory=list)
     error: str | None = None
@@ -64,7 +66,8 @@ class RunRecord:
     def judged(self) -> bool:
         return self.error is None and self.verdict in JUDGED_VERDICTS
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, figures: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        """history.json's run; `figures`: its figures as dicts already made (shared)."""
         return {
             "location": self.location,
             "name": self.name,
@@ -75,8 +78,14 @@ class RunRecord:
             "reason": self.reason,
             "error": self.error,
             "regressions": list(self.regressions),
-            "figures": {m: f.to_dict() for m, f in self.figures.items()},
+            "figures": _figure_dicts(self) if figures is None else figures,
         }
+
+
+def _figure_dicts(record: RunRecord) -> dict[str, dict[str, Any]]:
+    # A Figure's fields are flat numbers and text: its __dict__ is asdict's result, made
+    # without asdict's recursive copy (140,000 figures in a history of 10,000 nights).
+    return {m: dict(vars(f)) for m, f in record.figures.items()}
 
 
 def regressions_of(gate: dict[str, Any]) -> list[str]:
@@ -122,19 +131,17 @@ def load_record(location: str, *, endpoint_url: str | None = None) -> RunRecord:
         else RunRecord(location, "", "", float("inf"), "")
     )
     try:
-        run = load_run(location, endpoint_url=endpoint_url)
+        # Sealed, the files read hashed, the others by presence and size (SPEC §6.4).
+        gate, params = load_gate(location, endpoint_url=endpoint_url)
     except Exception as exc:  # a bad night is listed with its reason, never dropped
         record.error = str(exc) or type(exc).__name__
         record.reason = f"unreadable: {record.error}"
         return record
-    gate = run["gate"]
-    record.gate = gate
     record.verdict = str(gate.get("verdict") or "void")
     record.reason = str(gate.get("reason") or "")
     record.figures = figures_of(gate)
     record.regressions = regressions_of(gate)
-    record.params = run["params"] or None
-    if record.params is None:  # the gate is still usable; say what is missing
+    if not params:  # the gate is still usable; say what is missing
         record.error = "campaign.json: missing or without parameters"
     return record
 
@@ -155,7 +162,14 @@ def judged(records: list[RunRecord]) -> list[RunRecord]:
 
 
 # --------------------------------------------------------------------------- history.json
-def _series(records: list[RunRecord], metric: str) -> dict[str, Any]:
+def _series(
+    nights: list[int],
+    records: list[RunRecord],
+    figures: list[dict[str, dict[str, Any]]],
+    metric: str,
+) -> dict[str, Any]:
+    """One campaign's series of `metric`: `records` are its runs, `nights` their indexes in
+    the whole history's runs, `figures` their figures as dicts."""
     points = [
         {
             "location": r.location,
@@ -163,29 +177,28 @@ def _series(records: list[RunRecord], metric: str) -> dict[str, Any]:
             "tag": r.tag,
             "verdict": r.verdict,
             "regressed": metric in r.regressions,
-            **r.figures[metric].to_dict(),
+            **f[metric],
         }
-        for r in records
-        if metric in r.figures
+        for r, f in zip(records, figures, strict=True)
+        if metric in f
     ]
-    usable = [r for r in judged(records) if metric in r.figures]
-    values = [r.figures[metric].value for r in usable]
+    usable = [i for i, r in enumerate(records) if r.judged and metric in r.figures]
+    values = [records[i].figures[metric].value for i in usable]
     found = changepoints.change_points(values, log=is_latency(metric))
     unit = next((p["unit"] for p in points if p.get("unit")), "")
-    cps = [
-        {
-            "metric": metric,
-            "location": usable[c.index].location,
-            "run_ts": usable[c.index].to_dict()["run_ts"],
-            "tag": usable[c.index].tag,
-            "index": c.index,
-            **c.to_dict(),
-        }
-        for c in found
-    ]
-    for cp in cps:
-        cp.pop("index")
-        cp["night"] = next(i for i, r in enumerate(records) if r.location == cp["location"])
+    cps = []
+    for c in found:
+        run = records[usable[c.index]]
+        cps.append(
+            {
+                "metric": metric,
+                "location": run.location,
+                "run_ts": run.run_ts if math.isfinite(run.run_ts) else None,
+                "tag": run.tag,
+                **{k: v for k, v in c.to_dict().items() if k != "index"},
+                "night": nights[usable[c.index]],
+            }
+        )
     return {
         "metric": metric,
         "unit": unit,
@@ -199,15 +212,22 @@ def history_document(
     records: list[RunRecord], *, prefix: str, name: str | None = None
 ) -> dict[str, Any]:
     """history.json: the runs in order, per campaign name and metric the series and its
-    change points, and every change point in one list."""
-    names = list(dict.fromkeys(r.name for r in records))
+    change points, and every change point in one list. Each figure's dict is made once and
+    shared by the run and its series point's source."""
+    figures = [_figure_dicts(r) for r in records]
+    by_name: dict[str, list[int]] = {}
+    for night, record in enumerate(records):
+        by_name.setdefault(record.name, []).append(night)
     known = headline_metrics()
     campaigns: list[dict[str, Any]] = []
-    for campaign in names:
-        mine = [r for r in records if r.name == campaign]
+    for campaign, nights in by_name.items():
+        mine = [records[i] for i in nights]
+        theirs = [figures[i] for i in nights]
         present = {m for r in mine for m in r.figures}
         metrics = known + sorted(present - set(known))
-        campaigns.append({"name": campaign, "series": [_series(mine, m) for m in metrics]})
+        campaigns.append(
+            {"name": campaign, "series": [_series(nights, mine, theirs, m) for m in metrics]}
+        )
     everything = [
         dict(cp, name=c["name"])
         for c in campaigns
@@ -220,7 +240,7 @@ def history_document(
         "name": name,
         "generated_unix": time.time(),
         "rule": changepoints.rule(),
-        "runs": [r.to_dict() for r in records],
+        "runs": [r.to_dict(f) for r, f in zip(records, figures, strict=True)],
         "campaigns": campaigns,
         "change_points": sorted(everything, key=lambda cp: (cp["night"], cp["metric"])),
     }

@@ -3,7 +3,9 @@ windows, status and parameters — what `agentsession gate`, `gate --baseline`, 
 `baseline`, `baseline: auto` and history believe of a run.
 
 A run is believed only when sealed (output/run_reader.py `check_sealed`: manifest.json
-complete, every file it lists present with its size and sha256). Every file is read through
+complete, every file it lists present with its size and sha256). History reads many runs
+for their figures alone: `load_gate` checks the same manifest by presence and size and
+hashes only the files it reads (`open_sealed`, docs/SPEC.md §6.4). Every file is read through
 output/run_reader.py (regular files only, capped, JSON without NaN or runaway nesting) and
 gate.json is checked against its schema (judge/gate.py `check_gate`). A file that is missing
 is None; any other problem is a GateInputError naming the file (exit 2)."""
@@ -92,6 +94,25 @@ def load_run(location: str, *, endpoint_url: str | None = None, verify: bool = T
     except RunReadError as exc:
         raise GateInputError(str(exc)) from None
     params = (campaign or {}).get("params") or {}
+    gate, windows = _judged(location, gate, windows_bytes, status, params)
+    return {
+        "location": location,
+        "gate": gate,
+        "windows": windows,
+        "status": status,
+        "params": params,
+    }
+
+
+def _judged(
+    location: str,
+    gate: dict | None,
+    windows_bytes: bytes | None,
+    status: dict | None,
+    params: dict,
+) -> tuple[dict, list[WindowVerdict]]:
+    """The run's gate (gate.json checked against its schema, or rebuilt from its windows and
+    status) and its windows."""
     windows = _windows(location, windows_bytes) if windows_bytes is not None else []
     if gate is not None:
         check_gate(gate, run_reader.where(location, "gate.json"))
@@ -108,13 +129,35 @@ def load_run(location: str, *, endpoint_url: str | None = None, verify: bool = T
     gate.setdefault("location", location)
     if not gate.get("conditions") and params:
         gate["conditions"] = conditions(params)
-    return {
-        "location": location,
-        "gate": gate,
-        "windows": windows,
-        "status": status,
-        "params": params,
-    }
+    return gate, windows
 
 
-__all__ = ["load_run", "read_file"]
+def load_gate(location: str, *, endpoint_url: str | None = None) -> tuple[dict, dict]:
+    """(gate, params) of a finished run as history believes it (docs/SPEC.md §6.4): sealed
+    as output/run_reader.py `open_sealed` checks (manifest.json complete, every file it lists
+    present with its size, none of the gate's files unlisted), and each file read hashed
+    against the manifest as it is read: gate.json and campaign.json, and windows.jsonl and
+    status.json only for a run without gate.json, whose gate is rebuilt from them as
+    load_run does. A refusal is a GateInputError, the line load_run gives where both
+    check; only an altered file history does not read goes unnoticed."""
+    location = _normalise(location)
+    try:
+        sealed = run_reader.open_sealed(location, endpoint_url=endpoint_url)
+        gate = sealed.json("gate.json")
+        windows_bytes = status = None
+        if gate is None:
+            windows_bytes = sealed.read("windows.jsonl")
+            status = run_reader.check_status(
+                sealed.json("status.json"), run_reader.where(location, "status.json")
+            )
+        campaign = run_reader.check_campaign(
+            sealed.json("campaign.json"), run_reader.where(location, "campaign.json")
+        )
+    except RunReadError as exc:
+        raise GateInputError(str(exc)) from None
+    params = (campaign or {}).get("params") or {}
+    gate, _ = _judged(location, gate, windows_bytes, status, params)
+    return gate, params
+
+
+__all__ = ["load_gate", "load_run", "read_file"]

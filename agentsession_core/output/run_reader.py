@@ -18,6 +18,12 @@ Each refusal is a RunReadError: one line naming the file and what is wrong with 
 `check_sealed` is what a gate believes before anything else: manifest.json present and
 complete, every file it lists present with its size and sha256, and none of the files the
 gate reads present without being listed.
+
+`open_sealed` is history's lighter form of it (docs/SPEC.md §6.4): the same manifest, every
+listed file present with its listed size and none of the gate's files unlisted, but only the
+files it then reads are hashed, from the very bytes it reads (`SealedRun.read`). A history
+of 10,000 nights would otherwise hash every night's every file (a real run's are megabytes:
+stats_history, gauges, hold_seconds, report.html) to show figures from its gate.json alone.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -98,8 +105,12 @@ def _not_regular(mode: int) -> str | None:
     return next((kind for test, kind in _KINDS if test(mode)), "not a file")
 
 
-def _inside(root: Path, name: str) -> Path:
+def _inside(root: Path, name: str) -> str:
     """root/name, refusing a name that could leave the run (a manifest lists paths)."""
+    if name and "/" not in name and name not in (".", ".."):
+        # A file at the top of the run, the usual case: nothing on the way to check, and no
+        # Path built (history reads 10,000 runs' manifests).
+        return os.path.join(root, name)
     parts = PurePosixPath(name).parts
     if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
         raise RunReadError(f"{where(str(root), name)}: not a path inside the run")
@@ -108,7 +119,7 @@ def _inside(root: Path, name: str) -> Path:
     for parent in list(path.parents)[: len(parts) - 1]:
         if parent.is_symlink():
             raise RunReadError(f"{where(str(root), name)}: under a symbolic link")
-    return path
+    return str(path)
 
 
 def _lstat(root: Path, name: str) -> os.stat_result | None:
@@ -192,20 +203,24 @@ def read_run_file(
 
 
 # --------------------------------------------------------------------------- JSON
-def _depth_ok(value: Any, limit: int) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return False
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return True
+# Everything but brackets and quotes (bytes.translate deletes them).
+_NOT_STRUCTURE = bytes(i for i in range(256) if i not in b'[]{}"')
+_INNERMOST = re.compile(rb"\{\}|\[\]")
+
+
+def _text_depth_ok(data: bytes, limit: int) -> bool:
+    """Whether JSON text orjson has parsed (so valid JSON) nests arrays and objects no more
+    than `limit` deep (the outermost is level 1), from the text at C speed rather than by
+    walking the value: with the escaped backslashes and quotes gone every quote delimits a
+    string; without the strings only brackets are left, and each pass takes away the
+    innermost pairs, one level, so they are gone after as many passes as they nest deep."""
+    text = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+    brackets = b"".join(text.split(b'"')[::2])
+    for _ in range(limit):
+        if not brackets:
+            return True
+        brackets = _INNERMOST.sub(b"", brackets)
+    return not brackets
 
 
 def parse_json(data: bytes | str, place: str) -> Any:
@@ -214,7 +229,9 @@ def parse_json(data: bytes | str, place: str) -> Any:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise RunReadError(f"{place}: not valid JSON ({_why(exc)})") from None
-    if not _depth_ok(value, MAX_DEPTH):
+    if isinstance(value, dict | list) and not _text_depth_ok(
+        data.encode("utf-8") if isinstance(data, str) else bytes(data), MAX_DEPTH
+    ):
         raise RunReadError(f"{place}: not valid JSON (nested deeper than {MAX_DEPTH} levels)")
     return value
 
@@ -378,6 +395,98 @@ def _check_s3(location: str, entries: list[tuple[str, int, str]], endpoint_url: 
     return "bytes" if read_bytes else "checksums"
 
 
+class SealedRun:
+    """A run whose manifest lists every file present with its size (`open_sealed`); `read`
+    returns a file's bytes only when their sha256 is the one the manifest lists."""
+
+    def __init__(
+        self, location: str, entries: list[tuple[str, int, str]], endpoint_url: str | None
+    ) -> None:
+        self.location = location
+        self.endpoint_url = endpoint_url
+        self.listed = {name: (size, digest) for name, size, digest in entries}
+
+    def read(self, name: str) -> bytes | None:
+        """A listed file's bytes, checked against the manifest; None for a file it does not
+        list (`open_sealed` made sure none of the gate's files is present unlisted)."""
+        entry = self.listed.get(name)
+        if entry is None:
+            return None
+        data = read_run_file(self.location, name, endpoint_url=self.endpoint_url)
+        place = where(self.location, name)
+        if data is None:
+            raise RunReadError(f"{place}: missing (listed in {MANIFEST})")
+        size, digest = entry
+        if len(data) != size:
+            raise RunReadError(f"{place}: altered: {len(data)} bytes, {MANIFEST} says {size}")
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise RunReadError(f"{place}: altered: sha256 differs from {MANIFEST}")
+        return data
+
+    def json(self, name: str) -> dict[str, Any] | None:
+        """A listed JSON object file (see `read`), or None when the manifest lists none."""
+        data = self.read(name)
+        if data is None:
+            return None
+        value = parse_json(data, where(self.location, name))
+        if not isinstance(value, dict):
+            raise RunReadError(f"{where(self.location, name)}: expected a JSON object")
+        return value
+
+
+def _sizes_local(root: Path, entries: list[tuple[str, int, str]]) -> None:
+    location = str(root)
+    for name, size, _ in entries:
+        st = _lstat(root, name)
+        if st is None:
+            raise RunReadError(f"{where(location, name)}: missing (listed in {MANIFEST})")
+        cap = cap_of(name)
+        if st.st_size > cap:
+            raise _over_cap(location, name, st.st_size, cap)
+        if st.st_size != size:
+            raise RunReadError(
+                f"{where(location, name)}: altered: {st.st_size} bytes, {MANIFEST} says {size}"
+            )
+    listed = {name for name, _, _ in entries}
+    for name in GATE_FILES:
+        if name not in listed and _lstat(root, name) is not None:
+            raise RunReadError(f"{where(location, name)}: not listed in {MANIFEST}")
+
+
+def _sizes_s3(location: str, entries: list[tuple[str, int, str]], endpoint_url: str | None) -> None:
+    try:
+        sizes = upload.list_sizes(location, endpoint_url=endpoint_url)
+    except upload.UploadError as exc:
+        raise RunReadError(f"cannot list {exc}") from None
+    for name, size, _ in entries:
+        place = where(location, name)
+        if name not in sizes:
+            raise RunReadError(f"{place}: missing (listed in {MANIFEST})")
+        cap = cap_of(name)
+        if sizes[name] > cap:
+            raise _over_cap(location, name, sizes[name], cap)
+        if sizes[name] != size:
+            raise RunReadError(f"{place}: altered: {sizes[name]} bytes, {MANIFEST} says {size}")
+    listed = {name for name, _, _ in entries}
+    for name in GATE_FILES:
+        if name not in listed and name in sizes:
+            raise RunReadError(f"{where(location, name)}: not listed in {MANIFEST}")
+
+
+def open_sealed(location: str, *, endpoint_url: str | None = None) -> SealedRun:
+    """History's check of a sealed run (module docstring): refused (RunReadError, the same
+    one line `check_sealed` gives) when the manifest is missing or incomplete, a listed file
+    is missing or of another size, or a gate's file is present unlisted; the files are then
+    read through the SealedRun, which hashes each as it is read."""
+    manifest = read_json_file(location, MANIFEST, endpoint_url=endpoint_url)
+    entries = _entries(location, manifest)
+    if upload.is_s3(location):
+        _sizes_s3(location.rstrip("/"), entries, endpoint_url)
+        return SealedRun(location.rstrip("/"), entries, endpoint_url)
+    _sizes_local(Path(location), entries)
+    return SealedRun(location, entries, endpoint_url)
+
+
 def check_sealed(location: str, *, endpoint_url: str | None = None) -> str:
     """Refuse (RunReadError, one line naming the file) a run whose manifest is missing or
     incomplete, or whose files are not as it lists them. Returns how an s3 run was checked
@@ -397,10 +506,12 @@ __all__ = [
     "GATE_FILES",
     "MAX_DEPTH",
     "RunReadError",
+    "SealedRun",
     "cap_of",
     "check_campaign",
     "check_sealed",
     "check_status",
+    "open_sealed",
     "parse_json",
     "parse_jsonl",
     "read_json_file",

@@ -10,14 +10,22 @@ vertical line labelled with its step; "no data" where no night has the metric. T
 change points and the nights as tables (with the figures each night's gate judged
 regressed), each night linking to its report.html (a relative link for a local run; an s3 run
 is named as text, since the page must not point outside itself).
+
+A chart draws at most MAX_DRAWN marks: a campaign of more nights is drawn in bins of
+consecutive nights (a dot at the median of the bin's values, its whisker their range, in
+the colour of its worst verdict, ringed when a night in it was judged regressed), so a
+history of 10,000 nights is 14 charts of 300 dots, not of 10,000; every night stays in the
+nights table and in history.json.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from agentsession_core.output.upload import is_s3
@@ -32,6 +40,8 @@ CHANGE_COLOUR = "#e65100"
 REGRESSED_COLOUR = "#ad1457"
 _W, _H = 680, 250
 _LEFT, _RIGHT, _TOP, _BOTTOM = 58, 14, 40, 34
+# The most nights a chart draws one by one (about 2 px each); more are drawn in bins.
+MAX_DRAWN = 300
 
 _CSS = """
 *{box-sizing:border-box}
@@ -72,7 +82,60 @@ def _step_label(cp: dict[str, Any]) -> str:
     return f"{relative:+.0%}" if isinstance(relative, int | float) else f"{cp['absolute']:+g}"
 
 
+def bin_size(nights: int) -> int:
+    """How many consecutive nights a chart draws as one mark (1: each night its own)."""
+    return max(1, math.ceil(nights / MAX_DRAWN))
+
+
+def _worst(verdicts: set[str]) -> str:
+    return next((v for v in ("fail", "pass") if v in verdicts), "void")
+
+
+def _binned(
+    runs: list[dict[str, Any]], series: dict[str, Any], size: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The nights and the series drawn in bins of `size` consecutive nights: one pseudo night
+    per bin, one point per bin holding the metric (the median of its values, whiskers their
+    range, the worst verdict, regressed when any night was), each change point at its bin."""
+    night_of = {run["location"]: i for i, run in enumerate(runs)}
+    bins = [
+        {
+            "location": f"#bin-{b}",
+            "tag": _night_label(runs[b * size]),
+            "last": _night_label(runs[min(len(runs), (b + 1) * size) - 1]),
+        }
+        for b in range(math.ceil(len(runs) / size))
+    ]
+    grouped: dict[int, list[dict[str, Any]]] = {}
+    for p in series.get("points") or []:
+        grouped.setdefault(night_of[p["location"]] // size, []).append(p)
+    points = []
+    for b, members in grouped.items():
+        values = [p["value"] for p in members]
+        points.append(
+            {
+                "location": bins[b]["location"],
+                "tag": f"{bins[b]['tag']}–{bins[b]['last']} ({len(members)} nights)",
+                "verdict": _worst({p["verdict"] for p in members}),
+                "regressed": any(p.get("regressed") for p in members),
+                "value": median(values),
+                "low": min(values),
+                "high": max(values),
+            }
+        )
+    points.sort(key=lambda p: int(p["location"].rsplit("-", 1)[1]))
+    cps = [
+        dict(cp, location=bins[night_of[cp["location"]] // size]["location"])
+        for cp in series.get("change_points") or []
+        if cp.get("location") in night_of
+    ]
+    return bins, dict(series, points=points, change_points=cps)
+
+
 def _chart(title: str, unit: str, runs: list[dict[str, Any]], series: dict[str, Any]) -> str:
+    size = bin_size(len(runs))
+    if size > 1:
+        runs, series = _binned(runs, series, size)
     points = series.get("points") or []
     if not points:
         return (
@@ -267,7 +330,18 @@ def render_history(doc: dict[str, Any], *, out_dir: Path | None = None) -> str:
     ]
     for campaign in doc.get("campaigns") or []:
         mine = [r for r in runs if r.get("name") == campaign["name"]]
-        parts.append(f'<h2>{esc(campaign["name"])}: per night</h2><div class="grid2">')
+        parts.append(f"<h2>{esc(campaign['name'])}: per night</h2>")
+        size = bin_size(len(mine))
+        if size > 1:
+            parts.append(
+                f'<p class="meta">{len(mine)} nights, drawn in bins of {size} consecutive '
+                "nights: a dot is the median of a bin's values and its whisker their range "
+                "(not an interval), in the colour of the bin's worst verdict (fail, then "
+                "pass, then void), ringed when a night in it was judged regressed; a change "
+                "point is drawn at its bin. Every night is in the table below and in "
+                "history.json.</p>"
+            )
+        parts.append('<div class="grid2">')
         parts += [
             _chart(s["metric"], s.get("unit") or "", mine, s) for s in campaign.get("series", [])
         ]

@@ -67,3 +67,39 @@ def test_the_rule_says_both_tests_and_their_thresholds() -> None:
     assert rule["min_side"] == 2 and rule["min_values"] == 5 and rule["seed"] == 17
     assert "TTestSignificanceTester" in rule["method"]
     assert "PermutationsSignificanceTester" in rule["method"]
+
+
+# --------------------------------------------------------------------------- long series
+def _long_series(seed: int, n: int, steps: dict[int, float]) -> list[float]:
+    rng = np.random.default_rng(seed)
+    values = 200.0 * np.exp(0.12 * rng.standard_t(4, n))
+    for at, factor in steps.items():
+        values[at:] *= factor
+    return [float(v) for v in values]
+
+
+def test_a_long_series_is_judged_in_windows_and_its_steps_found_where_they_are() -> None:
+    # 450 nights: longer than WINDOW, so judged window by window; two steps, one up, one down.
+    values = _long_series(3, 450, {130: 1.6, 330: 0.6})
+    assert len(values) > changepoints.WINDOW
+    found = change_points(values)
+    near = [cp for cp in found if any(abs(cp.index - at) <= 1 for at in (130, 330))]
+    assert len({min((130, 330), key=lambda a: abs(a - cp.index)) for cp in near}) == 2
+    # Everything else the windows name would be a false change point: none on this series.
+    assert len(found) == len(near)
+    up = next(cp for cp in near if abs(cp.index - 130) <= 1)
+    assert up.relative is not None and 0.4 < up.relative < 0.8
+
+
+def test_a_long_step_free_series_has_no_change_point_and_the_rule_names_the_windows() -> None:
+    assert change_points(_long_series(5, 600, {})) == []
+    rule = changepoints.rule()
+    assert rule["window"] == changepoints.WINDOW and "windows" in rule["long_series"]
+
+
+def test_windows_cover_the_whole_series_and_give_indexes_of_the_whole() -> None:
+    # A step in the last few values of a long series is still in a window (the last reaches
+    # the newest value), at its index in the whole series.
+    values = _long_series(7, 260, {250: 2.0})
+    (cp,) = change_points(values)
+    assert cp.index == 250

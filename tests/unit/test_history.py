@@ -15,12 +15,15 @@ from agentsession_core.judge.changepoints import change_points
 from agentsession_core.judge.figures import Figure, figures_of
 from agentsession_core.judge.history import (
     HistoryError,
+    RunRecord,
     find_runs,
     history_document,
     load_series,
     regressions_of,
 )
 from agentsession_core.output.run_dir import RunDir
+from agentsession_core.output.run_reader import RunReadError, open_sealed
+from agentsession_core.report import history_page
 from agentsession_core.report.history_page import render_history
 from tests.unit.test_report import assert_self_contained
 
@@ -88,20 +91,12 @@ def test_an_unreadable_run_is_listed_with_its_reason(tmp_path: Path) -> None:
     records = load_series(str(tmp_path), "nightly")
     assert [r.tag for r in records] == ["good", "broken", "no-campaign"]
     good, broken, bare = records
-    assert (
-        good.error is None
-        and good.verdict == "pass"
-        and good.params
-        == {
-            "name": "nightly",
-            "seed": 7,
-        }
-    )
+    assert good.error is None and good.verdict == "pass" and good.judged
     assert good.run_ts == 100 and good.name == "nightly" and good.run_date == "2026-12-01"
-    assert broken.gate is None and broken.verdict == "void" and not broken.judged
+    assert broken.figures == {} and broken.verdict == "void" and not broken.judged
     assert "not valid JSON" in (broken.error or "") and "unreadable" in broken.reason
     # Its gate is still read; what is missing is said.
-    assert bare.gate is not None and "campaign.json" in (bare.error or "")
+    assert bare.verdict == "pass" and "campaign.json" in (bare.error or "")
     assert bare.figures["TimeToWake.p50"].value == 10.0
 
 
@@ -300,3 +295,66 @@ def test_history_command_on_a_missing_prefix_exits_2(
 ) -> None:
     assert main(["history", str(tmp_path / "none"), "-o", str(tmp_path / "h.html")]) == 2
     assert "no such directory" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- many nights
+def test_history_believes_a_sealed_run_hashing_only_what_it_reads(tmp_path: Path) -> None:
+    run = lay_run(tmp_path, "nightly", 100, "a")
+    (run / "logs.txt").write_text("x" * 100)
+    RunDir(run).write_manifest()
+    assert open_sealed(str(run)).json("gate.json")["verdict"] == "pass"
+    # A file history reads, altered in place (same size): refused on its hash.
+    text = (run / "gate.json").read_text()
+    (run / "gate.json").write_text(text.replace("pass for", "fail for"))
+    assert load_series(str(tmp_path))[0].error is not None
+    with pytest.raises(RunReadError, match=r"gate\.json: altered: sha256 differs"):
+        open_sealed(str(run)).json("gate.json")
+    (run / "gate.json").write_text(text)
+    # A file it does not read: checked by presence and size.
+    (run / "logs.txt").write_text("x" * 99)
+    with pytest.raises(RunReadError, match=r"logs\.txt: altered: 99 bytes"):
+        open_sealed(str(run))
+    (run / "logs.txt").unlink()
+    with pytest.raises(RunReadError, match=r"logs.txt: missing \(listed in manifest.json\)"):
+        open_sealed(str(run))
+    record = load_series(str(tmp_path))[0]
+    assert not record.judged and "logs.txt: missing" in (record.error or "")
+
+
+def test_a_gate_file_present_but_unlisted_is_refused(tmp_path: Path) -> None:
+    run = lay_run(tmp_path, "nightly", 100, "a")
+    (run / "windows.jsonl").write_text("{}\n")
+    with pytest.raises(RunReadError, match=r"windows\.jsonl: not listed in manifest\.json"):
+        open_sealed(str(run))
+
+
+def test_a_history_of_more_nights_than_a_chart_draws_is_drawn_in_bins() -> None:
+    nights = history_page.MAX_DRAWN * 2 + 1
+    records = []
+    for night in range(nights):
+        fail = night == 250
+        records.append(
+            RunRecord(
+                f"/r/n{night}",
+                "nightly",
+                "2026-12-01",
+                float(1000 + night),
+                f"n{night:04d}",
+                verdict="fail" if fail else "pass",
+                figures={"TimeToWake.p50": Figure(value=10.0 + (night % 3), unit="ms")},
+                regressions=["TimeToWake.p50"] if fail else [],
+            )
+        )
+    doc = history_document(records, prefix="p")
+    assert len(doc["runs"]) == nights  # every night stays in history.json
+    page = render_history(doc)
+    size = history_page.bin_size(nights)
+    assert size == 3
+    assert f"{nights} nights, drawn in bins of {size} consecutive nights" in page
+    # The TimeToWake.p50 chart holds one dot per bin (the other metrics have no data), the
+    # bin with the failed night in the colour of its worst verdict, ringed as regressed.
+    dots = page.count('class="night-pass"') + page.count('class="night-fail"')
+    assert dots == math.ceil(nights / size)
+    assert page.count('class="night-fail"') == 1 and page.count('class="regressed"') == 1
+    # Every night is still in the nights table.
+    assert all(f"n{night:04d}" in page for night in (0, 250, nights - 1))
