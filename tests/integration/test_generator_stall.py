@@ -89,7 +89,10 @@ def stall_while_registering(
     ) as sub:
         args = [sys.executable, "-m", "agentsession_core", "run", "--substrate", sub.url]
         args += ["--script", "smoke", "--population", "turnover", "--sessions", str(SESSIONS)]
-        args += ["--awake", "4", "--target-rps", "2", "--spawn-rate", "5"]
+        # 2.5/s: registering everyone takes 120 s, so the run fails before it is done (at 5/s
+        # a loaded CI box's watchdog saw a 1 s stall only at 76 s, after every create had
+        # gone out: "stopped" was then true of nothing).
+        args += ["--awake", "4", "--target-rps", "2", "--spawn-rate", "2.5"]
         args += ["--think-scale", "0.05", "--registration-quiet-seconds", "1s", "--hold", "5s"]
         # Registration must not run out of time first: its own deadline is another failure.
         args += ["--registration-deadline-seconds", "600s", "--stop-grace-seconds", "2s"]
@@ -151,7 +154,9 @@ def test_a_starved_generator_is_blamed_not_the_substrate(tmp_path: Path) -> None
         until = time.monotonic() + 180
         while not failed.is_set() and time.monotonic() < until and generator.poll() is None:
             os.kill(generator.pid, signal.SIGSTOP)
-            time.sleep(1.0)
+            # 2 s stopped, 20 ms running: a 1 s stop let the watchdog's probes through often
+            # enough that three in a row went unanswered anywhere from 70 s to over 180 s in.
+            time.sleep(2.0)
             os.kill(generator.pid, signal.SIGCONT)
             time.sleep(0.02)
 
