@@ -64,6 +64,20 @@ class ActorInfo:
     pool: str | None = None  # the worker pool it runs on or is bound to, when the answer says
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One worker as the control API's worker listing says it (docs/SPEC.md §2.7): a worker
+    holds up to `capacity` actors, `allocated` of them now; `actors` are "atespace/name"."""
+
+    name: str
+    pool: str | None
+    capacity: int
+    allocated: int
+    state: str = "active"  # "active" or "draining"
+    actors: tuple[str, ...] = ()
+    memory_limit_bytes: int | None = None
+
+
 @dataclass(slots=True)
 class RouterResponse:
     """A successful (2xx) answer from an actor through the router. `result` is the decoded
@@ -104,6 +118,12 @@ class Substrate(Protocol):
 
     async def pause_actor(self, atespace: str, name: str) -> None: ...
     async def delete_actor(self, atespace: str, name: str) -> None: ...
+    async def list_workers(self) -> list[WorkerInfo]:
+        """The worker listing with each worker's assigned actors (ListWorkers +
+        ListWorkerActorAssignments on the ate wire, GET /v1/workers on the JSON wire). A
+        substrate without one raises SubstrateError UNIMPLEMENTED."""
+        ...
+
 
     # router
     async def request(
