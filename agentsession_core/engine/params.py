@@ -356,18 +356,6 @@ class RunParams(Section):
             )
         return self
 
-    @model_validator(mode="after")
-    def _one_process_pairs(self) -> RunParams:
-        if self.reference is not None and (
-            self.generator.cluster is not None or self.generator.shards != 1
-        ):
-            raise ValueError(
-                "reference: a paired run drives both arms from one generator process; "
-                "generator.shards must be 1 and generator.cluster unset (paired shards are not "
-                "built yet: docs/limits.md)"
-            )
-        return self
-
     @property
     def paired(self) -> bool:
         """Whether a reference arm runs beside the candidate (docs/SPEC.md §6.8)."""

@@ -26,6 +26,10 @@ when the substrate answers again after an outage, every shard checks its residen
 it and replaces what was lost (docs/SPEC.md §5.8). Leaving the run stops every shard
 (their load at once, then each deletes its own actors), merges their last seconds, writes
 one set of artifacts with each shard's generator health beside it, and closes the cluster.
+
+A paired run (docs/SPEC.md §6.8) pairs in every shard: each drives both arms, and the
+reference's substrate, probe, server figures and lost-shard sweep are the coordinator's
+(reference.py), beside the candidate's.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from agentsession_core.engine.arms import Arms
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import PreflightError
 from agentsession_core.engine.params import RunParams
@@ -47,6 +52,7 @@ from agentsession_core.engine.run import Run
 from agentsession_core.engine.server_source import open_server_metrics
 from agentsession_core.engine.shards import files
 from agentsession_core.engine.shards.cluster import ShardCluster
+from agentsession_core.engine.shards.reference import ShardedReference
 from agentsession_core.engine.shards.split import (
     ShardPlan,
     plan_shards,
@@ -60,6 +66,7 @@ from agentsession_core.engine.target import client_for, local_endpoints, local_s
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError, UsageError
 from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.stats import REFERENCE
 from agentsession_core.script.mix import load_mix
 from agentsession_core.substrate.interface import Substrate
 
@@ -104,6 +111,12 @@ class ShardedRun(Run):
         self.stream: ShardStream | None = None
         self.recorder = Recorder(clock_ns=self._merged_clock)
         self.health = MergedHealth(ShardStream(0), self.recorder)
+        self.reference: ShardedReference | None = (
+            ShardedReference(params, self.recorder, self.atespace, self._reference_books)
+            if params.paired
+            else None
+        )
+        self.arms = Arms(self.reference)
         self.phase = "setup"
         self.level = 1.0
         self.t0_ns: int | None = None  # the common t0, on this process's monotonic clock
@@ -166,6 +179,9 @@ class ShardedRun(Run):
         self.server = await self._stack.enter_async_context(  # docs/SPEC.md §5.9
             open_server_metrics(self.params, self.recorder, embedded)
         )
+        theirs = None
+        if self.reference is not None:
+            theirs = await self.reference.open_target(self._stack, self.run_dir)
         sessions = self.params.population.sessions
         here = None if generator.cluster else shard_count(generator, sessions)
         cluster = ShardCluster(generator.cluster, workers=here)
@@ -181,6 +197,7 @@ class ShardedRun(Run):
             self.params,
             count,
             target={"substrate": url, "router": router, "atespace": self.atespace},
+            reference=theirs,
         )
         self.plans = plans
         self.workers = await cluster.place(count)
@@ -199,6 +216,8 @@ class ShardedRun(Run):
         # The run's one probe of the substrate; its return after an outage goes to every shard.
         self._watchdog = Watchdog(client, self.params, on_back=self._on_substrate_back)
         self._background(self._watchdog.run(), "watchdog")
+        if self.reference is not None:
+            self.reference.watch(self._on_reference_back, self._background)
         self._pump_task = asyncio.create_task(self._pump(), name="shard-pump")
         # Registered last, so it runs first on the way out: stop every shard, sweep.
         self._stack.push_async_callback(self._shutdown)
@@ -501,7 +520,7 @@ class ShardedRun(Run):
         await self._sweep(k)
 
     async def _sweep(self, k: int) -> None:
-        """Delete lost shard `k`'s actors (sweep.py)."""
+        """Delete lost shard `k`'s actors (sweep.py), a paired run's on both arms."""
         assert self.stream is not None and self.client is not None
         plan = self.plans[k]
         self.stream.names[k] = await sweep(
@@ -513,6 +532,9 @@ class ShardedRun(Run):
             self.params.cleanup,
             self.swept.setdefault(k, Swept()),
         )
+        if self.reference is not None:
+            names = self.stream.reference_names
+            names[k] = await self.reference.sweep(k, plan, names[k])
 
     async def _carry_on(self, loss: Loss) -> None:
         """Lost shard `loss.shard`'s sessions, once its actors are deleted, re-created on the
@@ -581,17 +603,31 @@ class ShardedRun(Run):
     def _on_substrate_back(self) -> None:
         self._background(self._substrate_back(), "substrate-back")
 
-    async def _substrate_back(self) -> None:
-        """The watchdog saw the substrate answer again: every shard checks its residents."""
+    def _on_reference_back(self) -> None:
+        self._background(self._substrate_back(REFERENCE), "reference-substrate-back")
+
+    async def _substrate_back(self, *arm: str) -> None:
+        """A watchdog saw its arm's substrate answer again: every shard checks that arm's
+        residents."""
         await asyncio.gather(
-            *(self.actors[k].substrate_back() for k in self.live_shards),
+            *(self.actors[k].substrate_back(*arm) for k in self.live_shards),
             return_exceptions=True,
         )
+
+    def _reference_books(self) -> list[dict[str, Any]]:
+        """Each shard's reference books: its final answer, else its last status."""
+        statuses = self.stream.status if self.stream is not None else []
+        return [
+            (self.finals.get(k) or status).get("reference") or {}
+            for k, status in enumerate(statuses)
+        ]
 
     @property
     def leaks(self) -> list[dict[str, str]]:
         found = [leak for final in self.finals.values() for leak in final.get("leaks", [])]
-        return found + [leak for swept in self.swept.values() for leak in swept.leaks]
+        swept = [leak for s in self.swept.values() for leak in s.leaks]
+        theirs = self.reference.swept_leaks() if self.reference is not None else []
+        return found + swept + theirs
 
     # ------------------------------------------------------------ the way out
     async def _shutdown(self) -> None:

@@ -17,6 +17,12 @@ load and deletes its own actors.
 A shard runs no substrate watchdog of its own: the coordinator's one probe watches the
 substrate for the whole run and, when it answers again after an outage, tells every shard
 (`substrate_back`) to check its residents against it (docs/SPEC.md §5.8).
+
+In a paired run every shard drives both arms (docs/SPEC.md §6.8): its own engine is the
+candidate's and a second engine, on the same loop and recorder (its rows `:arm=reference`),
+the reference's, with its own ledger and journal. Both start from the coordinator's t0,
+half a second apart (ARM_PHASE_NS), as a single process's arms do, so the same seconds of
+both arms are a pair in every shard and in the merged stream.
 """
 
 from __future__ import annotations
@@ -30,17 +36,20 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from agentsession_core.engine.arms import Arms
 from agentsession_core.engine.context import now_ns, one_second
 from agentsession_core.engine.engine import Engine
 from agentsession_core.engine.ledger import ActorLedger
+from agentsession_core.engine.reference_arm import ARM_PHASE_NS, ReferenceArm
 from agentsession_core.engine.shards.split import ShardLevel, ShardPlan
 from agentsession_core.engine.shards.stream import ShardDelta
 from agentsession_core.engine.target import client_for
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
+from agentsession_core.measure.stats import CANDIDATE, REFERENCE
 from agentsession_core.script.mix import ScriptMix
 from agentsession_core.substrate.errors import SubstrateError
 
@@ -126,6 +135,7 @@ class ShardEngine:
         self.waiting_t0 = False
         self.finished = False
         self.engine: Engine | None = None
+        self.arms = Arms(None)  # the candidate's engine and, paired, the reference's
         self.health: GeneratorHealth | None = None
         self._t0: asyncio.Future[int] | None = None
         self.start_skew_ms: float | None = None  # how late this shard's loop reached t0
@@ -148,25 +158,14 @@ class ShardEngine:
     # ------------------------------------------------------------ on the engine's loop
     async def open(self) -> None:
         params = self.plan.params
-        target = params.target
-        # The coordinator's URLs, in the target's wire form (json or ate).
-        substrate = client_for(target, target.substrate or "", target.router)
         recorder = Recorder()
-        atespace = target.atespace or "agentsession"
-        ledger = JournalLedger(atespace)
-        engine = Engine(
-            params,
-            substrate,
-            self.script,
-            recorder,
-            atespace=atespace,
-            ledger=ledger,
-            labels=self.plan.labels,
-        )
-        engine.ctx.actor_prefix = self.plan.actor_prefix
-        engine.ctx.first_session = self.plan.first_session
-        engine.ctx.common_t0 = self._wait_for_t0
-        self.engine = engine
+        engine = self._engine_for(params, recorder)
+        self.engine = self.arms.candidate = engine
+        if params.reference is not None:
+            arm = self.arms.reference = ReferenceArm(params, recorder, engine.ledger.atespace)
+            arm.engine = self._engine_for(arm.params, arm.recorder)
+            engine.ctx.common_t0 = self._t0_for(CANDIDATE)
+            arm.engine.ctx.common_t0 = self._t0_for(REFERENCE)
         self._t0 = self.loop.create_future()
         logger = logging.getLogger("agentsession")
         logger.addHandler(self.logs)
@@ -177,14 +176,48 @@ class ShardEngine:
         await self.health.start()
         self._tasks.append(asyncio.create_task(self._every_second(), name="reporter"))
 
+    def _engine_for(self, params: Any, recorder: Any) -> Engine:
+        """One arm's engine: `params.target` holds the coordinator's URLs, in the target's
+        wire form (json or ate); its ledger journals every name for the coordinator."""
+        target = params.target
+        substrate = client_for(target, target.substrate or "", target.router)
+        atespace = target.atespace or "agentsession"
+        engine = Engine(
+            params,
+            substrate,
+            self.script,
+            recorder,
+            atespace=atespace,
+            ledger=JournalLedger(atespace),
+            labels=self.plan.labels,
+        )
+        engine.ctx.actor_prefix = self.plan.actor_prefix
+        engine.ctx.first_session = self.plan.first_session
+        engine.ctx.common_t0 = self._wait_for_t0
+        return engine
+
+    def _t0_for(self, arm: str) -> Callable[[], Awaitable[int]]:
+        """A paired shard's arm starts its steady load its half second into the common t0's
+        second (ARM_PHASE_NS), as a single process's arms do."""
+
+        async def start() -> int:
+            return await self._wait_for_t0() + ARM_PHASE_NS[arm]
+
+        return start
+
+    @property
+    def reference(self) -> Engine | None:
+        arm = self.arms.reference
+        return arm.engine if arm is not None else None
+
     async def phase(self, name: str) -> None:
-        engine = self._engine()
+        """`name` on every arm at once; a refusal or failure names its arm (Arms)."""
         if name == "preflight":
-            await engine.preflight()
-        elif name == "register" and not engine.ctx.stopping.is_set():
-            await engine.register()
-        elif name == "fill" and not engine.ctx.stopping.is_set():
-            await engine.fill()
+            refused = await self.arms.preflight()
+            if refused is not None:
+                raise refused
+        elif name in ("register", "fill") and not self._engine().ctx.stopping.is_set():
+            await self.arms.each(name)
 
     async def _wait_for_t0(self) -> int:
         """RunContext.common_t0: wait for the coordinator's t0 (or a stop)."""
@@ -211,12 +244,14 @@ class ShardEngine:
         await asyncio.sleep(max(0.0, (mono - now_ns()) / 1e9))
         self.start_skew_ms = (time.time_ns() - t0_unix_ns) / 1e6
 
-    async def substrate_back(self) -> None:
-        """The coordinator's watchdog saw the substrate answer again after an outage. This
+    async def substrate_back(self, arm: str = CANDIDATE) -> None:
+        """The coordinator's watchdog saw `arm`'s substrate answer again after an outage. This
         shard's own connection may not be back yet (a gRPC channel in its reconnect backoff:
         the check's ListActors would fail and check nothing), so it waits until the
         substrate answers it too (BACK_WAIT_S at most), then checks its residents."""
-        engine = self._engine()
+        engine = self.reference if arm == REFERENCE else self._engine()
+        if engine is None:
+            return
         namespace, name = engine.params.target.template_ref
         give_up = time.monotonic() + BACK_WAIT_S
         while True:
@@ -233,31 +268,41 @@ class ShardEngine:
         engine.substrate_back()
 
     async def set_level(self, level: ShardLevel) -> None:
-        engine = self._engine()
-        if level.target_rps is not None:
-            engine.params.population.target_rps = level.target_rps
-        engine.population.set_level(level.multiplier)
+        for engine in self.arms.engines:  # both arms at every level
+            if level.target_rps is not None:
+                engine.params.population.target_rps = level.target_rps
+            engine.population.set_level(level.multiplier)
 
     async def set_paused(self, paused: bool) -> None:
-        self._engine().population.set_paused(paused)
+        self.arms.set_paused(paused)
 
     async def stop_load(self) -> None:
-        self._engine().ctx.stopping.set()
+        self.arms.stop()
 
     async def finish(self) -> dict[str, Any]:
-        """Stop the load, delete this shard's actors, hand over the last seconds."""
+        """Stop the load, delete this shard's actors (every arm's), hand over the last
+        seconds."""
         engine = self._engine()
-        leaks = await engine.cleanup()
+        candidate_leaks = await engine.cleanup()
+        reference = self.reference
+        if reference is not None:
+            await reference.cleanup()
         if self.health is not None:
             await self.health.stop()
         self.ship(now_ns() + NS_PER_S)  # close the last open second
         self.finished = True
         counts = {"/".join(key): s.count for key, s in engine.recorder.totals().rows.items()}
+        theirs = self.arms.reference.leaks() if self.arms.reference is not None else []
         return {
-            "leaks": leaks,
+            "leaks": candidate_leaks + theirs,
             "created": engine.ledger.created,
             "deleted": engine.ledger.deleted,
             "counts": counts,  # every row's requests over the whole run, for the record
+            **(
+                {"reference": {**_books(reference), "leaked_actors": theirs}}
+                if reference is not None
+                else {}
+            ),
         }
 
     async def close(self) -> None:
@@ -266,15 +311,15 @@ class ShardEngine:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.health is not None:
             await self.health.stop()
-        if self.engine is not None:
-            await self.engine.substrate.aclose()
+        for engine in self.arms.engines:
+            await engine.substrate.aclose()
         logging.getLogger("agentsession").removeHandler(self.logs)
 
     async def _every_second(self) -> None:
         engine = self._engine()
         rec = engine.recorder
         while True:
-            await one_second(rec, engine.sample)
+            await one_second(rec, self.arms.sample)
             self.ship()
             if time.monotonic() - self.last_drain > ORPHAN_S and not self.finished:
                 log.error("no coordinator for %.0fs: stopping, cleaning up", ORPHAN_S)
@@ -292,6 +337,9 @@ class ShardEngine:
         gauges, rec.gauges = rec.gauges, {}
         ledger = engine.ledger
         assert isinstance(ledger, JournalLedger)
+        reference = self.reference
+        theirs = reference.ledger if reference is not None else None
+        assert theirs is None or isinstance(theirs, JournalLedger)
         lines = list(self.logs.lines)
         self.logs.lines.clear()
         self.outbox.append(
@@ -301,6 +349,7 @@ class ShardEngine:
                 closed_until=rec.closed_until,
                 monitored=[list(span) for span in self.health.monitored] if self.health else [],
                 journal=ledger.take(),
+                reference_journal=theirs.take() if theirs is not None else [],
                 logs=lines,
                 status=self.status(),
             )
@@ -315,10 +364,12 @@ class ShardEngine:
             "actors_created": engine.ledger.created,
             "actors_deleted": engine.ledger.deleted,
             "misconfigured": dict(engine.ctx.misconfigured),
-            # A refused credential (a substrate gone is the coordinator's watchdog's to say).
-            "failure": engine.ctx.fatal,
+            # A refused credential (a substrate gone is the coordinator's watchdog's to say),
+            # on either arm, naming it.
+            "failure": self.arms.failure(),
             "waiting_t0": self.waiting_t0,
             "start_skew_ms": self.start_skew_ms,
+            **({"reference": _books(self.reference)} if self.reference is not None else {}),
         }
 
     def drain(self) -> list[ShardDelta]:
@@ -337,6 +388,15 @@ class ShardEngine:
     def stop_thread(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+
+
+def _books(engine: Engine) -> dict[str, Any]:
+    """One arm's counts of actors, for the coordinator's status.json."""
+    return {
+        "actors_created": engine.ledger.created,
+        "actors_deleted": engine.ledger.deleted,
+        "misconfigured": dict(engine.ctx.misconfigured),
+    }
 
 
 class ShardActor:
@@ -374,8 +434,8 @@ class ShardActor:
     async def set_level(self, level: ShardLevel) -> None:
         await self._on_engine(self._shard().set_level(level))
 
-    async def substrate_back(self) -> None:
-        await self._on_engine(self._shard().substrate_back())
+    async def substrate_back(self, arm: str = CANDIDATE) -> None:
+        await self._on_engine(self._shard().substrate_back(arm))
 
     async def set_paused(self, paused: bool) -> None:
         await self._on_engine(self._shard().set_paused(paused))

@@ -105,9 +105,16 @@ def actor_prefix(index: int) -> str:
     return f"agent-s{index}"
 
 
-def plan_shards(params: RunParams, count: int, *, target: dict[str, Any]) -> list[ShardPlan]:
+def plan_shards(
+    params: RunParams,
+    count: int,
+    *,
+    target: dict[str, Any],
+    reference: dict[str, Any] | None = None,
+) -> list[ShardPlan]:
     """K shard plans for `params`. `target` overrides the target section for every shard (the
-    coordinator's substrate URL and the run's atespace)."""
+    coordinator's substrate URL and the run's atespace); in a paired run `reference` does the
+    same for the reference arm's (each shard drives both arms: docs/SPEC.md §6.8)."""
     if count < 1:
         raise ValueError("at least one shard")
     pop = params.population
@@ -118,7 +125,7 @@ def plan_shards(params: RunParams, count: int, *, target: dict[str, Any]) -> lis
         ShardPlan(
             k,
             count,
-            _shard_params(params, share, shard_seed(params.seed, count, k), target),
+            _shard_params(params, share, shard_seed(params.seed, count, k), target, reference),
             actor_prefix(k),
             labels=None if labels is None else tuple(labels[k::count]),
         )
@@ -174,7 +181,11 @@ def _shares(pop: Any, count: int) -> list[dict[str, Any]]:
 
 
 def _shard_params(
-    params: RunParams, share: dict[str, Any], seed: int, target: dict[str, Any]
+    params: RunParams,
+    share: dict[str, Any],
+    seed: int,
+    target: dict[str, Any],
+    reference: dict[str, Any] | None = None,
 ) -> RunParams:
     base = {name: getattr(params, name) for name in RunParams.model_fields}
     values: dict[str, Any] = {
@@ -188,6 +199,11 @@ def _shard_params(
         "cleanup": params.cleanup.model_dump(),
         "generator": GeneratorParams().model_dump(),  # a shard is one process
     }
+    if params.reference is not None:
+        values["reference"] = {
+            **params.reference.model_dump(include=_TARGET_FIELDS),
+            **(reference or {}),
+        }
     return RunParams.model_validate(values)
 
 

@@ -70,6 +70,7 @@ class ShardDelta:
     closed_until: int | None = None  # every second before this one has been handed over
     monitored: list[list[int]] = field(default_factory=list)  # GeneratorHealth.monitored
     journal: list[tuple[str, str]] = field(default_factory=list)  # ("+"|"-", actor name)
+    reference_journal: list[tuple[str, str]] = field(default_factory=list)  # a paired run's
     logs: list[tuple[int, str]] = field(default_factory=list)  # (level, message)
     status: dict[str, Any] = field(default_factory=dict)
 
@@ -98,6 +99,7 @@ class ShardStream:
         self.mirrors = [Recorder() for _ in range(count)]
         self.health = [GeneratorHealth(mirror) for mirror in self.mirrors]
         self.names: list[set[str]] = [set() for _ in range(count)]
+        self.reference_names: list[set[str]] = [set() for _ in range(count)]  # paired runs
         self.status: list[dict[str, Any]] = [{} for _ in range(count)]
         self.merge_seconds = 0.0  # coordinator time spent merging (the bench reports it)
         self.merged_deltas = 0
@@ -111,6 +113,7 @@ class ShardStream:
         self.mirrors.append(Recorder())
         self.health.append(GeneratorHealth(self.mirrors[-1]))
         self.names.append(set())
+        self.reference_names.append(set())
         self.status.append({})
         self.joining.add(index)
         return index
@@ -149,8 +152,12 @@ class ShardStream:
                 self.joining.discard(index)
                 self.live.add(index)
         self._mirror(index, delta)
-        for op, name in delta.journal:
-            (self.names[index].add if op == "+" else self.names[index].discard)(name)
+        for names, journal in (
+            (self.names[index], delta.journal),
+            (self.reference_names[index], delta.reference_journal),
+        ):
+            for op, name in journal:
+                (names.add if op == "+" else names.discard)(name)
         self.status[index].update(delta.status)
         self.advance()
         self.merge_seconds += time.thread_time() - started

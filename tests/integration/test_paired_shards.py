@@ -1,0 +1,156 @@
+"""A paired campaign over shards (docs/SPEC.md §6.8, §5.8): every shard drives both arms,
+on a real Dask cluster of worker processes, against two local substrates of their own.
+
+* A/B over two shards: the candidate's substrate adds 200 ms to every wake; the merged
+  stream holds both arms' rows from both shards, the campaign fails naming TimeToWake and
+  the arm, and both arms' actors are deleted on both substrates;
+* a shard's worker killed mid-hold: the coordinator deletes the lost shard's actors on
+  *both* substrates (its reference actors too), and nothing is left on either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentsession_core.campaign.campaign import Campaign
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.run import run_campaign
+from agentsession_core.engine.shards import open_run
+from agentsession_core.engine.shards.coordinator import ShardedRun
+from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, parse
+from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.substrate.http import HttpSubstrate
+from local_substrate.launcher import LocalSubstrateProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+ADDED_MS = 200
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[str]:
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        memory_limit=0,
+        dashboard_address=None,
+    ) as cluster:
+        yield cluster.scheduler_address
+
+
+def params(out: Path, name: str, candidate: str, reference: str, scheduler: str, **more: Any):
+    values: dict[str, Any] = {
+        "name": name,
+        "tag": "test",
+        "seed": 5,
+        "out": str(out),
+        "script": "smoke",
+        "think_scale": 0.05,
+        "hold_minutes": 0.5,
+        "window_seconds": 30,
+        "thresholds": ["TimeToWake: p99 < 10s"],
+        "abort": {"rules": []},
+        "max_regression": 0.5,
+        "gate": {"block_seconds": 2, "min_blocks": 4, "min_beyond": 20},
+        "population": {
+            "kind": "turnover",
+            "sessions": 8,
+            "awake": 4,
+            "target_rps": 4,
+            "registration_quiet_seconds": 0.5,
+        },
+        "target": {"substrate": candidate, "request_timeout_seconds": 5},
+        "reference": {"substrate": reference, "request_timeout_seconds": 5},
+        "cleanup": {"timeout_seconds": 20, "stop_grace_seconds": 1},
+        "generator": {"shards": 2, "cluster": scheduler},
+    }
+    values.update(more)
+    return CampaignParams(**values)
+
+
+async def actors_on(url: str, atespace: str) -> list[str]:
+    client = HttpSubstrate(url, None)
+    try:
+        return [a.name for a in await client.list_actors(atespace)]
+    finally:
+        await client.aclose()
+
+
+async def test_a_paired_campaign_over_two_shards_fails_a_slower_candidate(scheduler, tmp_path):
+    fault = [f"wake:latency:fixed:{ADDED_MS}ms"]
+    with (
+        LocalSubstrateProcess(workers=4, faults=fault) as cand,
+        LocalSubstrateProcess(workers=4) as ref,
+    ):
+        result = await run_campaign(
+            params(tmp_path, "pairshards", cand.url, ref.url, scheduler), handle_signals=False
+        )
+        run_dir = result.run_dir
+        status = json.loads((run_dir / "status.json").read_text())
+        left = (
+            await actors_on(cand.url, status["atespace"]),
+            await actors_on(ref.url, status["reference"]["atespace"]),
+        )
+    gate = json.loads((run_dir / "gate.json").read_text())
+    assert gate["verdict"] == "fail", gate["reason"]
+    assert gate["reason"].startswith("the candidate regressed against the reference arm: ")
+    assert "TimeToWake.p50" in gate["paired"]["regressions"]
+    wake = next(m for m in gate["paired"]["metrics"] if m["metric"] == "TimeToWake.p50")
+    assert wake["candidate"] > wake["reference"] + ADDED_MS / 2
+    # Both shards drove both arms: each arm's wakes came from both shards' actor prefixes.
+    assert [s["state"] for s in status["shards"]] == ["stopped", "stopped"]
+    records = parse((run_dir / HOLD_SECONDS_FILE).read_text())
+    assert {r.get("arm", "candidate") for r in records} == {"candidate", "reference"}
+    rows = [json.loads(line) for line in (run_dir / "stats.jsonl").read_text().splitlines()]
+    counts = {r["metric"]: r["measurements"].get("request_count", 0) for r in rows}
+    assert counts["rps_TimeToWake"] > 0 and counts["rps_TimeToWake:arm=reference"] > 0
+    reference = status["reference"]
+    assert reference["atespace"] == f"{status['atespace']}-reference"
+    assert reference["actors_created"] == reference["actors_deleted"] >= 8
+    assert status["actors_created"] == status["actors_deleted"] >= 8
+    assert status["leaked_actors"] == [] and reference["leaked_actors"] == []
+    assert left == ([], [])
+    assert verify_manifest(run_dir) == []
+
+
+async def test_a_lost_shard_s_reference_actors_are_deleted_too(scheduler, tmp_path):
+    with LocalSubstrateProcess(workers=4) as cand, LocalSubstrateProcess(workers=4) as ref:
+        # Both shards needed: losing one ends the run (no carry-on to wait for).
+        generator = {"shards": 2, "min_shards": 2, "cluster": scheduler}
+        p = params(tmp_path, "pairlost", cand.url, ref.url, scheduler, generator=generator)
+        run = open_run(p, handle_signals=False)
+        assert isinstance(run, ShardedRun)
+        async with run:
+            campaign = Campaign(p, run)
+            await run.preflight()
+            await run.register()
+            await run.fill()
+            window = asyncio.create_task(campaign.hold_window(0))
+            await asyncio.sleep(3.0)
+            assert run.stream is not None
+            published = set(run.stream.reference_names[1])
+            os.kill(run.shard_info[1]["pid"], signal.SIGKILL)
+            verdict = await asyncio.wait_for(window, 30)
+            campaign.finish()
+        assert run.result is not None
+        status = json.loads((run.result.run_dir / "status.json").read_text())
+        left = (
+            await actors_on(cand.url, status["atespace"]),
+            await actors_on(ref.url, status["reference"]["atespace"]),
+        )
+    assert published, "the shard published its reference actors' names before it died"
+    assert verdict is not None and verdict.outcome == "void"
+    assert "shard 1 lost" in (verdict.void_reason or "")
+    assert [s["state"] for s in status["shards"]] == ["stopped", "lost"]
+    assert status["leaked_actors"] == [] and status["reference"]["leaked_actors"] == []
+    assert left == ([], [])
