@@ -2,7 +2,7 @@
 windows, status and parameters — what `agentsession gate`, `gate --baseline`, a campaign's
 `baseline`, `baseline: auto` and history believe of a run.
 
-A run is believed only when sealed (output/run_reader.py `check_sealed`: manifest.json
+A run is believed only when sealed (output/sealed_run.py `check_sealed`: manifest.json
 complete, every file it lists present with its size and sha256). History reads many runs
 for their figures alone: `load_gate` checks the same manifest by presence and size and
 hashes only the files it reads (`open_sealed`, docs/SPEC.md §6.4). Every file is read through
@@ -17,7 +17,7 @@ from pathlib import Path
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import GateInputError, check_gate, gate_document
 from agentsession_core.judge.verdict import WindowVerdict
-from agentsession_core.output import run_reader
+from agentsession_core.output import run_reader, sealed_run
 from agentsession_core.output.run_reader import RunReadError
 
 
@@ -77,7 +77,7 @@ def load_run(location: str, *, endpoint_url: str | None = None, verify: bool = T
     location = _normalise(location)
     if verify:
         try:
-            run_reader.check_sealed(location, endpoint_url=endpoint_url)
+            sealed_run.check_sealed(location, endpoint_url=endpoint_url)
         except RunReadError as exc:
             raise GateInputError(str(exc)) from None
     gate = _json(location, "gate.json", endpoint_url)
@@ -134,7 +134,7 @@ def _judged(
 
 def load_gate(location: str, *, endpoint_url: str | None = None) -> tuple[dict, dict]:
     """(gate, params) of a finished run as history believes it (docs/SPEC.md §6.4): sealed
-    as output/run_reader.py `open_sealed` checks (manifest.json complete, every file it lists
+    as output/sealed_run.py `open_sealed` checks (manifest.json complete, every file it lists
     present with its size, none of the gate's files unlisted), and each file read hashed
     against the manifest as it is read: gate.json and campaign.json, and windows.jsonl and
     status.json only for a run without gate.json, whose gate is rebuilt from them as
@@ -142,7 +142,7 @@ def load_gate(location: str, *, endpoint_url: str | None = None) -> tuple[dict, 
     check; only an altered file history does not read goes unnoticed."""
     location = _normalise(location)
     try:
-        sealed = run_reader.open_sealed(location, endpoint_url=endpoint_url)
+        sealed = sealed_run.open_sealed(location, endpoint_url=endpoint_url)
         gate = sealed.json("gate.json")
         windows_bytes = status = None
         if gate is None:

@@ -13,23 +13,12 @@ goes through here:
 * JSON through orjson, which refuses NaN and Infinity (JSON has neither) and nesting past
   its limit without recursing in Python, then no deeper than MAX_DEPTH levels.
 
-Each refusal is a RunReadError: one line naming the file and what is wrong with it.
-
-`check_sealed` is what a gate believes before anything else: manifest.json present and
-complete, every file it lists present with its size and sha256, and none of the files the
-gate reads present without being listed.
-
-`open_sealed` is history's lighter form of it (docs/SPEC.md §6.4): the same manifest, every
-listed file present with its listed size and none of the gate's files unlisted, but only the
-files it then reads are hashed, from the very bytes it reads (`SealedRun.read`). A history
-of 10,000 nights would otherwise hash every night's every file (a real run's are megabytes:
-stats_history, gauges, hold_seconds, report.html) to show figures from its gate.json alone.
+Each refusal is a RunReadError: one line naming the file and what is wrong with it. Whether
+a run is sealed (its manifest, and the files as it lists them) is output/sealed_run.py's.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import re
 import stat
@@ -82,7 +71,7 @@ def _size_text(n: int) -> str:
     return f"{n // MiB} MiB" if n % MiB == 0 else f"{n} bytes"
 
 
-def _over_cap(location: str, name: str, size: int, cap: int) -> RunReadError:
+def over_cap(location: str, name: str, size: int, cap: int) -> RunReadError:
     return RunReadError(
         f"{where(location, name)}: {size} bytes, over the {_size_text(cap)} cap for "
         f"{PurePosixPath(name).name}"
@@ -122,7 +111,7 @@ def _inside(root: Path, name: str) -> str:
     return str(path)
 
 
-def _lstat(root: Path, name: str) -> os.stat_result | None:
+def lstat_in(root: Path, name: str) -> os.stat_result | None:
     """The file's own status (None: missing); refused when it is not a regular file."""
     path = _inside(root, name)
     try:
@@ -137,14 +126,14 @@ def _lstat(root: Path, name: str) -> os.stat_result | None:
     return st
 
 
-def _stream_local(root: Path, name: str, cap: int, sink: Any) -> bool:
+def stream_local(root: Path, name: str, cap: int, sink: Any) -> bool:
     """Feed the file's bytes to `sink` (False: missing), refusing what is not a regular file
     or is over `cap`, before reading or while reading."""
-    st = _lstat(root, name)
+    st = lstat_in(root, name)
     if st is None:
         return False
     if st.st_size > cap:
-        raise _over_cap(str(root), name, st.st_size, cap)
+        raise over_cap(str(root), name, st.st_size, cap)
     path = _inside(root, name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -160,7 +149,7 @@ def _stream_local(root: Path, name: str, cap: int, sink: Any) -> bool:
         while total <= cap and (chunk := os.read(fd, min(MiB, cap + 1 - total))):
             total += len(chunk)
             if total > cap:  # grew since the lstat
-                raise _over_cap(str(root), name, total, cap)
+                raise over_cap(str(root), name, total, cap)
             sink(chunk)
     except OSError as exc:
         raise RunReadError(f"{path}: cannot read ({exc.strerror or exc})") from None
@@ -171,24 +160,24 @@ def _stream_local(root: Path, name: str, cap: int, sink: Any) -> bool:
 
 def _read_local(root: Path, name: str, cap: int) -> bytes | None:
     chunks: list[bytes] = []
-    return b"".join(chunks) if _stream_local(root, name, cap, chunks.append) else None
+    return b"".join(chunks) if stream_local(root, name, cap, chunks.append) else None
 
 
-def _read_s3(location: str, name: str, cap: int, endpoint_url: str | None) -> bytes | None:
+def read_s3(location: str, name: str, cap: int, endpoint_url: str | None) -> bytes | None:
     url = where(location, name)
     try:
         head = upload.head_object(url, endpoint_url=endpoint_url)
         if head is None:
             return None
         if head["size"] > cap:
-            raise _over_cap(location, name, head["size"], cap)
+            raise over_cap(location, name, head["size"], cap)
         data = upload.read_object(url, endpoint_url=endpoint_url, max_bytes=cap)
     except upload.NoSuchObject:
         return None
     except upload.UploadError as exc:
         raise RunReadError(f"cannot read {exc}") from None
     if len(data) > cap:
-        raise _over_cap(location, name, len(data), cap)
+        raise over_cap(location, name, len(data), cap)
     return data
 
 
@@ -198,7 +187,7 @@ def read_run_file(
     """A run's file (a directory or an s3:// prefix), or None when it has no such file."""
     limit = cap_of(name) if cap is None else cap
     if upload.is_s3(location):
-        return _read_s3(location.rstrip("/"), name, limit, endpoint_url)
+        return read_s3(location.rstrip("/"), name, limit, endpoint_url)
     return _read_local(Path(location), name, limit)
 
 
@@ -291,227 +280,19 @@ def check_campaign(doc: dict[str, Any] | None, place: str) -> dict[str, Any] | N
     return doc
 
 
-# --------------------------------------------------------------------------- the manifest
-def _entries(location: str, manifest: dict[str, Any] | None) -> list[tuple[str, int, str]]:
-    place = where(location, MANIFEST)
-    if manifest is None:
-        raise RunReadError(
-            f"{place}: missing: the run was never sealed (killed, or still being written "
-            "or uploaded); a gate believes only a sealed run"
-        )
-    if manifest.get("incomplete"):
-        raise RunReadError(
-            f"{place}: the run is incomplete ({clip(manifest['incomplete'], 120)}); "
-            "a gate believes only a complete run"
-        )
-    files = manifest.get("files")
-    if not isinstance(files, list):
-        raise RunReadError(f"{place}: no list of files (not a manifest)")
-    out = []
-    for entry in files:
-        path = entry.get("path") if isinstance(entry, dict) else None
-        size = entry.get("size") if isinstance(entry, dict) else None
-        digest = entry.get("sha256") if isinstance(entry, dict) else None
-        if (
-            not isinstance(path, str)
-            or not isinstance(size, int)
-            or isinstance(size, bool)
-            or size < 0
-            or not isinstance(digest, str)
-            or len(digest) != 64
-        ):
-            raise RunReadError(f"{place}: an entry is not {{path, size, sha256}}: {clip(entry)}")
-        out.append((path, size, digest.lower()))
-    return out
-
-
-def _sha256_local(root: Path, name: str, cap: int) -> str:
-    h = hashlib.sha256()
-    _stream_local(root, name, cap, h.update)
-    return h.hexdigest()
-
-
-def _check_local(root: Path, entries: list[tuple[str, int, str]]) -> None:
-    location = str(root)
-    for name, size, digest in entries:
-        st = _lstat(root, name)
-        if st is None:
-            raise RunReadError(f"{where(location, name)}: missing (listed in {MANIFEST})")
-        cap = cap_of(name)
-        if st.st_size > cap:
-            raise _over_cap(location, name, st.st_size, cap)
-        if st.st_size != size:
-            raise RunReadError(
-                f"{where(location, name)}: altered: {st.st_size} bytes, {MANIFEST} says {size}"
-            )
-        if _sha256_local(root, name, cap) != digest:
-            raise RunReadError(f"{where(location, name)}: altered: sha256 differs from {MANIFEST}")
-    listed = {name for name, _, _ in entries}
-    for name in GATE_FILES:
-        if name not in listed and _lstat(root, name) is not None:
-            raise RunReadError(f"{where(location, name)}: not listed in {MANIFEST}")
-
-
-def _check_s3(location: str, entries: list[tuple[str, int, str]], endpoint_url: str | None) -> str:
-    """How the objects were checked ("checksums" or "bytes"), or a RunReadError."""
-    try:
-        sizes = upload.list_sizes(location, endpoint_url=endpoint_url)
-    except upload.UploadError as exc:
-        raise RunReadError(f"cannot list {exc}") from None
-    read_bytes = 0
-    for name, size, digest in entries:
-        place = where(location, name)
-        if name not in sizes:
-            raise RunReadError(f"{place}: missing (listed in {MANIFEST})")
-        cap = cap_of(name)
-        if sizes[name] > cap:
-            raise _over_cap(location, name, sizes[name], cap)
-        if sizes[name] != size:
-            raise RunReadError(f"{place}: altered: {sizes[name]} bytes, {MANIFEST} says {size}")
-        try:
-            head = upload.head_object(place, endpoint_url=endpoint_url)
-        except upload.UploadError as exc:
-            raise RunReadError(f"cannot read {exc}") from None
-        if head is None:
-            raise RunReadError(f"{place}: missing (listed in {MANIFEST})")
-        # The store's own checksum first (it computed it from the bytes it holds), then the
-        # sha256 metadata our uploader wrote after the store had verified the body; only an
-        # object with neither (put by something else) is read and hashed.
-        wanted = base64.b64encode(bytes.fromhex(digest)).decode("ascii")
-        if head["checksum_sha256"] is not None:
-            same = head["checksum_sha256"] == wanted
-        elif head["sha256"] is not None:
-            same = str(head["sha256"]).lower() == digest
-        else:
-            data = _read_s3(location, name, cap, endpoint_url) or b""
-            read_bytes += len(data)
-            same = hashlib.sha256(data).hexdigest() == digest
-        if not same:
-            raise RunReadError(f"{place}: altered: sha256 differs from {MANIFEST}")
-    listed = {name for name, _, _ in entries}
-    for name in GATE_FILES:
-        if name not in listed and name in sizes:
-            raise RunReadError(f"{where(location, name)}: not listed in {MANIFEST}")
-    return "bytes" if read_bytes else "checksums"
-
-
-class SealedRun:
-    """A run whose manifest lists every file present with its size (`open_sealed`); `read`
-    returns a file's bytes only when their sha256 is the one the manifest lists."""
-
-    def __init__(
-        self, location: str, entries: list[tuple[str, int, str]], endpoint_url: str | None
-    ) -> None:
-        self.location = location
-        self.endpoint_url = endpoint_url
-        self.listed = {name: (size, digest) for name, size, digest in entries}
-
-    def read(self, name: str) -> bytes | None:
-        """A listed file's bytes, checked against the manifest; None for a file it does not
-        list (`open_sealed` made sure none of the gate's files is present unlisted)."""
-        entry = self.listed.get(name)
-        if entry is None:
-            return None
-        data = read_run_file(self.location, name, endpoint_url=self.endpoint_url)
-        place = where(self.location, name)
-        if data is None:
-            raise RunReadError(f"{place}: missing (listed in {MANIFEST})")
-        size, digest = entry
-        if len(data) != size:
-            raise RunReadError(f"{place}: altered: {len(data)} bytes, {MANIFEST} says {size}")
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise RunReadError(f"{place}: altered: sha256 differs from {MANIFEST}")
-        return data
-
-    def json(self, name: str) -> dict[str, Any] | None:
-        """A listed JSON object file (see `read`), or None when the manifest lists none."""
-        data = self.read(name)
-        if data is None:
-            return None
-        value = parse_json(data, where(self.location, name))
-        if not isinstance(value, dict):
-            raise RunReadError(f"{where(self.location, name)}: expected a JSON object")
-        return value
-
-
-def _sizes_local(root: Path, entries: list[tuple[str, int, str]]) -> None:
-    location = str(root)
-    for name, size, _ in entries:
-        st = _lstat(root, name)
-        if st is None:
-            raise RunReadError(f"{where(location, name)}: missing (listed in {MANIFEST})")
-        cap = cap_of(name)
-        if st.st_size > cap:
-            raise _over_cap(location, name, st.st_size, cap)
-        if st.st_size != size:
-            raise RunReadError(
-                f"{where(location, name)}: altered: {st.st_size} bytes, {MANIFEST} says {size}"
-            )
-    listed = {name for name, _, _ in entries}
-    for name in GATE_FILES:
-        if name not in listed and _lstat(root, name) is not None:
-            raise RunReadError(f"{where(location, name)}: not listed in {MANIFEST}")
-
-
-def _sizes_s3(location: str, entries: list[tuple[str, int, str]], endpoint_url: str | None) -> None:
-    try:
-        sizes = upload.list_sizes(location, endpoint_url=endpoint_url)
-    except upload.UploadError as exc:
-        raise RunReadError(f"cannot list {exc}") from None
-    for name, size, _ in entries:
-        place = where(location, name)
-        if name not in sizes:
-            raise RunReadError(f"{place}: missing (listed in {MANIFEST})")
-        cap = cap_of(name)
-        if sizes[name] > cap:
-            raise _over_cap(location, name, sizes[name], cap)
-        if sizes[name] != size:
-            raise RunReadError(f"{place}: altered: {sizes[name]} bytes, {MANIFEST} says {size}")
-    listed = {name for name, _, _ in entries}
-    for name in GATE_FILES:
-        if name not in listed and name in sizes:
-            raise RunReadError(f"{where(location, name)}: not listed in {MANIFEST}")
-
-
-def open_sealed(location: str, *, endpoint_url: str | None = None) -> SealedRun:
-    """History's check of a sealed run (module docstring): refused (RunReadError, the same
-    one line `check_sealed` gives) when the manifest is missing or incomplete, a listed file
-    is missing or of another size, or a gate's file is present unlisted; the files are then
-    read through the SealedRun, which hashes each as it is read."""
-    manifest = read_json_file(location, MANIFEST, endpoint_url=endpoint_url)
-    entries = _entries(location, manifest)
-    if upload.is_s3(location):
-        _sizes_s3(location.rstrip("/"), entries, endpoint_url)
-        return SealedRun(location.rstrip("/"), entries, endpoint_url)
-    _sizes_local(Path(location), entries)
-    return SealedRun(location, entries, endpoint_url)
-
-
-def check_sealed(location: str, *, endpoint_url: str | None = None) -> str:
-    """Refuse (RunReadError, one line naming the file) a run whose manifest is missing or
-    incomplete, or whose files are not as it lists them. Returns how an s3 run was checked
-    ("checksums": the stored checksums and sizes; "bytes": some objects were read) or
-    "bytes" for a local run (every file hashed)."""
-    manifest = read_json_file(location, MANIFEST, endpoint_url=endpoint_url)
-    entries = _entries(location, manifest)
-    if upload.is_s3(location):
-        return _check_s3(location.rstrip("/"), entries, endpoint_url)
-    _check_local(Path(location), entries)
-    return "bytes"
-
-
 __all__ = [
     "CAPS",
     "DEFAULT_CAP",
     "GATE_FILES",
     "MAX_DEPTH",
     "RunReadError",
-    "SealedRun",
     "cap_of",
+    "lstat_in",
+    "over_cap",
+    "read_s3",
+    "stream_local",
     "check_campaign",
-    "check_sealed",
     "check_status",
-    "open_sealed",
     "parse_json",
     "parse_jsonl",
     "read_json_file",

@@ -22,7 +22,8 @@ from agentsession_core.judge.history import (
     regressions_of,
 )
 from agentsession_core.output.run_dir import RunDir
-from agentsession_core.output.run_reader import RunReadError, open_sealed
+from agentsession_core.output.run_reader import RunReadError
+from agentsession_core.output.sealed_run import open_sealed
 from agentsession_core.report import history_page
 from agentsession_core.report.history_page import render_history
 from tests.unit.test_report import assert_self_contained
