@@ -758,35 +758,17 @@ def main() -> None:
     if args.cpu_time:
         global CLOCK
         CLOCK = time.process_time
-    if args.report_nights:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from results_file import write_section
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from results_file import publish
 
-        body = report_nights(args.report_nights)
-        if args.notes:
-            body += "\n" + args.notes.read_text()
-        write_section("changepoints_long", body)
-        print(body)
+    if args.report_nights:
+        publish("changepoints_long", report_nights(args.report_nights), args.notes)
         return
     if args.report_short:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from results_file import write_section
-
-        body = report_short(args.report_short, args.long)
-        if args.notes:
-            body += "\n" + args.notes.read_text()
-        write_section("changepoints_short", body)
-        print(body)
+        publish("changepoints_short", report_short(args.report_short, args.long), args.notes)
         return
     if args.report:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from results_file import write_section
-
-        body = report(args.report)
-        if args.notes:
-            body += "\n" + args.notes.read_text()
-        write_section("changepoints", body)
-        print(body)
+        publish("changepoints", report(args.report), args.notes)
         return
     if not args.library or not args.json:
         parser.error("--library and --json, or --report")

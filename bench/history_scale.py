@@ -427,13 +427,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.report:
         sys.path.insert(0, str(HERE))
-        from results_file import write_section
+        from results_file import publish
 
-        body = report(args.report)
-        if args.notes:
-            body += "\n" + args.notes.read_text()
-        write_section("history_scale", body)
-        print(body)
+        publish("history_scale", report(args.report), args.notes)
         return
     doc: dict[str, Any] = {"label": args.label, "filler_kib": args.filler_kib, "rows": {}}
     for n in args.nights:

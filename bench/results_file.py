@@ -20,3 +20,12 @@ def write_section(name: str, body: str, path: Path = RESULTS) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+def publish(name: str, body: str, notes: Path | None = None) -> None:
+    """A bench script's report step: `body` with `notes` (markdown) appended, written as
+    section `name` and printed."""
+    if notes is not None:
+        body += "\n" + notes.read_text()
+    write_section(name, body)
+    print(body)
