@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import statistics
 import subprocess
@@ -42,6 +43,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_DIR = Path("/tmp/paired-power")
+KEPT_DIR = Path(__file__).resolve().parent / "data" / "paired-power"
+# What `judge` reads of a run: kept in bench/data/ (hold_seconds compressed), the rest not.
+KEPT_FILES = ("gate.json", "campaign.json", "windows.jsonl")
 WORKERS = 6
 RULES = ("significant", "margin-test", "whole-interval")
 MARGINS = (0.1, 0.2)
@@ -107,6 +111,34 @@ def one_run(
     }
 
 
+def kept_index(kept: Path | None) -> list[dict[str, Any]]:
+    index = kept / "collected.json" if kept is not None else None
+    return json.loads(index.read_text()) if index is not None and index.exists() else []
+
+
+def keep(args: argparse.Namespace) -> int:
+    """Copy what `judge` reads of each collected run into `--to` (bench/data/paired-power:
+    gate.json, campaign.json, windows.jsonl, hold_seconds.jsonl gzipped), merged with the
+    runs kept there before, so a later session's collection adds to them (collect --kept)."""
+    from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE
+
+    index = {r["tag"]: r for r in kept_index(args.to)}
+    for entry in json.loads((args.dir / "collected.json").read_text()):
+        source = Path(entry["run_dir"])
+        source = source if source.is_absolute() else args.dir / source
+        target = args.to / "runs" / entry["tag"]
+        target.mkdir(parents=True, exist_ok=True)
+        for name in KEPT_FILES:
+            if (source / name).exists():
+                (target / name).write_bytes((source / name).read_bytes())
+        raw = (source / HOLD_SECONDS_FILE).read_bytes()
+        (target / f"{HOLD_SECONDS_FILE}.gz").write_bytes(gzip.compress(raw, mtime=0))
+        index[entry["tag"]] = {**entry, "run_dir": f"runs/{entry['tag']}"}
+    (args.to / "collected.json").write_text(json.dumps(list(index.values()), indent=1))
+    print(f"{len(index)} runs kept in {args.to}")
+    return 0
+
+
 def plan_of(text: str) -> list[str]:
     """`aa:20,b20:10` → tags interleaved so every kind is spread over the whole collection."""
     wanted = [(kind, int(n)) for kind, n in (part.split(":") for part in text.split(","))]
@@ -126,7 +158,7 @@ def collect(args: argparse.Namespace) -> int:
     index_file = args.dir / "collected.json"
     done: list[dict[str, Any]] = json.loads(index_file.read_text()) if index_file.exists() else []
     shifts = {k: float(v) for k, v in (p.split("=") for p in args.shift_ms.split(","))}
-    have = {r["tag"] for r in done}
+    have = {r["tag"] for r in done} | {r["tag"] for r in kept_index(args.kept)}
     deadline = time.time() + args.max_minutes * 60
     for number, tag in enumerate(plan_of(args.plan)):
         if tag in have:
@@ -157,7 +189,13 @@ def arms_of(location: Path) -> tuple[Any, Any, set[int], dict[str, Any]]:
         saturated_seconds,
     )
 
-    records = parse((location / HOLD_SECONDS_FILE).read_text())
+    packed = location / f"{HOLD_SECONDS_FILE}.gz"
+    text = (
+        gzip.decompress(packed.read_bytes()).decode()
+        if packed.exists()
+        else (location / HOLD_SECONDS_FILE).read_text()
+    )
+    records = parse(text)
     gate = json.loads((location / "gate.json").read_text())
     return (
         HoldSeconds.of_records(records),
@@ -454,7 +492,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--shift-ms", default="b10=2,b20=4,b50=10", help="added wake ms per kind")
     c.add_argument("--hog", choices=("never", "alternate", "always"), default="alternate")
     c.add_argument("--max-minutes", type=float, default=600.0, help="stop starting runs after")
+    c.add_argument("--kept", type=Path, default=None, help="skip the plan's runs already kept here")
     c.set_defaults(handler=collect)
+    k = paired.add_parser("keep", help="keep what judge reads of each run in bench/data/")
+    k.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    k.add_argument("--to", type=Path, default=KEPT_DIR)
+    k.set_defaults(handler=keep)
     j = paired.add_parser("judge", help="count false fails and detections")
     j.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     j.add_argument("--night-spread", type=float, default=0.1)
