@@ -25,6 +25,24 @@ Decisions where the notes are silent:
   one so no client retries it). The answer is the actor in state DELETING.
 - A paused actor keeps its worker_assignment: its state is held on that worker, as the JSON
   API's `worker` field says too. worker_pod_ip is 127.0.0.1: workers listen on loopback.
+
+Both layouts (docs/SPEC.md §2.5). Servicer and messages are ateapi.proto's, a subset of the
+newest layout with the same numbers, so a client built from either is served alike:
+- the workers (ListWorkers, GetWorker, DrainWorker, ListWorkerActorAssignments) answer from
+  the lifecycle's WorkerFacts (ate_workers.py encodes them), as the JSON wire does;
+- RevertActor takes a CRASHED actor back to SUSPENDED at its last snapshot (the state its
+  dead worker held is gone; the store still has what its last suspend wrote, or the empty
+  golden state). A SUSPENDED one is FAILED_PRECONDITION, as on the platform. A RUNNING or
+  PAUSED one is UNIMPLEMENTED: throwing its live state away needs a hand-back from the worker
+  that the lifecycle does not offer; suspend it instead;
+- an old (August 2026) client's ResumeActorRequest.boot arrives as an unknown field and is
+  ignored: a wake always restores the latest snapshot, no client of ours ever asked for a
+  cold boot, and the newest layout dropped the flag;
+- not served, so UNIMPLEMENTED (grpc's answer for a method it was not given): the tag
+  methods and the August snapshot-tag methods they replaced (the store keeps one snapshot
+  per actor and nothing that could seed an actor from a copy), worker create, update and
+  delete (the pool owns its workers), egress policies, token minting, the other atespace and
+  template methods, and the WorkerService (no atelet calls in; the workers are ours).
 """
 
 from __future__ import annotations
@@ -54,17 +72,17 @@ from agentsession_core.substrate.protocol import (
     ELAPSED_HEADER,
     NAME_PATTERN,
 )
+from local_substrate import ate_workers, store
 from local_substrate.actors import Actor, ActorLifecycle
+from local_substrate.ate_workers import WORKER_IP, WORKER_POOL
 from local_substrate.protocol import WireError, selector_labels
 
 log = logging.getLogger("agentsession.substrate")
 
 # The local statuses are the first seven ActorStates by name (docs/SPEC.md §2.1).
 STATE_OF = {name: pb.ActorState.Value(f"ACTOR_STATE_{name}") for name in ACTOR_STATUSES}
-LIST_DEFAULT_PAGE = 100
-LIST_MAX_PAGE = 1000  # the cap a real server applies (the notes §3)
-WORKER_POOL = "local"  # the worker_pool of a substrate without pools
-WORKER_IP = "127.0.0.1"
+LIST_DEFAULT_PAGE = ate_workers.DEFAULT_PAGE
+LIST_MAX_PAGE = ate_workers.MAX_PAGE  # the cap a real server applies (the notes §3)
 
 R = TypeVar("R", bound=Message)
 Rpc = Callable[[Any, Any, Any], Awaitable[R]]
@@ -250,6 +268,70 @@ class AteControl(pb_grpc.ControlServicer):
         return pb.PauseActorResponse(actor=actor_message(actor))
 
     @rpc
+    async def RevertActor(self, request: Any, context: Any) -> pb.RevertActorResponse:
+        actor = self.actor(request.actor)
+        await self.finish(self.revert(actor))
+        return pb.RevertActorResponse(actor=actor_message(actor))
+
+    async def revert(self, actor: Actor) -> None:
+        async with actor.lock:
+            if actor.deleted:
+                raise WireError("NOT_FOUND", f"actor {actor.key} not found")
+            if actor.status == "SUSPENDED":
+                raise WireError(
+                    "FAILED_PRECONDITION", f"actor {actor.key} is SUSPENDED: nothing to revert"
+                )
+            if actor.status != "CRASHED" or actor.worker or actor.paused_on:
+                raise WireError(
+                    "UNIMPLEMENTED",
+                    f"actor {actor.key} is {actor.status}: the local substrate reverts only "
+                    "crashed actors (suspend a running or paused one)",
+                )
+            # The LIVE marker said its state was in a worker; now the store's snapshot is it.
+            live = self.lifecycle.snapshot_dir(actor) / store.LIVE
+            await asyncio.to_thread(live.unlink, missing_ok=True)
+            actor.status = "SUSPENDED"
+            actor.version += 1
+
+    # ---- workers (ate_workers.py) ------------------------------------------------------------
+
+    @rpc
+    async def ListWorkers(self, request: Any, context: Any) -> pb.ListWorkersResponse:
+        chosen, token = ate_workers.page(
+            self.lifecycle.workers(), _name_of, request.page_size, request.page_token
+        )
+        return pb.ListWorkersResponse(
+            workers=[ate_workers.worker_message(f) for f in chosen], next_page_token=token
+        )
+
+    @rpc
+    async def GetWorker(self, request: Any, context: Any) -> pb.Worker:
+        facts = ate_workers.find(self.lifecycle.workers(), request.worker)
+        return ate_workers.worker_message(facts)
+
+    @rpc
+    async def DrainWorker(self, request: Any, context: Any) -> pb.Worker:
+        try:
+            facts = self.lifecycle.drain_worker(request.worker.name)
+        except KeyError:
+            raise WireError("NOT_FOUND", f"worker {request.worker.name!r} not found") from None
+        return ate_workers.worker_message(facts)
+
+    @rpc
+    async def ListWorkerActorAssignments(
+        self, request: Any, context: Any
+    ) -> pb.ListWorkerActorAssignmentsResponse:
+        facts = ate_workers.find(self.lifecycle.workers(), request.worker)
+        keys, token = ate_workers.page(facts.actors, str, request.page_size, request.page_token)
+        actors = self.lifecycle.actors
+        return pb.ListWorkerActorAssignmentsResponse(
+            actor_assignments=[
+                ate_workers.assignment_message(k, actors.get(_actor_ref(k))) for k in keys
+            ],
+            next_page_token=token,
+        )
+
+    @rpc
     async def DeleteActor(self, request: Any, context: Any) -> pb.Actor:
         actor = self.actor(request.actor)
         options = request.options
@@ -298,6 +380,15 @@ def actor_message(actor: Actor) -> pb.Actor:
             )
         )
     return message
+
+
+def _name_of(facts: Any) -> str:
+    return str(facts.name)
+
+
+def _actor_ref(key: str) -> tuple[str, str]:
+    atespace, _, name = key.partition("/")
+    return atespace, name
 
 
 def _name(value: str, what: str) -> str:

@@ -51,7 +51,12 @@ def test_regenerate_cli_writes_under_out(
                 "ResumeActor",
                 "SuspendActor",
                 "PauseActor",
+                "RevertActor",
                 "DeleteActor",
+                "ListWorkers",
+                "GetWorker",
+                "DrainWorker",
+                "ListWorkerActorAssignments",
             },
         ),
         (
@@ -84,3 +89,24 @@ def test_generated_modules_import_as_package_paths(
     assert {m.name for m in descriptor.methods} == methods
     short = service.split(".")[1]
     assert hasattr(stubs, f"{short}Stub") and hasattr(stubs, f"{short}Servicer")
+
+
+def test_the_newest_layout_is_whole_and_lives_in_a_pool_of_its_own() -> None:
+    """ateapi_sep: the notes' 35 Control methods and 3 WorkerService ones, ~100 messages, in a
+    descriptor pool apart from ateapi_pb2's (both define the ateapi.* names)."""
+    base = "agentsession_core.substrate.ate.proto"
+    newest = importlib.import_module(f"{base}.ateapi_sep_pb2")
+    ours = importlib.import_module(f"{base}.ateapi_pb2")
+    stubs = importlib.import_module(f"{base}.ateapi_sep_pb2_grpc")
+    services = newest.DESCRIPTOR.services_by_name
+    assert services["Control"].full_name == "ateapi.Control"
+    assert len(services["Control"].methods) == 35
+    assert {m.name for m in services["WorkerService"].methods} == {
+        "SetWorkerCapacity",
+        "MintAteomActorCertificate",
+        "RequestActorSuspend",
+    }
+    assert len(newest.DESCRIPTOR.message_types_by_name) == 100
+    assert newest.DESCRIPTOR.pool is not ours.DESCRIPTOR.pool
+    assert newest.Actor is not ours.Actor
+    assert hasattr(stubs, "ControlStub") and hasattr(stubs, "WorkerServiceServicer")

@@ -1,5 +1,11 @@
 """An async client for Agent Substrate's control API (`ateapi.Control` over gRPC), covering the
-nine methods the engine drives (docs/SPEC.md §2.1 gives their JSON-wire counterparts).
+nine lifecycle methods the engine drives (docs/SPEC.md §2.1 gives their JSON-wire
+counterparts) and the worker listing (ListWorkers, ListWorkerActorAssignments; §2.7).
+
+Built from ateapi.proto, a strict subset of the newest layout (ateapi_sep.proto; docs/SPEC.md
+§2.5): it sends no field the newest layout removed (ResumeActorRequest.boot) and reads answers
+by presence, so it works against servers of either layout. A server from before the worker
+listing answers those two calls UNIMPLEMENTED, which is raised as such.
 
 Transport and auth follow the ate wire notes:
 - target `grpc://host:port` (plaintext) or `grpcs://host[:port]` (TLS, port 443 by default);
@@ -116,7 +122,7 @@ def parse_target(target: str) -> Target:
 
 
 class ControlClient:
-    """The nine ateapi.Control calls the engine makes, as coroutines returning `Answer`s.
+    """The ateapi.Control calls the engine makes, as coroutines returning `Answer`s.
 
     The channel is opened on the first call, inside the event loop that makes it (gRPC's
     asyncio channels belong to one loop); `aclose()` closes it."""
@@ -169,7 +175,7 @@ class ControlClient:
         self._channel: Any = None
         self._stub: Any = None
 
-    # -- the nine calls ---------------------------------------------------------------------
+    # -- the calls --------------------------------------------------------------------------
 
     async def get_actor_template(
         self, namespace: str, name: str, *, timeout: float | None = None
@@ -237,6 +243,20 @@ class ControlClient:
     ) -> Answer[pb.Actor]:
         request = codec.delete_actor_request(atespace, name, any_state=any_state)
         return await self._call("DeleteActor", request, timeout)
+
+    async def list_workers(
+        self, page_token: str = "", *, timeout: float | None = None
+    ) -> Answer[pb.ListWorkersResponse]:
+        """One page of workers; pass next_page_token back for the next (empty: done)."""
+        request = codec.list_workers_request(page_token)
+        return await self._call("ListWorkers", request, timeout)
+
+    async def list_worker_actor_assignments(
+        self, worker: str, page_token: str = "", *, timeout: float | None = None
+    ) -> Answer[pb.ListWorkerActorAssignmentsResponse]:
+        """One page of the actors assigned to `worker` (its Worker resource's name)."""
+        request = codec.list_worker_actor_assignments_request(worker, page_token)
+        return await self._call("ListWorkerActorAssignments", request, timeout)
 
     async def aclose(self) -> None:
         channel, self._channel, self._stub = self._channel, None, None

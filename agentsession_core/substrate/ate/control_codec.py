@@ -2,9 +2,13 @@
 terms of the Substrate interface (docs/SPEC.md §2, agentsession_core/substrate/interface.py).
 
 Requests are built here once so the gRPC client, the tests and any fake server agree on
-their exact shape; answers become `Template` and `ActorInfo`. An answer that cannot be read
-(a memory limit that is not a byte quantity, a message written to another schema) raises a
-SubstrateError with code BAD_BODY.
+their exact shape; answers become `Template`, `ActorInfo` and `WorkerInfo`. An answer that
+cannot be read (a memory limit that is not a byte quantity, a message written to another
+schema) raises a SubstrateError with code BAD_BODY.
+
+Answers are read by presence, never by layout version: a sub-message is looked into only when
+HasField says the server set it (an older server sets no worker status, a newer one fields we
+do not model), and enum numbers newer than ours keep a name of their own (UNKNOWN_<n>).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from agentsession_core.script.quantity import QuantityError, parse_quantity
 from agentsession_core.substrate.ate.proto import ateapi_pb2 as pb
 from agentsession_core.substrate.ate.wire_check import mismatched_field
 from agentsession_core.substrate.errors import BAD_BODY, SubstrateError
-from agentsession_core.substrate.interface import ActorInfo, Template
+from agentsession_core.substrate.interface import ActorInfo, Template, WorkerInfo
+from agentsession_core.substrate.protocol import actor_target
 
 # The server caps a ListActors page at 1000 (the ate wire notes): asking for the cap keeps
 # cleanup of a 100k-actor run to 100 round trips.
@@ -40,6 +45,13 @@ STATUS_NAMES: dict[int, str] = {
     pb.ACTOR_STATE_DELETING: "DELETING",
     pb.ACTOR_STATE_REVERTING: "REVERTING",
     pb.ACTOR_STATE_UNSPECIFIED: "UNSPECIFIED",
+}
+
+# WorkerState → WorkerInfo.state; UNSPECIFIED and newer numbers keep names of their own.
+WORKER_STATES: dict[int, str] = {
+    pb.WORKER_STATE_ACTIVE: "active",
+    pb.WORKER_STATE_DRAINING: "draining",
+    pb.WORKER_STATE_UNSPECIFIED: "unspecified",
 }
 
 M = TypeVar("M", bound=Message)
@@ -103,6 +115,21 @@ def suspend_actor_request(atespace: str, name: str) -> pb.SuspendActorRequest:
 
 def pause_actor_request(atespace: str, name: str) -> pb.PauseActorRequest:
     return pb.PauseActorRequest(actor=object_ref(atespace, name))
+
+
+def list_workers_request(
+    page_token: str = "", page_size: int = LIST_PAGE_SIZE
+) -> pb.ListWorkersRequest:
+    return pb.ListWorkersRequest(page_size=page_size, page_token=page_token)
+
+
+def list_worker_actor_assignments_request(
+    worker: str, page_token: str = "", page_size: int = LIST_PAGE_SIZE
+) -> pb.ListWorkerActorAssignmentsRequest:
+    # Workers are global: their refs leave atespace empty.
+    return pb.ListWorkerActorAssignmentsRequest(
+        worker=pb.ObjectRef(name=worker), page_size=page_size, page_token=page_token
+    )
 
 
 def delete_actor_request(
@@ -184,16 +211,20 @@ def actor_info(actor: pb.Actor, *, atespace: str = "", name: str = "") -> ActorI
 def memory_limit_bytes(template: pb.ActorTemplate) -> int | None:
     """The template's memory limit in bytes (a Kubernetes quantity in resources.limits);
     None when it sets none. Two different memory limits are refused, not guessed between."""
+    return _memory(template.resources, f"template {_ref(template)}")
+
+
+def _memory(resources: pb.Resources, where: str) -> int | None:
     found: set[int] = set()
-    for limit in template.resources.limits:
+    for limit in resources.limits:
         if limit.name != MEMORY_LIMIT:
             continue
         try:
             found.add(parse_quantity(limit.quantity))
         except QuantityError as exc:
-            raise _bad(f"template {_ref(template)}: memory limit: {exc}") from None
+            raise _bad(f"{where}: memory limit: {exc}") from None
     if len(found) > 1:
-        raise _bad(f"template {_ref(template)}: several memory limits {sorted(found)}")
+        raise _bad(f"{where}: several memory limits {sorted(found)}")
     return found.pop() if found else None
 
 
@@ -204,6 +235,41 @@ def template_info(template: pb.ActorTemplate, namespace: str, name: str) -> Temp
         namespace=meta.atespace or namespace,
         name=meta.name or name,
         memory_limit_bytes=memory_limit_bytes(template),
+    )
+
+
+def worker_key(worker: pb.Worker) -> str:
+    """The name to ask ListWorkerActorAssignments about: the Worker resource's own."""
+    return worker.metadata.name
+
+
+def worker_info(worker: pb.Worker, assignments: list[pb.ActorAssignment]) -> WorkerInfo:
+    """The engine's view of one Worker and the actors assigned to it.
+
+    capacity: the actor count the worker states (status.capacity.actors); 0 when it states
+    none. allocated: status.allocated.actors when the server sets it, else the assignments
+    counted. memory_limit_bytes: the memory in the worker's capacity, when stated."""
+    name = worker.metadata.name or worker.worker_pod or worker.ip
+    if not name:
+        raise _bad(f"a Worker without a name: {worker!r:.200}")
+    status = worker.status if worker.HasField("status") else None
+    capacity = status.capacity if status is not None and status.HasField("capacity") else None
+    allocated = status.allocated if status is not None and status.HasField("allocated") else None
+    actors = sorted(
+        actor_target(a.actor.atespace, a.actor.name) for a in assignments if a.HasField("actor")
+    )
+    memory = None
+    if capacity is not None and capacity.HasField("resources"):
+        memory = _memory(capacity.resources, f"worker {name} capacity")
+    state = status.state if status is not None else pb.WORKER_STATE_UNSPECIFIED
+    return WorkerInfo(
+        name=name,
+        pool=worker.worker_pool or None,
+        capacity=capacity.actors if capacity is not None else 0,
+        allocated=allocated.actors if allocated is not None else len(actors),
+        state=WORKER_STATES.get(state, f"unknown_{state}"),
+        actors=tuple(actors),
+        memory_limit_bytes=memory,
     )
 
 

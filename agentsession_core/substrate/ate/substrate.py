@@ -18,6 +18,10 @@ imitating the async call (firing SuspendActor without awaiting it) would book ou
 as the substrate's and lose the call's failures, so `suspend_actor(wait=False)` is refused as a
 misconfiguration (RunParams refuses `lifecycle_mode: suspend-async` with the ate wire first).
 
+The worker listing (list_workers) is ListWorkers, then ListWorkerActorAssignments for each
+worker, at most ASSIGNMENT_CALLS at once. Against a control API without them (one from before
+multi-actor workers) it raises SubstrateError UNIMPLEMENTED, as the interface says.
+
 Credentials: the bearer token (or token file, re-read per call) and TLS settings are the
 control API's. A plain `token` also goes to the router, as on the JSON wire (the local
 substrate checks it there); a token file holds a service-account token minted for the API
@@ -51,6 +55,7 @@ from agentsession_core.substrate.interface import (
     ActorInfo,
     RouterResponse,
     Template,
+    WorkerInfo,
     note_server_time,
 )
 from agentsession_core.substrate.op_limits import OP_LIMITS_TRAILER, OpLimits
@@ -66,6 +71,9 @@ from agentsession_core.substrate.router_tls import RouterTls
 from agentsession_core.substrate.router_wire import server_elapsed_us
 
 STALE_RESENDS = 2  # resends of a 421-stale request (3 sends in all), all at once
+# Assignment listings in flight at once: a cluster of a thousand workers is listed in a few
+# round trips' time without opening a thousand streams on one channel.
+ASSIGNMENT_CALLS = 16
 _CONTENT_TYPE_LINE = f"Content-Type: {PROTOBUF_CONTENT_TYPE}\r\n"
 
 
@@ -187,6 +195,51 @@ class AteSubstrate:
     async def delete_actor(self, atespace: str, name: str) -> None:
         # any_state: cleanup and replacement delete actors in whatever state they are in.
         self._noted(await self.control.delete_actor(atespace, name, any_state=True))
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        workers: list[Any] = []
+        token = ""
+        try:
+            while True:
+                page = self._noted(await self.control.list_workers(token))
+                workers += page.workers
+                token = page.next_page_token
+                if not token:
+                    break
+            gate = asyncio.Semaphore(ASSIGNMENT_CALLS)
+
+            async def assigned(worker: Any) -> tuple[list[Any], list[int | None]]:
+                # The answers' server times go back to this task: the ContextVar that books
+                # them is per task, and gather runs each of these in a task of its own.
+                found: list[Any] = []
+                elapsed: list[int | None] = []
+                page_token = ""
+                async with gate:
+                    while True:
+                        answer = await self.control.list_worker_actor_assignments(
+                            codec.worker_key(worker), page_token
+                        )
+                        elapsed.append(answer.server_elapsed_us)
+                        found += answer.message.actor_assignments
+                        page_token = answer.message.next_page_token
+                        if not page_token:
+                            return found, elapsed
+
+            listed = await asyncio.gather(*(assigned(w) for w in workers))
+        except SubstrateError as exc:
+            if exc.code == "UNIMPLEMENTED":
+                raise SubstrateError(
+                    "UNIMPLEMENTED",
+                    f"{exc.message} (the control API at {self.control_url} has no worker "
+                    "listing: a server from before multi-actor workers)",
+                ) from None
+            raise
+        infos = []
+        for worker, (assignments, elapsed) in zip(workers, listed, strict=True):
+            for us in elapsed:
+                note_server_time(us)
+            infos.append(codec.worker_info(worker, assignments))
+        return infos
 
     # ---------------------------------------------------------------- router
     async def request(

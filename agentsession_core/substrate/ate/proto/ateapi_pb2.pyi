@@ -22,6 +22,12 @@ class ActorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACTOR_STATE_CRASHED: _ClassVar[ActorState]
     ACTOR_STATE_DELETING: _ClassVar[ActorState]
     ACTOR_STATE_REVERTING: _ClassVar[ActorState]
+
+class WorkerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WORKER_STATE_UNSPECIFIED: _ClassVar[WorkerState]
+    WORKER_STATE_ACTIVE: _ClassVar[WorkerState]
+    WORKER_STATE_DRAINING: _ClassVar[WorkerState]
 ACTOR_STATE_UNSPECIFIED: ActorState
 ACTOR_STATE_RESUMING: ActorState
 ACTOR_STATE_RUNNING: ActorState
@@ -32,6 +38,9 @@ ACTOR_STATE_PAUSED: ActorState
 ACTOR_STATE_CRASHED: ActorState
 ACTOR_STATE_DELETING: ActorState
 ACTOR_STATE_REVERTING: ActorState
+WORKER_STATE_UNSPECIFIED: WorkerState
+WORKER_STATE_ACTIVE: WorkerState
+WORKER_STATE_DRAINING: WorkerState
 
 class ObjectRef(_message.Message):
     __slots__ = ("atespace", "name")
@@ -241,3 +250,113 @@ class DeleteActorRequest(_message.Message):
     any_state: bool
     options: DeleteOptions
     def __init__(self, actor: _Optional[_Union[ObjectRef, _Mapping]] = ..., any_state: _Optional[bool] = ..., options: _Optional[_Union[DeleteOptions, _Mapping]] = ...) -> None: ...
+
+class RevertActorRequest(_message.Message):
+    __slots__ = ("actor",)
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    actor: ObjectRef
+    def __init__(self, actor: _Optional[_Union[ObjectRef, _Mapping]] = ...) -> None: ...
+
+class RevertActorResponse(_message.Message):
+    __slots__ = ("actor",)
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    actor: Actor
+    def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ...) -> None: ...
+
+class WorkerResources(_message.Message):
+    __slots__ = ("resources", "actors")
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    ACTORS_FIELD_NUMBER: _ClassVar[int]
+    resources: Resources
+    actors: int
+    def __init__(self, resources: _Optional[_Union[Resources, _Mapping]] = ..., actors: _Optional[int] = ...) -> None: ...
+
+class WorkerStatus(_message.Message):
+    __slots__ = ("state", "capacity", "allocated")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    state: WorkerState
+    capacity: WorkerResources
+    allocated: WorkerResources
+    def __init__(self, state: _Optional[_Union[WorkerState, str]] = ..., capacity: _Optional[_Union[WorkerResources, _Mapping]] = ..., allocated: _Optional[_Union[WorkerResources, _Mapping]] = ...) -> None: ...
+
+class Worker(_message.Message):
+    __slots__ = ("metadata", "worker_namespace", "worker_pool", "worker_pod", "worker_pod_uid", "node_name", "ip", "status")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    WORKER_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WORKER_POOL_FIELD_NUMBER: _ClassVar[int]
+    WORKER_POD_FIELD_NUMBER: _ClassVar[int]
+    WORKER_POD_UID_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    IP_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    metadata: ResourceMetadata
+    worker_namespace: str
+    worker_pool: str
+    worker_pod: str
+    worker_pod_uid: str
+    node_name: str
+    ip: str
+    status: WorkerStatus
+    def __init__(self, metadata: _Optional[_Union[ResourceMetadata, _Mapping]] = ..., worker_namespace: _Optional[str] = ..., worker_pool: _Optional[str] = ..., worker_pod: _Optional[str] = ..., worker_pod_uid: _Optional[str] = ..., node_name: _Optional[str] = ..., ip: _Optional[str] = ..., status: _Optional[_Union[WorkerStatus, _Mapping]] = ...) -> None: ...
+
+class ActorAssignment(_message.Message):
+    __slots__ = ("actor", "actor_uid", "actor_template_ref", "resources", "metadata")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_UID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_TEMPLATE_REF_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    actor: ObjectRef
+    actor_uid: str
+    actor_template_ref: ObjectRef
+    resources: Resources
+    metadata: ResourceMetadata
+    def __init__(self, actor: _Optional[_Union[ObjectRef, _Mapping]] = ..., actor_uid: _Optional[str] = ..., actor_template_ref: _Optional[_Union[ObjectRef, _Mapping]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., metadata: _Optional[_Union[ResourceMetadata, _Mapping]] = ...) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers", "next_page_token")
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[Worker]
+    next_page_token: str
+    def __init__(self, workers: _Optional[_Iterable[_Union[Worker, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetWorkerRequest(_message.Message):
+    __slots__ = ("worker",)
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    worker: ObjectRef
+    def __init__(self, worker: _Optional[_Union[ObjectRef, _Mapping]] = ...) -> None: ...
+
+class DrainWorkerRequest(_message.Message):
+    __slots__ = ("worker",)
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    worker: ObjectRef
+    def __init__(self, worker: _Optional[_Union[ObjectRef, _Mapping]] = ...) -> None: ...
+
+class ListWorkerActorAssignmentsRequest(_message.Message):
+    __slots__ = ("worker", "page_size", "page_token")
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    worker: ObjectRef
+    page_size: int
+    page_token: str
+    def __init__(self, worker: _Optional[_Union[ObjectRef, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListWorkerActorAssignmentsResponse(_message.Message):
+    __slots__ = ("actor_assignments", "next_page_token")
+    ACTOR_ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    actor_assignments: _containers.RepeatedCompositeFieldContainer[ActorAssignment]
+    next_page_token: str
+    def __init__(self, actor_assignments: _Optional[_Iterable[_Union[ActorAssignment, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

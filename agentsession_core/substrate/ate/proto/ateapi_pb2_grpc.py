@@ -74,10 +74,35 @@ class ControlStub:
                 request_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.PauseActorRequest.SerializeToString,
                 response_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.PauseActorResponse.FromString,
                 _registered_method=True)
+        self.RevertActor = channel.unary_unary(
+                '/ateapi.Control/RevertActor',
+                request_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.RevertActorRequest.SerializeToString,
+                response_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.RevertActorResponse.FromString,
+                _registered_method=True)
         self.DeleteActor = channel.unary_unary(
                 '/ateapi.Control/DeleteActor',
                 request_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.DeleteActorRequest.SerializeToString,
                 response_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.Actor.FromString,
+                _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/ateapi.Control/ListWorkers',
+                request_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
+        self.GetWorker = channel.unary_unary(
+                '/ateapi.Control/GetWorker',
+                request_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.GetWorkerRequest.SerializeToString,
+                response_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.Worker.FromString,
+                _registered_method=True)
+        self.DrainWorker = channel.unary_unary(
+                '/ateapi.Control/DrainWorker',
+                request_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.DrainWorkerRequest.SerializeToString,
+                response_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.Worker.FromString,
+                _registered_method=True)
+        self.ListWorkerActorAssignments = channel.unary_unary(
+                '/ateapi.Control/ListWorkerActorAssignments',
+                request_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkerActorAssignmentsRequest.SerializeToString,
+                response_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkerActorAssignmentsResponse.FromString,
                 _registered_method=True)
 
 
@@ -132,7 +157,37 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RevertActor(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteActor(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorker(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DrainWorker(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkerActorAssignments(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -181,10 +236,35 @@ def add_ControlServicer_to_server(servicer, server):
                     request_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.PauseActorRequest.FromString,
                     response_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.PauseActorResponse.SerializeToString,
             ),
+            'RevertActor': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevertActor,
+                    request_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.RevertActorRequest.FromString,
+                    response_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.RevertActorResponse.SerializeToString,
+            ),
             'DeleteActor': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteActor,
                     request_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.DeleteActorRequest.FromString,
                     response_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.Actor.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkersRequest.FromString,
+                    response_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'GetWorker': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorker,
+                    request_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.GetWorkerRequest.FromString,
+                    response_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.Worker.SerializeToString,
+            ),
+            'DrainWorker': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainWorker,
+                    request_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.DrainWorkerRequest.FromString,
+                    response_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.Worker.SerializeToString,
+            ),
+            'ListWorkerActorAssignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkerActorAssignments,
+                    request_deserializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkerActorAssignmentsRequest.FromString,
+                    response_serializer=agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkerActorAssignmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -414,6 +494,33 @@ class Control:
             _registered_method=True)
 
     @staticmethod
+    def RevertActor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ateapi.Control/RevertActor',
+            agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.RevertActorRequest.SerializeToString,
+            agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.RevertActorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def DeleteActor(request,
             target,
             options=(),
@@ -430,6 +537,114 @@ class Control:
             '/ateapi.Control/DeleteActor',
             agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.DeleteActorRequest.SerializeToString,
             agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.Actor.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ateapi.Control/ListWorkers',
+            agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkersRequest.SerializeToString,
+            agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ateapi.Control/GetWorker',
+            agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.GetWorkerRequest.SerializeToString,
+            agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.Worker.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainWorker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ateapi.Control/DrainWorker',
+            agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.DrainWorkerRequest.SerializeToString,
+            agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.Worker.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkerActorAssignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ateapi.Control/ListWorkerActorAssignments',
+            agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkerActorAssignmentsRequest.SerializeToString,
+            agentsession__core_dot_substrate_dot_ate_dot_proto_dot_ateapi__pb2.ListWorkerActorAssignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,
