@@ -1,11 +1,13 @@
 """`agentsession gate RUN [--baseline RUN|auto [--history N]] [--max-regression F] [--rule R]
-[--write]`: a release gate.
+[--write] [--junit FILE]`: a release gate.
 
 Prints the run's gate document (JSON) on stdout and one summary line on stderr; exits 0 on
 pass, 1 on fail, 2 on void or on a run that cannot be read (a baseline that cannot be one
 included). An inconclusive comparison never fails. `--baseline auto` compares against the last
 N comparable, non-void runs of the same campaign before this one (judge/baselines.py);
-`--write` stores the comparison in the run's gate.json (its manifest re-sealed).
+`--write` stores the comparison in the run's gate.json (its manifest re-sealed); `--junit FILE`
+writes the verdict as JUnit XML for a CI system (judge/junit.py), also when the run cannot be
+judged (one `<error>` case with the gate's line).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 
 import orjson
 
+from agentsession_core.errors import AgentsessionError, UsageError
 from agentsession_core.judge.baselines import AUTO, auto_baselines
 from agentsession_core.judge.compare import DEFAULT_HISTORY, DEFAULT_NIGHT_SPREAD, MAX_HISTORY
 from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, RULES, Rule
@@ -29,7 +33,9 @@ from agentsession_core.judge.gate import (
     with_baseline,
     without_baseline,
 )
+from agentsession_core.judge.junit import write_junit, write_unreadable
 from agentsession_core.judge.stored_run import load_run
+from agentsession_core.output.run_dir import describe_os_error
 from agentsession_core.output.upload import rewrite_run_file
 
 
@@ -123,6 +129,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="store the comparison in the run's gate.json (its manifest re-sealed)",
     )
+    p.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="also write the verdict as JUnit XML: a test case per judged window and per "
+        "compared figure (docs/SPEC.md §7)",
+    )
     p.set_defaults(handler=gate)
 
 
@@ -148,6 +160,30 @@ def settings(run: dict, args: argparse.Namespace) -> tuple[float, float, Rule, R
 
 
 def gate(args: argparse.Namespace) -> int:
+    try:
+        doc = judged(args)
+    except AgentsessionError as exc:
+        if args.junit:  # a CI reading only the file must not take no verdict for a pass
+            line = str(exc)
+            _junit(args.junit, lambda path: write_unreadable(path, args.run, line))
+        raise
+    if args.junit:
+        _junit(args.junit, lambda path: write_junit(path, doc))
+    print(json.dumps(doc, indent=2, sort_keys=False))
+    print(summary(doc), file=sys.stderr)
+    return exit_code(doc)
+
+
+def _junit(path: str, write: Callable[[str], object]) -> None:
+    try:
+        write(path)
+    except OSError as exc:
+        raise UsageError(f"--junit {path}: cannot write it: {describe_os_error(exc)}") from None
+
+
+def judged(args: argparse.Namespace) -> dict:
+    """The run's gate document, compared and re-judged as the flags ask (stored with
+    --write)."""
     run = load_run(args.run)
     doc = run["gate"]
     max_regression, spread, rule, paired_rule = settings(run, args)
@@ -177,6 +213,4 @@ def gate(args: argparse.Namespace) -> int:
         stored.pop("location", None)  # where it was read from, not part of the file
         data = orjson.dumps(stored, option=orjson.OPT_INDENT_2) + b"\n"
         rewrite_run_file(run["location"], "gate.json", data)
-    print(json.dumps(doc, indent=2, sort_keys=False))
-    print(summary(doc), file=sys.stderr)
-    return exit_code(doc)
+    return doc

@@ -41,6 +41,7 @@ from agentsession_core.engine.server_source import embedded_url, open_server_met
 from agentsession_core.engine.target import open_substrate
 from agentsession_core.engine.watchdog import Watchdog
 from agentsession_core.errors import AgentsessionError
+from agentsession_core.measure.actor_census import ActorCensus
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
@@ -192,7 +193,7 @@ class Run:
         await health.start()
         self._stack.push_async_callback(health.stop)
         if self.params.metrics_port is not None:
-            await self._serve_metrics()
+            await self._serve_metrics(substrate)
         self.health = health
         progress = Progress(engine, self.recorder, live=self.live, health=health)
         self._stack.callback(progress.close)
@@ -217,15 +218,21 @@ class Run:
     def _watchdog(self, dog: Watchdog | None) -> None:
         self.arms.watchdog = dog
 
-    async def _serve_metrics(self) -> None:
-        """/metrics and the control API (/v1/status) on params.metrics_port."""
+    async def _serve_metrics(self, substrate: Substrate) -> None:
+        """/metrics and the control API (/v1/status) on params.metrics_port, and the census
+        of the run's actors behind `locust_actors` (the candidate's atespace; a ShardedRun's
+        coordinator takes the one census of the whole atespace, its shards none)."""
         assert self.params.metrics_port is not None and self.script is not None
         api = ControlAPI(self)
+        atespace = self.atespace
+        census = ActorCensus(lambda: substrate.list_actors(atespace))
+        self._background(census.run(), "actor-census")
         metrics = MetricsServer(
             self.recorder,
             self.params.metrics_port,
             user_class="+".join(self.script.names),  # a mix: its scripts, one label
             routes=api.add_routes,
+            census=census,
         )
         await metrics.start()
         self._stack.push_async_callback(metrics.stop)

@@ -8,8 +8,11 @@
 - `locust_request_duration_milliseconds{method, name, status, user_class}`: their latency, a
   histogram in **milliseconds**, from the intended time as every figure here;
 - `locust_users{user_class}`: the sessions the run drives;
-- `locust_actors{user_class, state}`: their actors by the lifecycle state last observed
-  (running, hibernated, waking, hibernating, starting).
+- `locust_actors{user_class, state}`: the run's actors by the state the substrate's own
+  listing gives them, in upstream's four states (hibernated, running, hibernate_pending,
+  crashed; measure/actor_census.py), each shown, 0 included, once the first census is taken;
+  absent before it and in a view with no census. (The sessions' own view of their states is
+  `agentsession_sessions{state}`.)
 
 Like the agentsession_* view it is read from the recorder at scrape time; only request rows
 are requests (the load's own rows and the generator's health are left out, as in the Locust
@@ -23,6 +26,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from agentsession_core.measure.actor_census import STATES, ActorCensus
 from agentsession_core.measure.health import is_request_row
 from agentsession_core.measure.histogram import LogHistogram
 from agentsession_core.measure.recorder import Recorder
@@ -30,17 +34,6 @@ from agentsession_core.measure.recorder import Recorder
 # Bucket bounds in milliseconds: 1 ms doubling to ~65 s, then two minutes.
 LATENCY_BUCKETS_MS = (*(float(2**k) for k in range(17)), 120_000.0)
 SUCCESS, FAILURE = "success", "failure"
-# A session's state (engine/session.py) as the upstream worker names an actor's.
-ACTOR_STATES = {
-    "idle": "running",
-    "stepping": "running",
-    "thinking": "running",
-    "parked": "hibernated",
-    "waking": "waking",
-    "hibernating": "hibernating",
-    "new": "starting",
-    "starting": "starting",
-}
 SESSIONS_GAUGE = "sessions"
 
 
@@ -50,11 +43,15 @@ def _buckets(hist: LogHistogram) -> list[tuple[str, float]]:
 
 
 class LocustCollector(Collector):
-    """The Locust exporter's families, built from the recorder when scraped."""
+    """The Locust exporter's families, built from the recorder (and the last actor census)
+    when scraped."""
 
-    def __init__(self, recorder: Recorder, user_class: str) -> None:
+    def __init__(
+        self, recorder: Recorder, user_class: str, census: ActorCensus | None = None
+    ) -> None:
         self.recorder = recorder
         self.user_class = user_class
+        self.census = census
 
     def collect(self) -> Iterator:
         labels = ["method", "name", "status", "user_class"]
@@ -83,26 +80,26 @@ class LocustCollector(Collector):
                     latency.add_metric(series, _buckets(hist), hist.total)
         yield requests
         yield latency
-        yield from self._users()
+        yield self._users()
+        if (census := self.census.last if self.census is not None else None) is not None:
+            actors = GaugeMetricFamily(
+                "locust_actors",
+                "The run's actors by state, from the substrate's listing",
+                labels=["user_class", "state"],
+            )
+            for state in STATES:
+                actors.add_metric([self.user_class, state], census.counts[state])
+            yield actors
 
-    def _users(self) -> Iterator[GaugeMetricFamily]:
-        by_state: dict[str, float] = {}
-        for (name, labels), value in self.recorder.current_gauges().items():
-            if name == SESSIONS_GAUGE:
-                state = dict(labels).get("state", "")
-                shown = ACTOR_STATES.get(state, state)
-                by_state[shown] = by_state.get(shown, 0.0) + value
-        users = GaugeMetricFamily("locust_users", "Sessions driven", labels=["user_class"])
-        users.add_metric([self.user_class], sum(by_state.values()))
-        yield users
-        actors = GaugeMetricFamily(
-            "locust_actors",
-            "Actors by the lifecycle state last observed",
-            labels=["user_class", "state"],
+    def _users(self) -> GaugeMetricFamily:
+        sessions = sum(
+            value
+            for (name, _), value in self.recorder.current_gauges().items()
+            if name == SESSIONS_GAUGE
         )
-        for state, n in sorted(by_state.items()):
-            actors.add_metric([self.user_class, state], n)
-        yield actors
+        users = GaugeMetricFamily("locust_users", "Sessions driven", labels=["user_class"])
+        users.add_metric([self.user_class], sessions)
+        return users
 
 
-__all__ = ["ACTOR_STATES", "LATENCY_BUCKETS_MS", "LocustCollector"]
+__all__ = ["LATENCY_BUCKETS_MS", "LocustCollector"]

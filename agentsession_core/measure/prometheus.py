@@ -19,6 +19,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from agentsession_core.errors import PreflightError
+from agentsession_core.measure.actor_census import ActorCensus
 from agentsession_core.measure.health import LOOP_LAG_ROW
 from agentsession_core.measure.histogram import LogHistogram
 from agentsession_core.measure.locust_metrics import LocustCollector
@@ -137,7 +138,8 @@ class RecorderCollector(Collector):
 
 class MetricsServer:
     """GET /metrics on the running event loop (scrapes read the recorder on its own thread):
-    the agentsession_* families and the Locust exporter's (`user_class`: the session type)."""
+    the agentsession_* families and the Locust exporter's (`user_class`: the session type;
+    `census`: the substrate's count of the run's actors by state, for `locust_actors`)."""
 
     def __init__(
         self,
@@ -147,6 +149,7 @@ class MetricsServer:
         *,
         user_class: str = "agentsession",
         routes: Callable[[web.Application], None] | None = None,
+        census: ActorCensus | None = None,
     ) -> None:
         self.recorder = recorder
         self.routes = routes  # more routes on the same port (the run's control API)
@@ -154,7 +157,7 @@ class MetricsServer:
         self.port = port
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(RecorderCollector(recorder))
-        self.registry.register(LocustCollector(recorder, user_class))
+        self.registry.register(LocustCollector(recorder, user_class, census))
         self._runner: web.AppRunner | None = None
 
     async def _metrics(self, request: web.Request) -> web.Response:

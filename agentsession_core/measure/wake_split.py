@@ -1,7 +1,8 @@
 """Where a window's wakes spent their time (docs/SPEC.md §5.9), from the `agent-substrate`
 preset's answers (measure/agent_substrate.py): per phase a count, a mean and percentiles
 computed here from the window's bucket increases, beside the client's own TimeToWake, and the
-reconciliation of the server's resume records with the client's successful wakes.
+reconciliation of the server's resume records with the client's successful wakes, and the
+part of the client's wakes the phases leave unexplained (measure/wake_unattributed.py).
 
 The guide's rule for histograms with a last finite bucket: a percentile whose rank lands past
 that bound (in the `+Inf` bucket) is **saturated**: the true value is somewhere above the
@@ -19,6 +20,7 @@ from typing import Any
 from agentsession_core.measure.agent_substrate import COUNTS, PHASES, RECORDS_PHASE, Phase
 from agentsession_core.measure.server_metrics import PHASE_FIGURES, Series, series_name
 from agentsession_core.measure.stats import TIME_TO_WAKE_ROW, Window
+from agentsession_core.measure.wake_unattributed import unattributed, unattributed_figures
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 Buckets = list[tuple[float, float]]  # (upper bound in seconds, cumulative count), +Inf last
@@ -213,6 +215,10 @@ def _split(
         # Δ size sum / Δ checkpoint seconds: the guide's checkpoint throughput.
         out["checkpoint_bytes_per_second"] = written / (checkpoint["mean"] * checkpoint["count"])
     out["reconciliation"] = reconcile(records, (client or {}).get("wakes"))
+    # What the phases leave unexplained (measure/wake_unattributed.py); absent without the
+    # client's wakes or a wake phase.
+    if (rest := unattributed(phases, client, bucket_quantile)) is not None:
+        out["unattributed"] = rest
     return out
 
 
@@ -255,12 +261,13 @@ def merged_split(
 
 
 def phase_rows_figures(split: dict[str, Any] | None) -> dict[str, dict[str, float]]:
-    """The split's phases as server figures (`server.resume_p99`, docs/SPEC.md §6)."""
+    """The split's phases as server figures (`server.resume_p99`, docs/SPEC.md §6), and
+    the unattributed part (`server.unattributed_mean`)."""
     out: dict[str, dict[str, float]] = {}
     for p in (split or {}).get("phases", []):
         found = {k: float(p[k]) for k in PHASE_FIGURES if p.get(k) is not None}
         out[p["row"]] = found | {"samples": 1.0}  # one answer: the window's increase
-    return out
+    return out | unattributed_figures((split or {}).get("unattributed"))
 
 
 __all__ = [

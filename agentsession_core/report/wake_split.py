@@ -2,7 +2,9 @@
 per judged window and the steady window, from server_summary.json's `wake_split`, with the
 client's TimeToWake on top and each platform phase below it, indented inside the phase that
 holds it. Each bar is drawn on its own from zero: the phases overlap, so no bar continues
-another and nothing is added up. A percentile the platform's buckets could not resolve
+another and nothing is added up — except in the `unattributed` rows at the foot
+(measure/wake_unattributed.py), the client's wake less its innermost phases, which are
+disjoint. A percentile the platform's buckets could not resolve
 (saturated) shows the mean, marked. Then the reconciliation of the server's resume records
 with the client's successful wakes, per window, marking lost telemetry.
 """
@@ -18,6 +20,7 @@ from agentsession_core.report.svg_chart import esc
 from agentsession_core.report.tables import fmt, table
 
 CLIENT_COLOUR, PHASE_COLOUR, P99_COLOUR, LOST_COLOUR = "#1565c0", "#2e7d32", "#ef6c00", "#c62828"
+UNATTRIBUTED_COLOUR = "#9e9e9e"
 
 
 def _split(span: Span) -> dict[str, Any] | None:
@@ -97,8 +100,44 @@ def split_table(split: dict[str, Any]) -> str:
             f"<td>{_percentile(row, 'p99')}</td><td>{_ms(mean)}</td>"
             f"<td>{_bar(mean, p99, top, PHASE_COLOUR)}</td></tr>"
         )
+    body += _unattributed_rows(split, top)
     head = ["phase", "count", "p50", "p99", "mean", "mean (bar) and p99 (tick), each from 0"]
     return table(head, body) + _counts_line(split)
+
+
+def _unattributed_rows(split: dict[str, Any], top: float) -> list[str]:
+    """The part of the client's wake the innermost phases leave unexplained: the means'
+    difference (means add) and the p50s' (upstream's reading; no percentile of anything)."""
+    found = split.get("unattributed")
+    if not isinstance(found, dict):
+        return []
+    named = " + ".join(str(n) for n in found.get("named_phases") or [])
+    out = []
+    for row in found.get("rows") or []:
+        if not isinstance(row, dict):
+            continue
+        value = number(row.get("value"))
+        shown = _ms(value)
+        if row.get("negative"):
+            over = _ms(-(number(row.get("raw")) or 0.0))
+            shown += f' <span class="dim">(floored: the phases exceed the wake by {over})</span>'
+        if row.get("saturated"):
+            shown += ' <span class="dim">(a phase saturated)</span>'
+        statistic = row.get("statistic")
+        what = (
+            "the client's mean wake less the means of"
+            if statistic == "mean"
+            else "a difference of p50s, not a percentile: the client's p50 less the p50s of"
+        )
+        cells = ["–", shown, "–", "–"] if statistic == "p50" else ["–", "–", "–", shown]
+        bar = _bar(value, None, top, UNATTRIBUTED_COLOUR) if statistic == "mean" else ""
+        out.append(
+            f"<tr><td><code>{esc(row.get('row'))}</code> <span class=dim>{what} "
+            f"{esc(named)}</span></td>{''.join(f'<td>{c}</td>' for c in cells)}<td>{bar}</td></tr>"
+        )
+    if said := found.get("said"):
+        out.append(f'<tr><td colspan="6" class="dim">{esc(said)}</td></tr>')
+    return out
 
 
 def _counts_line(split: dict[str, Any]) -> str:
@@ -159,7 +198,9 @@ def wake_split(doc: dict[str, Any] | None) -> str:
         "<h3>Where the wakes' time went</h3>",
         '<p class="meta">the platform\'s own wake phases (server.preset agent-substrate), '
         "successful observations only; phases overlap (each is inside the one it names), so "
-        "they are never added; a percentile past the last bucket shows the mean</p>",
+        "they are never added, but for the unattributed rows: the client's wake less the "
+        "innermost phases, which are disjoint; a percentile past the last bucket shows the "
+        "mean</p>",
     ]
     for span in spans:
         split = _split(span)

@@ -107,5 +107,7 @@ async def test_upstream_dashboard_queries_read_a_live_run(tmp_path: Path) -> Non
     assert heat["+Inf"] == pytest.approx(rate["TimeToWake"] * (t2 - t1), rel=1e-3)
     assert ask(DASHBOARD["users"]) == {"smoke": SESSIONS}
     actors = ask(DASHBOARD["actors by state"])
-    assert sum(actors.values()) == SESSIONS
-    assert set(actors) <= {"running", "hibernated", "waking", "hibernating", "starting"}
+    # The substrate's listing, every 5 s (test_actor_census.py): before the run's actors
+    # exist, or each of them once.
+    assert set(actors) == {"hibernated", "running", "hibernate_pending", "crashed"}
+    assert sum(actors.values()) in (0, SESSIONS)

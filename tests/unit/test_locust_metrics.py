@@ -55,7 +55,8 @@ async def test_requests_users_and_actors_under_the_locust_names() -> None:
     assert got[("locust_requests_total", wake)] == 1
     assert not [k for k in got if k[0] == "locust_requests_total" and ("name", "Backlog") in k[1]]
     assert got[("locust_users", _labels(user_class="coding-session"))] == 10
-    actors = {dict(k[1])["state"]: v for k, v in got.items() if k[0] == "locust_actors"}
-    assert actors == {"hibernated": 6, "running": 3, "waking": 1}
+    # The actors by state are the substrate's listing's (test_actor_census.py): no census,
+    # no locust_actors, rather than the sessions' guess under upstream's names.
+    assert not [k for k in got if k[0] == "locust_actors"]
     # Beside, not instead of, the agentsession_* families.
     assert any(k[0] == "agentsession_requests_total" for k in got)
