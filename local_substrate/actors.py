@@ -12,16 +12,19 @@ Calls that find the actor already where they lead are no-ops (resume of a RUNNIN
 suspend of a SUSPENDED one). A CRASHED actor answers ABORTED "... crashed" to everything
 but GetActor and DeleteActor (§3.4 replaces an actor on exactly that message).
 
-Where the state lives. RUNNING: in its worker. SUSPENDED: in the snapshot store (or
-nowhere: a new actor's golden state is empty). PAUSED: in the worker it ran on, which is
-free for other actors meanwhile; resume takes that worker when it is free (a local swap),
-otherwise the paused state is spilled to the store and loaded on any free worker
+Where the state lives. RUNNING: in its worker, which holds up to `capacity` running actors
+(docs/SPEC.md §2.7; placement.py chooses the worker). SUSPENDED: in the snapshot store (or
+nowhere: a new actor's golden state is empty). PAUSED: in the worker it ran on, whose slot
+is free for other actors meanwhile; resume takes that worker when it has room (a local
+swap), otherwise the paused state is spilled to the store and loaded on any worker with room
 (migration on demand). A worker keeps at most `pause_budget` bytes of paused state; a
-pause beyond it is carried out as a suspend. Paused state dies with its worker.
+pause beyond it is carried out as a suspend. Paused state dies with its worker, and so does
+every actor a worker held: each is CRASHED.
 
 A request in flight is counted on its actor (begin_request / end_request), so a suspend
 or pause waits for it to finish rather than snapshotting under it. Waiting for a free
-worker is bounded by `park_timeout`: RESOURCE_EXHAUSTED past it (§2.4).
+worker is bounded by `park_timeout`: RESOURCE_EXHAUSTED past it (§2.4); a worker with a
+free slot but not the memory for the actor refuses it at once, RESOURCE_EXHAUSTED too.
 
 Worker pools (docs/SPEC.md §2.6): an actor's worker selector picks the pool it may run on;
 one that no pool's workers match is refused at every wake with FAILED_PRECONDITION
@@ -44,78 +47,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-import time
-import uuid
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from agentsession_core.substrate.protocol import (
-    MATCH_LABELS_FIELD,
-    NO_POOL_MATCH,
     WORKER_ADMIN_PREFIX,
     WORKER_SECRET_HEADER,
-    WORKER_SELECTOR_FIELD,
-    actor_target,
 )
 from local_substrate import persist, store
+from local_substrate.actor import Actor
 from local_substrate.faults import Faults
 from local_substrate.metrics import SubstrateCounters
+from local_substrate.placement import Need, NoMemory, pool_for
 from local_substrate.pool import Pool, WorkerProc
 from local_substrate.protocol import WireError
+from local_substrate.worker_facts import WorkerFacts, facts_of
 
 # Actors whose placements the debug view keeps after they are deleted, the oldest dropped
 # first: enough for a test or a short run to check every actor it made.
 PLACEMENTS_KEPT = 10_000
-
-
-@dataclass(eq=False)
-class Actor:
-    atespace: str
-    name: str
-    template: tuple[str, str]
-    limit: int | None
-    status: str = "SUSPENDED"
-    worker: WorkerProc | None = None
-    paused_on: WorkerProc | None = None
-    version: int = 0
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    inflight: int = 0
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
-    deleted: bool = False
-    # What the ate wire's ResourceMetadata carries besides the name (ate_control.py).
-    uid: str = field(default_factory=lambda: uuid.uuid4().hex)
-    created_ns: int = field(default_factory=time.time_ns)
-    # Its worker selector's labels (CreateActor), and the pool it is bound to once it has
-    # run on one (None: not yet, or the substrate has no pools).
-    selector: dict[str, str] = field(default_factory=dict)
-    pool: str | None = None
-    placements: Counter[str] = field(default_factory=Counter)  # wakes by the worker's pool
-
-    def __post_init__(self) -> None:
-        self.idle.set()
-
-    @property
-    def key(self) -> str:
-        """How workers and logs name the actor: the router target's own form."""
-        return actor_target(self.atespace, self.name)
-
-    def describe(self) -> dict[str, Any]:
-        where = self.worker or self.paused_on
-        return {
-            "atespace": self.atespace,
-            "name": self.name,
-            "status": self.status,
-            "worker": where.name if where else None,
-            "version": self.version,
-            "template": {"namespace": self.template[0], "name": self.template[1]},
-            WORKER_SELECTOR_FIELD: {MATCH_LABELS_FIELD: dict(self.selector)},
-            "pool": self.pool,
-            "placements": dict(self.placements),
-        }
 
 
 class WorkerFailed(Exception):
@@ -265,7 +218,7 @@ class ActorLifecycle:
                     await self.admin(holder, "drop", actor=actor.key)
                 holder.paused.pop(actor.key, None)
             if actor.worker is not None:
-                self.pool.release(actor.worker)
+                self.pool.release(actor.worker, actor.key)
             actor.worker = actor.paused_on = None
             await asyncio.to_thread(store.delete_actor, self.snapshot_dir(actor))
 
@@ -331,47 +284,29 @@ class ActorLifecycle:
         finally:
             actor.lock.release()
 
-    def placement(self, actor: Actor, *, router: bool) -> str | None:
-        """The pool the actor may run on (None: any worker); FAILED_PRECONDITION when its
-        selector matches no pool's workers."""
-        have = ", ".join(self.pool.pools) or "none"
-        if actor.pool is not None:
-            if actor.pool in self.pool.pools:
-                return actor.pool
-            # A store reused by a substrate with other pools: the snapshot cannot move.
-            raise WireError(
-                "FAILED_PRECONDITION",
-                f"{NO_POOL_MATCH}: actor {actor.key}'s snapshot belongs to pool "
-                f"{actor.pool}, this substrate's pools: {have}",
-                router=router,
-            )
-        try:
-            return self.pool.pool_matching(actor.selector)
-        except KeyError:
-            raise WireError(
-                "FAILED_PRECONDITION",
-                f"{NO_POOL_MATCH}: actor {actor.key} selects {actor.selector}, "
-                f"this substrate's pools: {have}",
-                router=router,
-            ) from None
-
     async def _resume_locked(self, actor: Actor, *, router: bool) -> None:
         pool = self.pool
-        wanted = self.placement(actor, router=router)
+        wanted = pool_for(actor, pool, router=router)
         fault = await self.faults.before_wake(actor, router=router)
         before = actor.status
         actor.status = "RESUMING"
+        # Reserved on its worker while it runs: what its template lets it grow to.
+        need = Need(actor.key, actor.limit or 0, wanted, actor.paused_on)
         try:
-            worker = await pool.acquire(actor.paused_on, self.park_timeout, wanted)
+            worker = await pool.acquire(need, self.park_timeout)
         except TimeoutError:
             actor.status = before
             which = f"the {pool.pool_size(wanted)} workers of pool {wanted}" if wanted else None
             raise WireError(
                 "RESOURCE_EXHAUSTED",
                 f"no worker freed up for actor {actor.key} within the park timeout of "
-                f"{self.park_timeout}s ({which or f'{pool.size} workers'}, all busy)",
+                f"{self.park_timeout}s ({which or f'{pool.size} workers'}, "
+                f"{pool.slots(wanted)} slots, all busy{pool.draining_note(wanted)})",
                 router=router,
             ) from None
+        except NoMemory as exc:
+            actor.status = before
+            raise WireError("RESOURCE_EXHAUSTED", str(exc), router=router) from None
         try:
             if actor.paused_on is worker:
                 await self.admin(worker, "unpause", actor=actor.key)
@@ -389,12 +324,11 @@ class ActorLifecycle:
                     snapshot=str(directory) if has_snapshot else None,
                 )
         except WorkerFailed as exc:
-            pool.release(worker)
+            pool.release(worker, actor.key)
             if actor.status != "CRASHED":
                 actor.status = "PAUSED" if actor.paused_on is not None else "SUSPENDED"
             self.usable(actor, router=router)
             raise WireError("UNAVAILABLE", f"resume of {actor.key}: {exc}", router=router) from None
-        worker.hosting = actor.key
         actor.worker, actor.paused_on = worker, None
         actor.status = "RUNNING"
         actor.version += 1
@@ -460,7 +394,7 @@ class ActorLifecycle:
         actor.version += 1
         actor.status = "SUSPENDED"
         self.metrics.suspended()
-        self.pool.release(worker)
+        self.pool.release(worker, actor.key)
 
     async def _pause_locked(self, actor: Actor) -> None:
         if actor.status != "RUNNING":
@@ -470,7 +404,7 @@ class ActorLifecycle:
         actor.status = "PAUSING"
         await self._drain(actor)
         try:
-            state = await self.admin(worker, "state")
+            state = await self.admin(worker, "state", actor=actor.key)
             if sum(worker.paused.values()) + state["bytes"] > self.pause_budget:
                 actor.status = "RUNNING"
                 await self._suspend_locked(actor)
@@ -484,17 +418,37 @@ class ActorLifecycle:
         actor.worker, actor.paused_on = None, worker
         actor.version += 1
         actor.status = "PAUSED"
-        self.pool.release(worker)
+        self.pool.release(worker, actor.key)
+
+    # ---- the worker facts (docs/SPEC.md §2.7) ----------------------------------------------
+
+    def workers(self) -> list[WorkerFacts]:
+        """Every live worker as both wires list it, in slot order."""
+        alive = [w for w in self.pool.workers.values() if w.alive]
+        return [facts_of(w) for w in sorted(alive, key=lambda w: w.slot)]
+
+    def drain_worker(self, name: str) -> WorkerFacts:
+        """DrainWorker: the worker takes no new placements from now on; its actors stay until
+        they park. KeyError for a name no live worker has."""
+        for worker in self.pool.workers.values():
+            if worker.alive and worker.name == name:
+                self.pool.drain(worker)
+                return facts_of(worker)
+        raise KeyError(name)
 
     def worker_died(self, worker: WorkerProc) -> None:
         """The pool's crash report: the worker's running and paused actors are CRASHED."""
+        held = 0
         for actor in self.actors.values():
             if actor.worker is worker or actor.paused_on is worker:
                 actor.status = "CRASHED"
                 actor.worker = actor.paused_on = None
+                held += 1
+        worker.running.clear()
         worker.paused.clear()
         print(
             f"agentsession substrate: worker {worker.name} (pid {worker.pid}) died "
-            f"with code {worker.process.returncode}; replacing it",
+            f"with code {worker.process.returncode}, {held} actors with it (CRASHED); "
+            "replacing it",
             file=sys.stderr,
         )

@@ -17,6 +17,7 @@ from agentsession_core.script.quantity import QuantityError, parse_quantity
 from agentsession_core.substrate.protocol import POOL_NAME_PATTERN, POOL_NAME_RULE, TOKEN_ENV
 from local_substrate.ate_control import GrpcTls
 from local_substrate.fault_rules import LANGUAGE, parse_rules
+from local_substrate.pool import ONE_ACTOR, WorkerShape
 from local_substrate.server import (
     DEFAULT_TEMPLATE,
     RouterTlsServing,
@@ -72,9 +73,25 @@ def add_commands(group: argparse.ArgumentParser) -> None:
         "--pool",
         action="append",
         default=[],
-        metavar="NAME=N",
-        help="a worker pool of N workers labelled pool=NAME (repeatable); actors are placed by "
-        "their worker selector and stay on their pool",
+        metavar="NAME=N[:CAPACITY[:MEMORY]]",
+        help="a worker pool of N workers labelled pool=NAME (repeatable), each holding up to "
+        "CAPACITY actors (default --worker-capacity) in MEMORY (default --worker-memory); "
+        "actors are placed by their worker selector and stay on their pool",
+    )
+    serve.add_argument(
+        "--worker-capacity",
+        type=int,
+        default=1,
+        metavar="N",
+        help="running actors each worker process holds at once (default 1)",
+    )
+    serve.add_argument(
+        "--worker-memory",
+        default="none",
+        metavar="SIZE|none",
+        help="memory of each worker, e.g. 512Mi: a placement whose actor's template memory "
+        "limit would take the worker's reservations past it is refused, RESOURCE_EXHAUSTED "
+        "(default none: no limit)",
     )
     serve.add_argument(
         "--store",
@@ -222,19 +239,50 @@ def parse_templates(specs: list[str]) -> dict[tuple[str, str], int | None]:
 
 
 def parse_pools(specs: list[str]) -> dict[str, int]:
-    """`--pool NAME=N` flags as {name: workers}; the error names the flag."""
-    pools: dict[str, int] = {}
+    """`--pool NAME=N[:CAPACITY[:MEMORY]]` flags as {name: workers}; the error names the flag."""
+    return {name: workers for name, (workers, _) in parse_pool_specs(specs).items()}
+
+
+def parse_capacity(text: str | int, where: str) -> int:
+    value = str(text).strip()
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError(f"{where}: a worker's capacity is a whole number of actors, at least 1")
+    return int(value)
+
+
+def parse_memory(text: str, where: str) -> int | None:
+    """A worker's memory: a size, or `none` for no limit."""
+    if text.strip().lower() == "none":
+        return None
+    size = parse_size(text, where)
+    if size < 1:
+        raise UsageError(f"{where}: a worker's memory must be above 0 (or none)")
+    return size
+
+
+def parse_pool_specs(
+    specs: list[str], default: WorkerShape = ONE_ACTOR
+) -> dict[str, tuple[int, WorkerShape]]:
+    """`--pool NAME=N[:CAPACITY[:MEMORY]]` flags as {name: (workers, their shape)}, the
+    shape's parts not given taken from `default`; the error names the flag."""
+    pools: dict[str, tuple[int, WorkerShape]] = {}
     for spec in specs:
         where = f"--pool {spec!r}"
-        name, eq, count = spec.partition("=")
+        name, eq, rest = spec.partition("=")
         name = name.strip()
-        if not eq or not count.strip().isdigit() or int(count) < 1:
-            raise UsageError(f"{where}: expected NAME=N with N workers, at least 1 (e.g. fast=2)")
+        count, *shape = rest.split(":")
+        if not eq or not count.strip().isdigit() or int(count) < 1 or len(shape) > 2:
+            raise UsageError(
+                f"{where}: expected NAME=N[:CAPACITY[:MEMORY]] with N workers, at least 1 "
+                "(e.g. fast=2, or fast=2:4:512Mi for 2 workers of 4 actors in 512Mi each)"
+            )
         if not POOL_NAME_PATTERN.match(name):
             raise UsageError(f"{where}: the pool name must be {POOL_NAME_RULE}")
         if name in pools:
             raise UsageError(f"{where}: pool {name!r} given twice")
-        pools[name] = int(count)
+        capacity = parse_capacity(shape[0], where) if shape else default.capacity
+        memory = parse_memory(shape[1], where) if len(shape) > 1 else default.memory
+        pools[name] = (int(count), WorkerShape(capacity, memory))
     return pools
 
 
@@ -294,7 +342,12 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             "--token: a token on the command line is visible in the process list; set "
             f"{TOKEN_ENV}, or give --token-file FILE"
         )
-    pools = parse_pools(args.pool)
+    shape = WorkerShape(
+        parse_capacity(args.worker_capacity, f"--worker-capacity {args.worker_capacity}"),
+        parse_memory(args.worker_memory, f"--worker-memory {args.worker_memory!r}"),
+    )
+    pool_specs = parse_pool_specs(args.pool, shape)
+    pools = {name: workers for name, (workers, _) in pool_specs.items()}
     if pools and args.workers is not None and args.workers != sum(pools.values()):
         raise UsageError(
             f"--workers {args.workers}: with --pool the workers are the pools' "
@@ -320,6 +373,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         port=args.port,
         workers=workers,
         pools=pools,
+        worker_shape=shape,
+        pool_shapes={name: pool_shape for name, (_, pool_shape) in pool_specs.items()},
         store=args.store,
         templates=parse_templates(args.template),
         token=_token(args.token_file) or os.environ.get(TOKEN_ENV) or None,

@@ -1,5 +1,6 @@
 """The local substrate's control API under `/v1/` (docs/SPEC.md §2.1): templates, atespaces,
-actor CRUD and the lifecycle verbs, plus /openapi.json, healthz and the worker debug view.
+actor CRUD and the lifecycle verbs, the worker listing and DrainWorker (§2.7), plus
+/openapi.json, healthz and the worker debug view.
 
 Handlers only decode requests and encode answers; every state change is ActorLifecycle's
 (actors.py), so the router's implicit wakes and these calls share one set of rules.
@@ -24,7 +25,20 @@ from agentsession_core.substrate.protocol import (
     OPENAPI_PATH,
     PAGE_SIZE_PARAM,
     PAGE_TOKEN_PARAM,
+    WORKER_ACTORS_FIELD,
+    WORKER_ALLOCATED_FIELD,
+    WORKER_CAPACITY_FIELD,
+    WORKER_MEMORY_LIMIT_FIELD,
+    WORKER_MEMORY_USED_FIELD,
+    WORKER_NAME_FIELD,
+    WORKER_PAUSED_FIELD,
+    WORKER_PID_FIELD,
+    WORKER_POOL_FIELD,
     WORKER_SELECTOR_FIELD,
+    WORKER_STATE_FIELD,
+    WORKER_VERBS,
+    WORKERS_FIELD,
+    WORKERS_PATH,
     actors_path,
     atespace_path,
     template_path,
@@ -37,9 +51,12 @@ from local_substrate.protocol import (
     read_object,
     selector_labels,
 )
+from local_substrate.worker_facts import WorkerFacts
 
 # "{actor}" or "{actor}:{verb}", the last segment of an actor's path.
 _ACTOR_TAIL = re.compile(rf"^([^:]+)(?::({'|'.join(ACTOR_VERBS)}))?$")
+# "{worker}:{verb}", the last segment of a worker's path.
+_WORKER_TAIL = re.compile(rf"^([^:]+):({'|'.join(WORKER_VERBS)})$")
 
 
 class ControlAPI:
@@ -58,6 +75,8 @@ class ControlAPI:
         router.add_get(OPENAPI_PATH, self.openapi)
         router.add_get(HEALTHZ_PATH, self.healthz)
         router.add_get(DEBUG_WORKERS_PATH, self.debug_workers)
+        router.add_get(WORKERS_PATH, self.list_workers)
+        router.add_post(WORKERS_PATH + "/{tail}", self.worker_call)
         router.add_get(template_path("{ns}", "{name}"), self.get_template)
         router.add_put(atespace_path("{a}"), self.ensure_atespace)
         router.add_post(actors_path("{a}"), self.create_actor)
@@ -79,7 +98,10 @@ class ControlAPI:
                 "pid": w.pid,
                 "port": w.port,
                 "alive": w.alive,
-                "actor": w.hosting,
+                # One of its running actors (the only one at capacity 1), as before capacity.
+                "actor": next(iter(sorted(w.running)), None),
+                "running": sorted(w.running),
+                "capacity": w.capacity,
                 "paused": sorted(w.paused),
             }
             for w in sorted(pool.workers.values(), key=lambda w: w.slot)
@@ -94,6 +116,20 @@ class ControlAPI:
                 "placements": {key: dict(c) for key, c in self.lifecycle.placements.items()},
             }
         )
+
+    async def list_workers(self, request: web.Request) -> web.Response:
+        return json_response({WORKERS_FIELD: [_worker(f) for f in self.lifecycle.workers()]})
+
+    async def worker_call(self, request: web.Request) -> web.Response:
+        match = _WORKER_TAIL.match(request.match_info["tail"])
+        if match is None:
+            raise WireError("NOT_FOUND", f"no route {request.method} {request.path}")
+        name = match.group(1)
+        try:
+            facts = self.lifecycle.drain_worker(name)
+        except KeyError:
+            raise WireError("NOT_FOUND", f"worker {name!r} not found") from None
+        return json_response(_worker(facts))
 
     async def get_template(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]
@@ -189,6 +225,21 @@ class ControlAPI:
         else:
             await lifecycle.suspend(actor)
         return json_response(actor.describe())
+
+
+def _worker(facts: WorkerFacts) -> dict[str, Any]:
+    return {
+        WORKER_NAME_FIELD: facts.name,
+        WORKER_POOL_FIELD: facts.pool,
+        WORKER_STATE_FIELD: str(facts.state),
+        WORKER_CAPACITY_FIELD: facts.capacity,
+        WORKER_ALLOCATED_FIELD: facts.allocated,
+        WORKER_MEMORY_LIMIT_FIELD: facts.memory_limit_bytes,
+        WORKER_MEMORY_USED_FIELD: facts.memory_used_bytes,
+        WORKER_ACTORS_FIELD: list(facts.actors),
+        WORKER_PAUSED_FIELD: list(facts.paused),
+        WORKER_PID_FIELD: facts.pid,
+    }
 
 
 def _name(value: Any, where: str) -> str:

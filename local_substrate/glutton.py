@@ -1,11 +1,15 @@
 """The glutton inside a local-substrate worker: the routes of docs/SPEC.md §2.3 with real
 effects on the hosted actor's memory and files.
 
-State of the hosted actor: RAM arrays are bytearrays in the worker process, per-key rotate
-cursors beside them, files in one directory. Every file write goes to a temp file renamed
-over the key, so a file hard-linked into a snapshot is never changed in place (store.py
-relies on it). Which actor is hosted, and where its files are, is the worker's business
-(worker.py): it sets `Glutton.current`.
+State of each hosted actor: RAM arrays are bytearrays in the worker process, per-key rotate
+cursors beside them, files in one directory of its own. Every file write goes to a temp file
+renamed over the key, so a file hard-linked into a snapshot is never changed in place
+(store.py relies on it). A worker runs up to its capacity of actors at once (docs/SPEC.md
+§2.7), each with its own ActorState in `Glutton.running`. Which one a request is for, the
+router says in protocol.HOSTED_ACTOR_HEADER; the worker's `for_actor` middleware puts it in
+REQUESTED_ACTOR for the request's task, so `current` is that actor's state (a request without
+it is for the only running actor). Which actors run, and where their files are, is the
+worker's business (worker.py).
 
 Two wire forms reach the same work (docs/SPEC.md §2): the JSON handlers here, and the
 protobuf ones of the ate wire (glutton_ate.py). Both decode and check their arguments, then
@@ -17,6 +21,7 @@ thing whichever wire asked for it. Per-op seeds come from the worker's seeded st
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import itertools
 import os
@@ -61,6 +66,12 @@ from local_substrate.protocol import (
 )
 
 RAM_MODES = ("truncate", "overwrite", "overwrite_rotate")
+
+# The actor ("atespace/name") the request being served is for: set per request, so each
+# request's task sees its own (None: the header was not sent).
+REQUESTED_ACTOR: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "requested_actor", default=None
+)
 DISK_MODES = ("truncate", "overwrite")
 
 
@@ -89,7 +100,8 @@ class ActorState:
 
 
 class Glutton:
-    """The glutton routes on the actor the worker hosts (`current`, None between actors)."""
+    """The glutton routes on the actors the worker runs (`running`); `current` is the one the
+    request being served is for."""
 
     def __init__(
         self, seed: int, max_op_bytes: int, max_burn_millis: int, max_parallel: int
@@ -98,8 +110,19 @@ class Glutton:
         self.max_op_bytes = max_op_bytes
         self.max_burn_millis = max_burn_millis
         self.max_parallel = max_parallel
-        self.current: ActorState | None = None
+        self.running: dict[str, ActorState] = {}
         self._tmp_ids = itertools.count()
+
+    @property
+    def current(self) -> ActorState | None:
+        """The running actor this request is for (REQUESTED_ACTOR), or without a name the
+        only one running; None when that actor does not run here."""
+        wanted = REQUESTED_ACTOR.get()
+        if wanted is not None:
+            return self.running.get(wanted)
+        if len(self.running) == 1:
+            return next(iter(self.running.values()))
+        return None
 
     def json_routes(self) -> dict[str, Handler]:
         """The POST routes' JSON handlers (glutton_ate.add_routes serves them beside the
@@ -117,9 +140,18 @@ class Glutton:
     # ---- checks both wire forms share ---------------------------------------------------------
 
     def hosted(self, where: str) -> ActorState:
-        if self.current is None:
-            raise WireError("UNAVAILABLE", f"{where}: this worker hosts no running actor")
-        return self.current
+        current = self.current
+        if current is not None:
+            return current
+        wanted = REQUESTED_ACTOR.get()
+        if wanted is not None:
+            raise WireError("UNAVAILABLE", f"{where}: actor {wanted} does not run on this worker")
+        if self.running:
+            raise WireError(
+                "UNAVAILABLE",
+                f"{where}: this worker runs {len(self.running)} actors; the request names none",
+            )
+        raise WireError("UNAVAILABLE", f"{where}: this worker hosts no running actor")
 
     def key_of(self, key: Any, where: str) -> str:
         if not isinstance(key, str) or not KEY_PATTERN.match(key):
@@ -279,7 +311,10 @@ class Glutton:
         return json_response({"message": body.get("message", "")})
 
     async def readyz(self, request: web.Request) -> web.Response:
-        return json_response({"ready": True, "actor": self.current and self.current.actor})
+        current = self.current
+        return json_response(
+            {"ready": True, "actor": current and current.actor, "actors": sorted(self.running)}
+        )
 
     async def writeram(self, request: web.Request) -> web.Response:
         where = WRITERAM

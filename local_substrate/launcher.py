@@ -9,6 +9,9 @@ its metric names, metric_names.py): the layering contract in pyproject.toml says
 
     with LocalSubstrateProcess(pools={"fast": 2, "slow": 2}) as sub:  # worker pools
 
+    with LocalSubstrateProcess(workers=1, worker_capacity=4, worker_memory="512Mi") as sub:
+        ...  # one worker process holding up to four actors in 512 MiB (docs/SPEC.md §2.7)
+
     with LocalSubstrateProcess(workers=4, faults=["wake:refuse:0.2"]) as sub:  # non-async
         sub.set_faults(["router:latency:exp:50ms"])   # PUT /v1/debug/faults, while it runs
 
@@ -59,6 +62,8 @@ class LocalSubstrateProcess:
         *,
         workers: int = 4,
         pools: dict[str, int] | None = None,
+        worker_capacity: int = 1,
+        worker_memory: str | int | None = None,
         store: Path | str | None = None,
         templates: dict[str, str] | None = None,
         park_timeout: float | None = None,
@@ -92,6 +97,11 @@ class LocalSubstrateProcess:
             self.args += [arg for name, n in pools.items() for arg in ("--pool", f"{name}={n}")]
         else:
             self.args += ["--workers", str(workers)]
+        # Left out at the defaults, so a command line reads as it did before capacity.
+        if worker_capacity != 1:
+            self.args += ["--worker-capacity", str(worker_capacity)]
+        if worker_memory is not None:
+            self.args += ["--worker-memory", str(worker_memory)]
         if store is not None:
             self.args += ["--store", str(store)]
         for ref, size in (templates or {}).items():
@@ -124,6 +134,7 @@ class LocalSubstrateProcess:
         self.log_path = Path(log_path) if log_path else None
         self.start_timeout = start_timeout
         self.workers = workers
+        self.worker_capacity = worker_capacity
         self.stop_timeout = stop_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""

@@ -31,12 +31,14 @@ from agentsession_core.substrate.protocol import (
     ROUTER_VERDICT,
     STATUS_OF,
     TARGET_HEADER,
+    WORKERS_PATH,
     WRITEDISK,
     WRITERAM,
     actor_path,
     actors_path,
     atespace_path,
     template_path,
+    worker_path,
 )
 
 # INTERNAL is left out: it is the server's answer to its own bugs, not a code of the contract.
@@ -195,6 +197,21 @@ def openapi_document() -> dict[str, Any]:
                         },
                         **_errors(401),
                     },
+                }
+            },
+            WORKERS_PATH: {
+                "get": {
+                    "summary": "the worker listing (docs/SPEC.md §2.7): each worker's name, "
+                    "pool, state, capacity, allocated, memory_limit_bytes (0: none), "
+                    "memory_used_bytes (reserved against it) and actors",
+                    "responses": {**_ok(_obj(workers={"type": "array"})), **_errors(401)},
+                }
+            },
+            worker_path("{worker}", "drain"): {
+                "post": {
+                    "summary": "DrainWorker: the worker takes no new placements; its actors "
+                    "stay until they park",
+                    "responses": {**_ok(_obj()), **_errors(401, 404)},
                 }
             },
             DEBUG_WORKERS_PATH: {

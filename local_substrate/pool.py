@@ -1,23 +1,28 @@
-"""The worker pool: a fixed number of worker processes, handed out one actor at a time.
+"""The worker pool: a fixed number of worker processes, each holding up to `capacity` running
+actors at once (docs/SPEC.md §2.7; 1 unless asked, one actor per process as before).
 
 Each worker is an OS process forked from the pool's fork server (worker_process.py), on its
 own loopback port (handshake: `LISTENING <port>` down its pipe). The pipe's other end stays
 with us; when we go, it goes.
 
-`acquire` hands out a free worker, preferring the one that holds the actor's paused state
-(its resume is a local swap), otherwise the free worker holding the fewest paused bytes.
-Waiters are served first come, first served; `acquire` gives up after its timeout
-(the caller turns that into RESOURCE_EXHAUSTED).
+`acquire` takes a slot on a worker with room for the actor (placement.py decides which: the
+one holding its paused state first, then the most free slots; a worker whose memory cannot
+take the actor's reservation is refused at once with `NoMemory`). When no worker has a free
+slot it waits: waiters are served first come, first served as slots come free; `acquire`
+gives up after its timeout (the caller turns that into RESOURCE_EXHAUSTED). `release` gives
+the actor's slot back.
 
 Worker pools (docs/SPEC.md §2.6): started with `pools` ({name: workers}), the slots are cut
 into named pools in order and each worker carries the label `pool: NAME`, as a platform's
-WorkerPool labels its workers. `acquire(pool=NAME)` hands out only that pool's workers, and a
-freed worker goes to the first waiter its pool can serve; a replacement worker keeps its
-slot's pool. Without pools every worker is unlabelled and `pool=None` takes any of them.
+WorkerPool labels its workers; `shapes` may give a pool its own capacity and memory.
+`acquire(pool=NAME)` places only on that pool's workers, and a freed slot goes to the first
+waiter its pool can serve; a replacement worker keeps its slot's pool. Without pools every
+worker is unlabelled and `pool=None` takes any of them. A draining worker (`drain`) takes no
+new placements; its actors stay until they park.
 
 A watcher per process notices its exit; unless the pool is stopping, the worker is
-reported to `on_crash` (the server marks its actors CRASHED) and a replacement is started
-in the same slot, so the pool returns to full size.
+reported to `on_crash` (the server marks every actor it held CRASHED) and a replacement is
+started in the same slot, so the pool returns to full size.
 """
 
 from __future__ import annotations
@@ -31,13 +36,26 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import count
 from pathlib import Path
 
 from agentsession_core.substrate.protocol import POOL_LABEL, WORKER_SECRET_ENV
-from local_substrate import worker_process
+from local_substrate import placement, worker_process
+from local_substrate.placement import Need
 from local_substrate.worker_process import WorkerProcess
 
 SPAWN_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class WorkerShape:
+    """How much one worker holds: running actors at once, and bytes (None: no limit)."""
+
+    capacity: int = 1
+    memory: int | None = None
+
+
+ONE_ACTOR = WorkerShape()  # one actor per worker, no memory limit: the default
 
 
 @dataclass(eq=False)
@@ -47,10 +65,14 @@ class WorkerProc:
     process: WorkerProcess
     port: int
     scratch: Path
-    hosting: str | None = None  # "atespace/name" of the running actor
+    capacity: int = 1  # running actors it may hold at once
+    memory: int | None = None  # bytes its actors may reserve (placement.py); None: no limit
+    running: dict[str, int] = field(default_factory=dict)  # actor → bytes it reserves here
     paused: dict[str, int] = field(default_factory=dict)  # actor → bytes held here
     alive: bool = True
     pool: str = ""  # its pool's name, its one label (pool: NAME); "" without pools
+    draining: bool = False  # DrainWorker: no new placements; its actors stay until they park
+    freed_seq: int = 0  # when it last had a slot come free (placement's tie-break)
 
     @property
     def name(self) -> str:
@@ -74,8 +96,12 @@ class Pool:
         on_crash: Callable[[WorkerProc], None],
         seed: int = 0,
         pools: dict[str, int] | None = None,
+        shape: WorkerShape = ONE_ACTOR,
+        shapes: dict[str, WorkerShape] | None = None,
     ) -> None:
         self.pools = dict(pools or {})
+        self.shape = shape  # every worker's, unless its pool has its own in `shapes`
+        self.shapes = dict(shapes or {})
         self.size = sum(self.pools.values()) if self.pools else size
         # Slot → pool name, the pools in the order given.
         self._pool_of = [name for name, count in self.pools.items() for _ in range(count)]
@@ -88,29 +114,38 @@ class Pool:
         self.secret = os.environ.get(WORKER_SECRET_ENV) or secrets.token_hex(16)
         self.workers: dict[int, WorkerProc] = {}
         self.crashes = 0
-        self._free: list[WorkerProc] = []
-        self._waiters: deque[tuple[asyncio.Future[WorkerProc], str | None]] = deque()
+        self._freed = count(1)
+        self._waiters: deque[tuple[asyncio.Future[WorkerProc], Need]] = deque()
         self._watchers: set[asyncio.Task[None]] = set()
         self._stopping = False
 
     async def start(self) -> None:
-        spawned = await asyncio.gather(*(self._spawn(slot, 0) for slot in range(self.size)))
-        for worker in spawned:
-            self._give(worker)
+        await asyncio.gather(*(self._spawn(slot, 0) for slot in range(self.size)))
 
     async def _spawn(self, slot: int, generation: int) -> WorkerProc:
         scratch = self.scratch_root / f"w{slot}-{generation}"
         await asyncio.to_thread(scratch.mkdir, parents=True, exist_ok=True)
         seed = self.seed * 1_000_003 + slot * 1009 + generation
-        argv = ["--scratch", str(scratch), "--seed", str(seed)]
+        pool = self._pool_of[slot] if self._pool_of else ""
+        shape = self.shape_of(pool)
+        argv = ["--scratch", str(scratch), "--seed", str(seed), "--capacity", str(shape.capacity)]
         try:
             process, port = await worker_process.start(
                 [*argv, *self.worker_args], self.secret, SPAWN_TIMEOUT
             )
         except worker_process.WorkerDidNotStart as exc:
             raise RuntimeError(f"worker slot {slot} did not start: {exc}") from exc
-        pool = self._pool_of[slot] if self._pool_of else ""
-        worker = WorkerProc(slot, generation, process, port, scratch, pool=pool)
+        worker = WorkerProc(
+            slot,
+            generation,
+            process,
+            port,
+            scratch,
+            capacity=shape.capacity,
+            memory=shape.memory,
+            pool=pool,
+            freed_seq=next(self._freed),
+        )
         self.workers[slot] = worker
         task = asyncio.create_task(self._watch(worker))
         self._watchers.add(task)
@@ -120,8 +155,6 @@ class Pool:
     async def _watch(self, worker: WorkerProc) -> None:
         await worker.process.wait()
         worker.alive = False
-        with contextlib.suppress(ValueError):
-            self._free.remove(worker)
         if self._stopping:
             return
         self.crashes += 1
@@ -137,15 +170,24 @@ class Pool:
             self._give(replacement)
             return
 
+    def shape_of(self, pool: str) -> WorkerShape:
+        return self.shapes.get(pool, self.shape)
+
     def free_count(self, pool: str | None = None) -> int:
-        return sum(1 for w in self._free if pool is None or w.pool == pool)
+        """Workers (of `pool`) that would take a placement now: alive, not draining, with a
+        free slot."""
+        return sum(
+            1
+            for w in self.workers.values()
+            if placement.takes_placements(w, pool) and placement.free_slots(w) > 0
+        )
 
     def waiting(self, pool: str | None = None) -> int:
         """Acquires waiting for a free worker (the wake queue of /metrics)."""
         return sum(
             1
-            for future, wants in self._waiters
-            if not future.done() and (pool is None or wants == pool)
+            for future, need in self._waiters
+            if not future.done() and (pool is None or need.pool == pool)
         )
 
     def pool_matching(self, selector: dict[str, str]) -> str | None:
@@ -161,49 +203,81 @@ class Pool:
     def pool_size(self, pool: str | None) -> int:
         return self.size if pool is None else self.pools.get(pool, 0)
 
-    async def acquire(
-        self, prefer: WorkerProc | None, timeout: float, pool: str | None = None
-    ) -> WorkerProc:
-        """A free worker (of `pool`, when given), waiting up to `timeout` for one."""
-        if prefer is not None and prefer in self._free:
-            self._free.remove(prefer)
-            return prefer
-        free = [w for w in self._free if pool is None or w.pool == pool]
-        if free:
-            best = min(free, key=lambda w: sum(w.paused.values()))
-            self._free.remove(best)
-            return best
+    def draining_note(self, pool: str | None) -> str:
+        """The draining workers, said in a refusal's message ("" when none drains)."""
+        draining = sum(
+            1 for w in self.workers.values() if w.draining and (pool is None or w.pool == pool)
+        )
+        return f", {draining} of the workers draining" if draining else ""
+
+    def slots(self, pool: str | None) -> int:
+        """Running actors the workers (of `pool`) may hold at once, draining ones too."""
+        return sum(w.capacity for w in self.workers.values() if pool is None or w.pool == pool)
+
+    async def acquire(self, need: Need, timeout: float) -> WorkerProc:
+        """A slot for `need.actor` on a worker with room (placement.choose), waiting up to
+        `timeout` for a slot to come free; placement.NoMemory at once when workers have a
+        slot and none has the memory."""
+        worker = self._take(need)
+        if worker is not None:
+            return worker
         future: asyncio.Future[WorkerProc] = asyncio.get_running_loop().create_future()
-        entry = (future, pool)
+        entry = (future, need)
         self._waiters.append(entry)
         try:
             async with asyncio.timeout(timeout):
                 return await asyncio.shield(future)
         except TimeoutError:
-            if future.done() and not future.cancelled():
+            if future.done() and not future.cancelled() and future.exception() is None:
                 # Handed over just as we gave up: pass it on rather than leak it.
-                self.release(future.result())
+                self.release(future.result(), need.actor)
             future.cancel()
             raise
         finally:
             with contextlib.suppress(ValueError):
                 self._waiters.remove(entry)
 
-    def release(self, worker: WorkerProc) -> None:
-        worker.hosting = None
+    def _take(self, need: Need) -> WorkerProc | None:
+        chosen = placement.choose(self.workers.values(), need)
+        if chosen is None:
+            return None
+        assert isinstance(chosen, WorkerProc)
+        chosen.running[need.actor] = need.reserve
+        return chosen
+
+    def release(self, worker: WorkerProc, actor: str) -> None:
+        """`actor`'s slot on `worker` is free again."""
+        if worker.running.pop(actor, None) is None:
+            return
+        worker.freed_seq = next(self._freed)
         if worker.alive and not self._stopping:
             self._give(worker)
 
+    def drain(self, worker: WorkerProc) -> None:
+        worker.draining = True
+
     def _give(self, worker: WorkerProc) -> None:
+        """A slot came free on `worker` (or it is new): serve the waiters it lets in, first
+        come first served; one that can never fit is refused."""
         for entry in list(self._waiters):
-            future, wants = entry
+            future, need = entry
             if future.done():
                 self._waiters.remove(entry)
-            elif wants is None or wants == worker.pool:
+                continue
+            if not placement.takes_placements(worker, need.pool):
+                continue
+            try:
+                taken = self._take(need)
+            except placement.NoMemory as exc:
                 self._waiters.remove(entry)
-                future.set_result(worker)
+                future.set_exception(exc)
+                continue
+            if taken is None:
+                continue
+            self._waiters.remove(entry)
+            future.set_result(taken)
+            if placement.free_slots(worker) == 0:
                 return
-        self._free.append(worker)
 
     async def stop(self, grace: float = 5.0) -> None:
         self._stopping = True

@@ -6,7 +6,8 @@ This module wires the parts together and owns their start and stop:
 - control.py, the JSON control API handlers; ate_control.py, the gRPC ones;
 - router.py, forwarding router requests to the worker hosting their actor;
 - actors.py, the actors and their lifecycle (locks, parking, suspend, pause, spill);
-- pool.py, the worker processes (worker.py), store.py, the snapshot store;
+- pool.py, the worker processes (worker.py) and their slots (placement.py: which worker a
+  wake goes to), store.py, the snapshot store;
 - faults.py, faults on demand; buffers.py, the router's buffer budget; persist.py, the
   actors kept across a restart; lifeline.py, dying with an embedding parent
   (docs/SPEC.md §2.4).
@@ -43,7 +44,7 @@ from local_substrate.control import ControlAPI
 from local_substrate.fault_rules import parse_rules
 from local_substrate.faults import Faults
 from local_substrate.metrics import MetricsEndpoint, count_requests
-from local_substrate.pool import Pool
+from local_substrate.pool import Pool, WorkerShape
 from local_substrate.protocol import (
     Handler,
     WireError,
@@ -83,6 +84,10 @@ class ServerConfig:
     # Worker pools (docs/SPEC.md §2.6): name → workers, each labelled `pool: NAME`; when
     # given, the substrate has exactly these workers (`workers` is their sum).
     pools: dict[str, int] = field(default_factory=dict)
+    # Many actors per worker (docs/SPEC.md §2.7): every worker's capacity and memory, unless
+    # its pool has a shape of its own.
+    worker_shape: WorkerShape = field(default_factory=WorkerShape)
+    pool_shapes: dict[str, WorkerShape] = field(default_factory=dict)
     store: Path | None = None  # None: a temp dir removed at exit
     templates: dict[tuple[str, str], int | None] = field(
         default_factory=lambda: {DEFAULT_TEMPLATE: 1 << 30}
@@ -181,6 +186,8 @@ class LocalSubstrateServer:
             self.lifecycle.worker_died,
             seed=cfg.seed,
             pools=cfg.pools,
+            shape=cfg.worker_shape,
+            shapes=cfg.pool_shapes,
         )
         self.lifecycle.bind(self.pool, self.session)
         await self.pool.start()
@@ -299,6 +306,19 @@ class LocalSubstrateServer:
         return await handler(request)
 
 
+def _shape_text(pool: Pool) -> str:
+    """How many actors the workers hold, when not one each with no memory limit."""
+    shapes = {pool.shape_of(w.pool) for w in pool.workers.values()}
+    if shapes == {WorkerShape()}:
+        return ""
+    said = [
+        f"{shape.capacity} actors each"
+        + (f" in {shape.memory} bytes" if shape.memory is not None else "")
+        for shape in sorted(shapes, key=lambda s: (s.capacity, s.memory or 0))
+    ]
+    return " / ".join(said) + ", "
+
+
 async def serve_forever(config: ServerConfig) -> None:
     """Run until SIGINT/SIGTERM (or, embedded, until the parent goes); prints the URLs it
     serves on."""
@@ -327,7 +347,7 @@ async def serve_forever(config: ServerConfig) -> None:
         print(
             f"agentsession: local substrate serving on {url} "
             f"({server.pool.size} workers{f' in pools {pools}' if pools else ''}, "
-            f"store {server.store_root})",
+            f"{_shape_text(server.pool)}store {server.store_root})",
             flush=True,
         )
         if server.tls_url:  # between the two lines above: launcher.py reads it when present

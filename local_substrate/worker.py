@@ -1,6 +1,8 @@
-"""One worker of the local substrate: an OS process that hosts at most one running actor
-and serves the glutton routes on it (docs/SPEC.md §2.4): JSON bodies (glutton.py) or, for
-a protobuf request, the ate wire's (glutton_ate.py).
+"""One worker of the local substrate: an OS process that runs up to `--capacity` actors at once
+(1 unless asked: docs/SPEC.md §2.7) and serves the glutton routes on them (docs/SPEC.md §2.4):
+JSON bodies (glutton.py) or, for a protobuf request, the ate wire's (glutton_ate.py). The
+router names the actor each request is for (protocol.HOSTED_ACTOR_HEADER); each actor's
+arrays and files are its own.
 
 Forked by the pool's fork server (worker_process.py) with its command-line arguments
 (`--scratch DIR ...`), the pool's secret and one end of a pipe: it binds 127.0.0.1 on a free
@@ -13,12 +15,15 @@ Every route, the glutton's and the admin's, answers only a request that carries 
 the port, though on loopback, is reachable by every local user (docs/SPEC.md §2.4). Without
 it: 401, in the wire form the request speaks.
 
-The hosted actor's files live in `<scratch>/active/`. Private admin routes under
-`/_admin/` (the router refuses that prefix, so no client reaches them): load (from the
-store or empty), save (to the store, then forget), pause (keep the state here, node-local,
-and become free), unpause, spill (write a paused state to the store), drop. A paused state
-keeps its arrays in this process and its files under `<scratch>/paused/<atespace>__<actor>/`;
-it dies with the worker, like a node-local snapshot dies with its node.
+A running actor's files live in `<scratch>/active/<atespace>@<actor>/` (`@` is in no name,
+so two actors never share a directory). Private admin routes under `/_admin/` (the router
+refuses that prefix, so no client reaches them): state, load (from the store or empty), save
+(to the store, then forget), pause (keep the state here, node-local, and free its slot),
+unpause, spill (write a paused state to the store), drop; each names its actor. The server
+decides placements (placement.py); a load past `--capacity` is refused here all the same. A
+paused state keeps its arrays in this process and its files under
+`<scratch>/paused/<atespace>@<actor>/`; it dies with the worker, like a node-local snapshot
+dies with its node.
 """
 
 from __future__ import annotations
@@ -37,13 +42,14 @@ from typing import Any
 from aiohttp import web
 
 from agentsession_core.substrate.protocol import (
+    HOSTED_ACTOR_HEADER,
     KEY_PATTERN,
     WORKER_ADMIN_PREFIX,
     WORKER_READY,
     WORKER_SECRET_HEADER,
 )
 from local_substrate import glutton_ate, lifeline, store
-from local_substrate.glutton import ActorState, Glutton
+from local_substrate.glutton import REQUESTED_ACTOR, ActorState, Glutton
 from local_substrate.protocol import (
     Handler,
     WireError,
@@ -64,16 +70,23 @@ except ImportError:
 
 
 class Worker:
-    def __init__(self, scratch: Path, secret: str, glutton: Glutton) -> None:
+    def __init__(self, scratch: Path, secret: str, glutton: Glutton, capacity: int = 1) -> None:
         self.scratch = scratch
         self.secret = secret
         self.glutton = glutton
+        self.capacity = capacity
         self.paused: dict[str, ActorState] = {}
         (scratch / "active").mkdir(parents=True, exist_ok=True)
         (scratch / "paused").mkdir(parents=True, exist_ok=True)
 
+    def _dir(self, kind: str, actor: str) -> Path:
+        return self.scratch / kind / actor.replace("/", "@")
+
+    def active_dir(self, actor: str) -> Path:
+        return self._dir("active", actor)
+
     def paused_dir(self, actor: str) -> Path:
-        return self.scratch / "paused" / actor.replace("/", "__")
+        return self._dir("paused", actor)
 
     @web.middleware
     async def only_the_server(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -86,11 +99,20 @@ class Worker:
             raise WireError("UNAUTHENTICATED", message)
         return await handler(request)
 
+    @web.middleware
+    async def for_actor(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The actor the router resolved this request to, for the glutton (its `current`)."""
+        token = REQUESTED_ACTOR.set(request.headers.get(HOSTED_ACTOR_HEADER))
+        try:
+            return await handler(request)
+        finally:
+            REQUESTED_ACTOR.reset(token)
+
     async def admin(self, request: web.Request) -> web.Response:
         body = await read_object(request, request.path)
         op = request.match_info["op"]
         if op == "state":
-            return json_response(self.describe())
+            return json_response(self.describe(body.get("actor")))
         if op == "load":
             return json_response(
                 await self.load(body["actor"], body.get("limit"), body.get("snapshot"))
@@ -107,31 +129,44 @@ class Worker:
             return json_response(await self.drop(body["actor"]))
         raise WireError("NOT_FOUND", f"no admin op {op!r}")
 
-    def describe(self) -> dict[str, Any]:
-        current = self.glutton.current
+    def describe(self, actor: str | None = None) -> dict[str, Any]:
+        """The worker's actors and their bytes; `bytes`: the named running actor's (without
+        a name: all running actors')."""
+        running = {name: state.used() for name, state in self.glutton.running.items()}
+        if actor is None:
+            held = sum(running.values())
+        else:
+            held = self.require_running(actor).used()
         return {
             "pid": os.getpid(),
-            "actor": current and current.actor,
-            "bytes": current.used() if current else 0,
+            "actor": actor if actor is not None else next(iter(running), None),
+            "bytes": held,
+            "running": running,
+            "capacity": self.capacity,
             "paused": {name: state.used() for name, state in self.paused.items()},
         }
 
-    def require_current(self, actor: str) -> ActorState:
-        current = self.glutton.current
-        if current is None or current.actor != actor:
-            held = current and current.actor
-            raise WireError("FAILED_PRECONDITION", f"worker hosts {held!r}, not {actor!r}")
-        return current
+    def require_running(self, actor: str) -> ActorState:
+        state = self.glutton.running.get(actor)
+        if state is None:
+            held = sorted(self.glutton.running)
+            raise WireError("FAILED_PRECONDITION", f"worker runs {held}, not {actor!r}")
+        return state
 
-    def require_free(self) -> None:
-        if self.glutton.current is not None:
+    def require_room(self, actor: str) -> None:
+        running = self.glutton.running
+        if actor in running:
+            raise WireError("FAILED_PRECONDITION", f"worker already runs {actor}")
+        if len(running) >= self.capacity:
             raise WireError(
-                "FAILED_PRECONDITION", f"worker already hosts {self.glutton.current.actor}"
+                "FAILED_PRECONDITION",
+                f"worker runs {len(running)} actors, its capacity {self.capacity}: "
+                f"{sorted(running)}",
             )
 
     async def load(self, actor: str, limit: int | None, snapshot: str | None) -> dict[str, Any]:
-        self.require_free()
-        files_dir = self.scratch / "active"
+        self.require_room(actor)
+        files_dir = self.active_dir(actor)
         await asyncio.to_thread(_empty_dir, files_dir)
         state = ActorState(actor=actor, limit=limit, files_dir=files_dir)
         if snapshot is not None:
@@ -140,11 +175,11 @@ class Worker:
             )
             state.arrays, state.cursors = arrays, cursors
             state.files = await asyncio.to_thread(_file_sizes, files_dir)
-        self.glutton.current = state
+        self.glutton.running[actor] = state
         return {"bytes": state.used()}
 
     async def save(self, actor: str, snapshot: str, version: int) -> dict[str, Any]:
-        state = self.require_current(actor)
+        state = self.require_running(actor)
         written = await asyncio.to_thread(
             store.write_snapshot,
             Path(snapshot),
@@ -153,31 +188,30 @@ class Worker:
             state.cursors,
             state.files_dir,
         )
-        self.glutton.current = None
-        await asyncio.to_thread(_empty_dir, state.files_dir)
+        self.glutton.running.pop(actor, None)
+        await asyncio.to_thread(shutil.rmtree, state.files_dir, True)
         return {"bytes": written}
 
     async def pause(self, actor: str) -> dict[str, Any]:
-        state = self.require_current(actor)
+        state = self.require_running(actor)
         target = self.paused_dir(actor)
 
         def park() -> None:
             shutil.rmtree(target, ignore_errors=True)
             os.rename(state.files_dir, target)
-            (self.scratch / "active").mkdir()
 
         await asyncio.to_thread(park)
         state.files_dir = target
         self.paused[actor] = state
-        self.glutton.current = None
+        self.glutton.running.pop(actor, None)
         return {"bytes": state.used()}
 
     async def unpause(self, actor: str) -> dict[str, Any]:
-        self.require_free()
+        self.require_room(actor)
         state = self.paused.pop(actor, None)
         if state is None:
             raise WireError("NOT_FOUND", f"no paused state for {actor}")
-        active = self.scratch / "active"
+        active = self.active_dir(actor)
 
         def restore() -> None:
             shutil.rmtree(active, ignore_errors=True)
@@ -185,7 +219,7 @@ class Worker:
 
         await asyncio.to_thread(restore)
         state.files_dir = active
-        self.glutton.current = state
+        self.glutton.running[actor] = state
         return {"bytes": state.used()}
 
     async def spill(self, actor: str, snapshot: str, version: int) -> dict[str, Any]:
@@ -205,9 +239,9 @@ class Worker:
         return {"bytes": written}
 
     async def drop(self, actor: str) -> dict[str, Any]:
-        if self.glutton.current is not None and self.glutton.current.actor == actor:
-            self.glutton.current = None
-            await asyncio.to_thread(_empty_dir, self.scratch / "active")
+        running = self.glutton.running.pop(actor, None)
+        if running is not None:
+            await asyncio.to_thread(shutil.rmtree, running.files_dir, True)
         state = self.paused.pop(actor, None)
         if state is not None:
             await asyncio.to_thread(shutil.rmtree, state.files_dir, True)
@@ -215,7 +249,12 @@ class Worker:
 
     def app(self) -> web.Application:
         app = web.Application(
-            middlewares=[elapsed_and_errors, self.only_the_server, glutton_ate.ate_http_errors],
+            middlewares=[
+                elapsed_and_errors,
+                self.only_the_server,
+                self.for_actor,
+                glutton_ate.ate_http_errors,
+            ],
             client_max_size=2**31,
         )
         glutton_ate.add_routes(app.router, self.glutton)
@@ -234,7 +273,7 @@ def _file_sizes(path: Path) -> dict[str, int]:
 
 async def serve(args: argparse.Namespace, secret: str, pipe: Connection) -> None:
     glutton = Glutton(args.seed, args.max_op_bytes, args.max_burn_millis, args.max_parallel)
-    worker = Worker(Path(args.scratch), secret, glutton)
+    worker = Worker(Path(args.scratch), secret, glutton, args.capacity)
     runner = web.AppRunner(worker.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -251,6 +290,7 @@ def main(argv: list[str], secret: str, pipe: Connection) -> None:
     parser = argparse.ArgumentParser(prog="agentsession-worker")
     parser.add_argument("--scratch", required=True)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--capacity", type=int, default=1)
     parser.add_argument("--max-op-bytes", type=int, default=256 << 20)
     parser.add_argument("--max-burn-millis", type=int, default=60_000)
     parser.add_argument("--max-parallel", type=int, default=16)

@@ -30,6 +30,8 @@ async def local_substrate(target: TargetParams, log_path: Path) -> AsyncIterator
         local = LocalSubstrate(
             workers=target.local_workers,
             pools=pools,
+            worker_capacity=target.local_worker_capacity,
+            worker_memory=target.local_worker_memory,
             store=store,
             token=target.token,
             log_path=log_path,
@@ -38,10 +40,11 @@ async def local_substrate(target: TargetParams, log_path: Path) -> AsyncIterator
         async with local:
             shown = ", ".join(f"{name}={n}" for name, n in (pools or {}).items())
             log.info(
-                "local substrate on %s (%d workers%s)",
+                "local substrate on %s (%d workers%s, %d actors each)",
                 local.url,
                 target.local_workers,
                 f" in pools {shown}" if shown else "",
+                target.local_worker_capacity,
             )
             yield local
 

@@ -202,6 +202,20 @@ class TargetParams(Section):
     )
     atespace: str | None = Field(None, description="atespace for the actors (default: per run)")
     local_workers: int = Field(8, ge=1, le=256, description="workers of the local substrate")
+    local_worker_capacity: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="running actors each worker process of the local substrate holds at once "
+        "(docs/SPEC.md §2.7; 1: one actor per process)",
+    )
+    local_worker_memory: Bytes | None = Field(
+        None,
+        ge=1,
+        description="memory of each local-substrate worker, in bytes or as a size (512Mi): a "
+        "wake whose template memory limit would take a worker past it is refused, "
+        "RESOURCE_EXHAUSTED (none: no limit)",
+    )
     local_start_timeout_seconds: Seconds = Field(
         60.0,
         gt=0,

@@ -37,6 +37,7 @@ from agentsession_core.substrate.interface import (
     ActorInfo,
     RouterResponse,
     Template,
+    WorkerInfo,
     note_server_time,
 )
 from agentsession_core.substrate.op_limits import OP_LIMITS_FIELD, OpLimits
@@ -46,12 +47,23 @@ from agentsession_core.substrate.protocol import (
     MATCH_LABELS_FIELD,
     PAGE_TOKEN_PARAM,
     TARGET_HEADER,
+    WORKER_ACTORS_FIELD,
+    WORKER_ALLOCATED_FIELD,
+    WORKER_CAPACITY_FIELD,
+    WORKER_MEMORY_LIMIT_FIELD,
+    WORKER_MEMORY_USED_FIELD,
+    WORKER_NAME_FIELD,
+    WORKER_POOL_FIELD,
     WORKER_SELECTOR_FIELD,
+    WORKER_STATE_FIELD,
+    WORKERS_FIELD,
+    WORKERS_PATH,
     actor_path,
     actor_target,
     actors_path,
     atespace_path,
     template_path,
+    worker_path,
 )
 from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES, FastRouterClient
 from agentsession_core.substrate.router_tls import RouterTls
@@ -291,6 +303,47 @@ class HttpSubstrate:
 
     async def delete_actor(self, atespace: str, name: str) -> None:
         await self._call("DELETE", actor_path(atespace, name))
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        """GET /v1/workers (docs/SPEC.md §2.7); UNIMPLEMENTED from a substrate without it."""
+        try:
+            _, body = await self._call("GET", WORKERS_PATH)
+        except SubstrateError as exc:
+            if exc.code != "NOT_FOUND":
+                raise
+            raise SubstrateError(
+                "UNIMPLEMENTED",
+                f"GET {WORKERS_PATH}: this substrate has no worker listing ({exc.message})",
+                status=exc.status,
+            ) from None
+        listed = body.get(WORKERS_FIELD)
+        if not isinstance(listed, list):
+            raise SubstrateError(BAD_BODY, f"GET {WORKERS_PATH}: no {WORKERS_FIELD!r} list")
+        return [self._worker(item) for item in listed]
+
+    async def drain_worker(self, name: str) -> WorkerInfo:
+        """POST /v1/workers/{name}:drain: the worker takes no new placements."""
+        _, body = await self._call("POST", worker_path(name, "drain"))
+        return self._worker(body)
+
+    @staticmethod
+    def _worker(payload: Any) -> WorkerInfo:
+        try:
+            limit = payload.get(WORKER_MEMORY_LIMIT_FIELD)
+            used = payload.get(WORKER_MEMORY_USED_FIELD)
+            return WorkerInfo(
+                name=str(payload[WORKER_NAME_FIELD]),
+                pool=payload.get(WORKER_POOL_FIELD) or None,
+                capacity=int(payload[WORKER_CAPACITY_FIELD]),
+                allocated=int(payload[WORKER_ALLOCATED_FIELD]),
+                state=str(payload.get(WORKER_STATE_FIELD, "active")),
+                actors=tuple(str(a) for a in payload.get(WORKER_ACTORS_FIELD) or ()),
+                # 0 on the wire: no limit.
+                memory_limit_bytes=int(limit) if limit else None,
+                memory_used_bytes=None if used is None else int(used),
+            )
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise SubstrateError(BAD_BODY, f"not a worker: {str(payload)[:200]}") from None
 
     async def request(
         self,

@@ -76,6 +76,8 @@ class WorkerInfo:
     state: str = "active"  # "active" or "draining"
     actors: tuple[str, ...] = ()
     memory_limit_bytes: int | None = None
+    # The bytes its actors hold or reserve now, when the listing says (the JSON wire's).
+    memory_used_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -123,7 +125,6 @@ class Substrate(Protocol):
         ListWorkerActorAssignments on the ate wire, GET /v1/workers on the JSON wire). A
         substrate without one raises SubstrateError UNIMPLEMENTED."""
         ...
-
 
     # router
     async def request(

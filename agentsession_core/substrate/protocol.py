@@ -213,3 +213,27 @@ NO_POOL_MATCH = "no worker pool matches the template and actor selectors"
 
 def says_no_pool_matches(message: str) -> bool:
     return NO_POOL_MATCH in message.lower()
+
+
+# ---- workers (docs/SPEC.md §2.7) ---------------------------------------------------------------
+# The worker listing (the platform's ListWorkers + ListWorkerActorAssignments, one call on
+# the JSON wire) and DrainWorker. A worker holds up to `capacity` running actors, `allocated`
+# of them now; `memory_used_bytes` is what counts against `memory_limit_bytes` (0: none).
+
+WORKERS_PATH = f"{CONTROL_PREFIX}/workers"
+WORKER_VERBS = ("drain",)  # POST /v1/workers/{name}:<verb>
+WORKERS_FIELD = "workers"
+WORKER_NAME_FIELD = "name"
+WORKER_POOL_FIELD = "pool"
+WORKER_STATE_FIELD = "state"  # "active" or "draining"
+WORKER_CAPACITY_FIELD = "capacity"
+WORKER_ALLOCATED_FIELD = "allocated"
+WORKER_MEMORY_LIMIT_FIELD = "memory_limit_bytes"
+WORKER_MEMORY_USED_FIELD = "memory_used_bytes"
+WORKER_ACTORS_FIELD = "actors"  # "atespace/name" of each actor assigned to it, sorted
+WORKER_PAUSED_FIELD = "paused"  # those of its actors paused there (their state in its memory)
+WORKER_PID_FIELD = "pid"  # the local substrate's own: the worker's OS process
+
+
+def worker_path(name: str, verb: str | None = None) -> str:
+    return f"{WORKERS_PATH}/{name}" + (f":{verb}" if verb else "")
