@@ -50,6 +50,7 @@ from agentsession_core.judge.thresholds import Threshold, parse_threshold
 from agentsession_core.judge.uncertainty import figures
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
 from agentsession_core.measure.stats import CANDIDATE, REFERENCE, Window
+from agentsession_core.output.stats_files import DENSITY_CSV, render_density_csv
 from agentsession_core.output.upload import is_s3, run_location
 
 log = logging.getLogger("agentsession")
@@ -302,6 +303,8 @@ class Campaign:
         if search is None or not self.searching or (level := search.next_level()) is None:
             return None
         index = len(self.plan) + number
+        if number == 0:  # the load is still the first level's: its density, before it moves
+            await self._sample_density(search.anchor, None)
         rate_level = self._set_probe_load(level)
         settle = self.params.search.settle_seconds
         reason: str | None = None
@@ -315,6 +318,8 @@ class Campaign:
         # Cut short by the run's own stop (the substrate unreachable, a signal, a full disk):
         # an outage is not a break, whatever the cut window's figures say (issue 29).
         stopped = reason if reason is not None and not self._substrate_side(reason) else None
+        if stopped is None:  # still at the probe's load: the listing at its end
+            await self._sample_density(level, index)
         record = search.record(level, verdict, stopped=stopped)
         what = f"probe {number} at {level:.3g}x ({record.rate:g} {search.dimension.unit})"
         if reason is not None and stopped is None:
@@ -325,6 +330,23 @@ class Campaign:
             if self.stop_reason is not None:
                 search.stop(self.stop_reason)
         return record
+
+    async def _sample_density(self, level: float | None, probe: int | None) -> None:
+        """The worker listing at `level` (campaign/density.py); a substrate without one
+        says so once and the search goes on without it."""
+        density = self.search.density if self.search is not None else None
+        if density is None or level is None or not density.sampling:
+            return
+        engine = getattr(self.run, "engine", None)  # a sharded run has none here
+        template = getattr(engine, "template", None)
+        await density.sample(
+            getattr(engine, "substrate", None),
+            level=level,
+            probe=probe,
+            template_bytes=getattr(template, "memory_limit_bytes", None),
+        )
+        if not density.sampling:
+            log.info("capacity search: %s; the density frontier is not measured", density.missing)
 
     def _substrate_side(self, reason: str) -> bool:
         """An abort rule tripped (not a signal, a full disk or a dead substrate)."""
@@ -463,6 +485,9 @@ class Campaign:
             gate = without_baseline(gate, "no earlier comparable run of this campaign passed")
         self.gate = gate
         run_dir.write_json("gate.json", self.gate)
+        density = (gate.get("capacity") or {}).get("density")
+        if density is not None:  # upstream's density row (docs/SPEC.md §6.7)
+            run_dir.write_text(DENSITY_CSV, render_density_csv(density))
 
     def _saturated(self, spans: list[tuple[int, int, int]]) -> dict[int, str]:
         rec = self.run.recorder

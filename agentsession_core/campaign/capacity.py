@@ -1,8 +1,9 @@
 """A campaign's capacity search as it runs: the probes judged so far, what a level means
 in the population's unit, and gate.json's `capacity` section (docs/SPEC.md §6.7).
 
-The decisions are campaign/search.py's; Campaign.probe holds and judges each probe; this
-module keeps the record between them and says what it found.
+The decisions are campaign/search.py's; Campaign.probe holds and judges each probe and
+samples the worker listing at it; this module keeps the record between them and says what it
+found, with the density frontier at the capacity (campaign/density.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentsession_core.campaign.density import DensityFrontier, node_resources
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.search import Probe, ProbeOutcome, SearchEnd, SearchPlan, decide
 from agentsession_core.judge.thresholds import LATENCY_STATS, Threshold
@@ -87,10 +89,18 @@ class CapacitySearch:
     not_run: str | None = None  # why there was no search, once that is known
     probes: list[ProbeRecord] = field(default_factory=list)
     end: SearchEnd | None = None
+    density: DensityFrontier | None = None  # the worker listings sampled (set by `of`)
 
     @classmethod
     def of(cls, params: CampaignParams, slo: Threshold) -> CapacitySearch:
-        return cls(params, slo)
+        search = params.search
+        node = node_resources(
+            search.nodes,
+            search.node_vcpus,
+            search.node_memory,
+            embedded=params.target.substrate is None,
+        )
+        return cls(params, slo, density=DensityFrontier(node))
 
     @property
     def dimension(self) -> Dimension:
@@ -204,7 +214,7 @@ class CapacitySearch:
         }
         end = self.end
         if self.not_run is not None or end is None:
-            return doc
+            return self._with_density(doc)
         broke_at = end.broke_at
         last = self.probes[-1] if self.probes else None
         if end.status == "aborted" and last and last.outcome == "aborted" and not last.stopped:
@@ -220,6 +230,23 @@ class CapacitySearch:
             doc.update(level=held, rate=dim.load(held), reason=self._found(end, held, broke_at))
         else:
             doc["reason"] = self._unknown(end)
+        return self._with_density(doc)
+
+    def _with_density(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """`density`: the worker listing at the frontier — the capacity, or the highest
+        level held when the search found none (a floor) — and the memory's prediction."""
+        if self.density is None:
+            return doc
+        level = doc["level"] if doc["level"] is not None else doc["held_level"]
+        dim = self.dimension
+        awake = self.params.search.dimension == "awake"
+        doc["density"] = self.density.document(
+            level,
+            frontier_rate=dim.load(level) if level is not None else None,
+            unit=dim.unit,
+            found_residents=dim.load(level) if awake and level is not None else None,
+            resolution=self.params.search.resolution,
+        )
         return doc
 
     def _found(self, end: SearchEnd, held: float, broke_at: float | None) -> str:

@@ -138,6 +138,21 @@ def _check_capacity(capacity: dict[str, Any], place: str) -> None:
         isinstance(p, dict) and _is_number(p.get("level")) for p in probes
     ):
         raise _bad(place, "capacity.probes", probes, "a list of probes with levels")
+    # The density frontier (campaign/density.py); absent in a gate.json written before it.
+    density = capacity.get("density")
+    if density is None:
+        return
+    if not isinstance(density, dict):
+        raise _bad(place, "capacity.density", density, "an object")
+    for key in ("frontier", "prediction", "node", "peak"):
+        if density.get(key) is not None and not isinstance(density[key], dict):
+            raise _bad(place, f"capacity.density.{key}", density[key], "an object")
+    for key, value in (density.get("frontier") or {}).items():
+        if key.startswith("actors") and value is not None and not _is_number(value):
+            raise _bad(place, f"capacity.density.frontier.{key}", value, "a number")
+    samples = density.get("samples", [])
+    if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
+        raise _bad(place, "capacity.density.samples", samples, "a list of objects")
 
 
 # --------------------------------------------------------------------------- headline

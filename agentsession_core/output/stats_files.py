@@ -10,6 +10,10 @@ appear in stats.jsonl and stats_history.jsonl. Count-only rows (actor/CrashCount
 show their event count as Request Count but add nothing to Aggregated, which counts requests
 only.
 
+density.csv is the density row of upstream's trial summary (docs/SPEC.md §6.7, §7): one
+header line of upstream's column names and one row, the capacity search's density frontier
+(gate.json's `capacity.density`), with the level and the source of the node figures beside.
+
 stats_history.jsonl is stats_history.csv's per-second companion for what Locust's columns cannot
 hold (docs/SPEC.md §5.2, §5.6): one line per second per row that saw anything, generator rows
 included, plus the Aggregated line, with the failures by code and the service time and start
@@ -151,6 +155,48 @@ def render_stats_csv(window: Window) -> str:
             ]
         )
     return _csv_text(STATS_CSV_COLUMNS, rows)
+
+
+# Upstream's names first (a reader that knows only those finds them), then ours.
+DENSITY_CSV = "density.csv"
+DENSITY_CSV_COLUMNS = [
+    "actors_per_node",
+    "actors_per_vcpu",
+    "actors_per_gb_ram",
+    "actors_per_pod_p50",
+    "actors_per_pod_p90",
+    "actors_per_pod_p99",
+    "actors",
+    "workers",
+    "nodes",
+    "vcpus_per_node",
+    "memory_bytes_per_node",
+    "level",
+    "rate",
+    "unit",
+    "predicted_actors",
+    "predicted_bound",
+    "status",
+]
+
+
+def render_density_csv(density: dict[str, Any]) -> str:
+    """density.csv from gate.json's `capacity.density`: its frontier's row; the figures are
+    empty where none was measured (no worker listing, no level held), the status says why."""
+    frontier = density.get("frontier") or {}
+    node = density.get("node") or {}
+    prediction = density.get("prediction") or {}
+    row = {
+        **{key: frontier.get(key) for key in DENSITY_CSV_COLUMNS},
+        "nodes": node.get("nodes"),
+        "vcpus_per_node": node.get("vcpus_per_node"),
+        "memory_bytes_per_node": node.get("memory_bytes_per_node"),
+        "predicted_actors": prediction.get("actors"),
+        "predicted_bound": prediction.get("bound"),
+        "status": density.get("status"),
+    }
+    cells = ["" if row[key] is None else row[key] for key in DENSITY_CSV_COLUMNS]
+    return _csv_text(DENSITY_CSV_COLUMNS, [cells])
 
 
 def render_failures_csv(window: Window) -> str:
@@ -329,6 +375,8 @@ class HistoryWriter:
 
 __all__ = [
     "CHANGE_RECORD_TYPE",
+    "DENSITY_CSV",
+    "DENSITY_CSV_COLUMNS",
     "FAILURES_CSV_COLUMNS",
     "HISTORY_CSV",
     "HISTORY_CSV_COLUMNS",
@@ -337,6 +385,7 @@ __all__ = [
     "HistoryWriter",
     "jsonl_row",
     "locust_column",
+    "render_density_csv",
     "render_failures_csv",
     "render_jsonl",
     "render_stats_csv",

@@ -1,7 +1,8 @@
 """The capacity section of report.html: the knee curve of a capacity search (gate.json's
 `capacity`, docs/SPEC.md §6.7) — the SLO's figure at each probe's level, each probe marked
 held or broke, the SLO as a rule, the capacity and the level that broke it as marks — and
-the probes as a table. Nothing when the campaign ran no search."""
+the probes as a table, then the density frontier (report/density.py). Nothing when the
+campaign ran no search."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from agentsession_core.report.chart_scale import nice_ticks
 from agentsession_core.report.context import section
 from agentsession_core.report.data import RunData, number
+from agentsession_core.report.density import density_block
 from agentsession_core.report.svg_chart import Chart, Line, Mark, Rule, esc, render_chart
 from agentsession_core.report.tables import table
 
@@ -121,6 +123,7 @@ def capacity_section(data: RunData) -> str:
             _probe_rows(capacity),
             "wide",
         )
+        + density_block(capacity)
     )
     intro = (
         f"capacity search on {esc(capacity.get('dimension'))}: {esc(capacity.get('threshold'))}"

@@ -65,6 +65,7 @@ def _value(v: Any) -> str:
 # What each file of a run directory holds (docs/SPEC.md §7), beside its link.
 FILES = {
     "campaign.json": "parameters and versions",
+    "density.csv": "the capacity search's density frontier (upstream's column names)",
     "failures.csv": "failures by row and error (Locust)",
     "gate.json": "the verdict, windows, ramp, drift, baseline",
     "gauges.jsonl": "sessions by state, CPU, per second",

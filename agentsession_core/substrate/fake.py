@@ -14,8 +14,15 @@ and a router answer by router_wire.router_answer, from the status, body and head
 the wire form (protocol.py), so every SubstrateError classifies (errors.classify, §3.4)
 exactly as it would against a server.
 
-Not modelled: a worker pool (a wake never waits for room), per-op size caps, the pause
-budget, real bytes (see fake_glutton.py). Faults: `fail_wakes` and `crash_wakes` are the
+Workers: by default none are modelled (a wake never waits for room, ListWorkers answers
+UNIMPLEMENTED, as a substrate without a listing does). With `workers=N` there are N workers
+"fake-0" … of `worker_capacity` actors and `worker_memory` bytes each (fake_workers.py): a
+wake places the actor, reserving its template's memory limit, or is refused
+RESOURCE_EXHAUSTED (the actor stays parked); `list_workers` lists them, `drain(name)` marks
+one draining.
+
+Not modelled: worker pools, per-op size caps, the pause budget, real bytes (see
+fake_glutton.py). Faults: `fail_wakes` and `crash_wakes` are the
 shares of wakes (explicit or implicit) that fail with RESOURCE_EXHAUSTED (the actor stays
 parked) or crash the actor, drawn once per wake from a stream seeded by `seed`; crash()
 kills one actor's worker on demand, restart() every worker (or, without the store, forgets
@@ -38,7 +45,14 @@ import orjson
 
 from agentsession_core.substrate.errors import TIMEOUT, SubstrateError, error_from_answer
 from agentsession_core.substrate.fake_glutton import JSON, GluttonState, Origin, Refused, serve
-from agentsession_core.substrate.interface import ActorInfo, RouterResponse, Substrate, Template
+from agentsession_core.substrate.fake_workers import FakeWorkers, NoRoom
+from agentsession_core.substrate.interface import (
+    ActorInfo,
+    RouterResponse,
+    Substrate,
+    Template,
+    WorkerInfo,
+)
 from agentsession_core.substrate.protocol import (
     DEFAULT_TEMPLATE,
     ELAPSED_HEADER,
@@ -80,13 +94,22 @@ class _Actor:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     inflight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+    reserve: int | None = None  # its template's memory limit: what a worker reserves for it
+    worker: str | None = None  # the modelled worker holding it (workers=N only)
+    workers: FakeWorkers | None = None  # the substrate's modelled workers, if any
+
+    def release(self) -> None:
+        """Its worker no longer holds it (suspended, crashed, deleted)."""
+        if self.workers is not None and self.worker is not None:
+            self.workers.release(self.key)
+        self.worker = None
 
     @property
     def key(self) -> str:
         return actor_target(self.atespace, self.name)
 
     def info(self) -> ActorInfo:
-        worker = FAKE_WORKER if self.status in _HELD else None
+        worker = self.worker or (FAKE_WORKER if self.status in _HELD else None)
         return ActorInfo(self.atespace, self.name, self.status, worker, self.version)
 
 
@@ -102,9 +125,15 @@ class FakeSubstrate(Substrate):
         crash_wakes: float = 0.0,
         seed: int = 0,
         max_actors: int | None = None,
+        workers: int | None = None,
+        worker_capacity: int = 1,
+        worker_memory: int | None = None,
     ) -> None:
         if min(fail_wakes, crash_wakes) < 0 or fail_wakes + crash_wakes > 1:
             raise ValueError("fail_wakes and crash_wakes are shares: >= 0 and at most 1 together")
+        self._workers = (
+            FakeWorkers(workers, worker_capacity, worker_memory) if workers is not None else None
+        )
         self.templates: dict[tuple[str, str], int | None] = (
             dict(templates) if templates is not None else {DEFAULT_TEMPLATE: 1 << 30}
         )
@@ -125,12 +154,23 @@ class FakeSubstrate(Substrate):
         if actor is None or actor.status not in _HELD:
             return False
         actor.status = "CRASHED"
+        actor.release()
         return True
+
+    def drain(self, worker: str) -> None:
+        """Mark a modelled worker draining: it takes no new placement, keeps its actors."""
+        if self._workers is None:
+            raise KeyError(worker)
+        self._workers.drain(worker)
 
     def restart(self, *, keep_store: bool) -> None:
         """The substrate went away and came back (docs/SPEC.md §2.4): on its store, what a
         worker held is CRASHED and the rest is kept; without it (a platform that lost its
         state), every atespace and actor is gone."""
+        if self._workers is not None:  # every worker process died
+            self._workers.clear()
+        for actor in self._actors.values():
+            actor.worker = None
         if keep_store:
             for actor in self._actors.values():
                 if actor.status in _HELD:
@@ -175,6 +215,7 @@ class FakeSubstrate(Substrate):
             raise Refused("RESOURCE_EXHAUSTED", f"quota of {self.max_actors} actors reached")
         limit = self.templates[ref]
         actor = _Actor(atespace, name, GluttonState(actor_target(atespace, name), limit))
+        actor.reserve, actor.workers = limit, self._workers
         actor.idle.set()
         self._actors[(atespace, name)] = actor
         self.selectors[(atespace, name)] = dict(worker_selector or {})
@@ -204,6 +245,7 @@ class FakeSubstrate(Substrate):
         async with actor.lock:
             _usable(actor, "control")
             await _suspend_locked(actor)
+            actor.release()
 
     @_control_call
     async def pause_actor(self, atespace: str, name: str) -> None:
@@ -224,7 +266,14 @@ class FakeSubstrate(Substrate):
             if actor.deleted:  # deleted by a call that held the lock before us
                 raise Refused("NOT_FOUND", f"actor {actor.key} not found")
             actor.deleted = True
+            actor.release()
             self._actors.pop((atespace, name), None)
+
+    @_control_call
+    async def list_workers(self) -> list[WorkerInfo]:
+        if self._workers is None:
+            raise Refused("UNIMPLEMENTED", "this FakeSubstrate models no workers (workers=None)")
+        return self._workers.listing()
 
     def _atespace(self, atespace: str) -> None:
         if atespace not in self.atespaces:
@@ -300,6 +349,11 @@ class FakeSubstrate(Substrate):
             if draw < self.crash_wakes + self.fail_wakes:
                 message = f"no room to wake actor {actor.key} (FakeSubstrate fail_wakes)"
                 raise Refused("RESOURCE_EXHAUSTED", message, origin)
+            if self._workers is not None and actor.status not in _HELD:  # paused: still there
+                try:
+                    actor.worker = self._workers.place(actor.key, actor.reserve)
+                except NoRoom as no_room:
+                    raise Refused("RESOURCE_EXHAUSTED", str(no_room), origin) from None
             actor.status = "RUNNING"
             actor.version += 1
             self.wakes += 1
@@ -326,6 +380,7 @@ class FakeSubstrate(Substrate):
                 with contextlib.suppress(Refused):
                     _usable(actor, "control")
                     await _suspend_locked(actor)
+                    actor.release()
             finally:
                 actor.lock.release()
 
