@@ -27,6 +27,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 
 from agentsession_core.campaign.search import SearchPlan, most_probes
 from agentsession_core.engine.live_control import MAX_LEVEL  # a live change's bound too
+from agentsession_core.engine.param_types import SIZE
 from agentsession_core.engine.params import (
     MAX_RATE,
     MAX_SESSIONS,
@@ -74,6 +75,24 @@ DEFAULT_THRESHOLDS_BY_KIND: dict[str, tuple[str, ...]] = {
     ),
     "closed": ("WakeFirstTouch: p99 < 2s", *_STEPS_AND_RATE),
     "turns": ("WakeFirstTouch: p99 < 2s", *_STEPS_AND_RATE),
+    # Cohorts (docs/SPEC.md §4.5, §4.6) have no rate to achieve: a window must hold a
+    # cohort's end (count >= 1, the rule a stalled load misses), the cohorts must come up
+    # whole, and each actor in time. Only rules that hold whatever the cohort's size and
+    # spawn rate (its marks grow with the ramp), so a healthy substrate passes them.
+    "spawn": (
+        "ActorTimeToReady: p99 < 10s",
+        "ActorTimeToReady: failure_ratio < 0.01",
+        "TimeToAllReady: failure_ratio < 0.01",
+        "TimeToAllReady: count >= 1",
+        "CrashCount: events < 1",
+    ),
+    "burst": (
+        "ActorTimeToResume: p99 < 5s",
+        "TimeToAllResumed: failure_ratio < 0.01",
+        "TimeToAllSuspended: failure_ratio < 0.01",
+        "TimeToAllResumed: count >= 1",
+        "Step_*: failure_ratio < 0.01",
+    ),
 }
 DEFAULT_THRESHOLDS = DEFAULT_THRESHOLDS_BY_KIND["turnover"]  # the campaign's default kind
 DEFAULT_ABORT_RULES = ("Step_*: failure_ratio < 0.5 (min 20)",)
@@ -91,6 +110,10 @@ MAX_WINDOWS = 10_000  # per campaign, all levels
 MAX_SEARCH_SECONDS = MAX_HOLD_MINUTES * 60.0
 MAX_PROBES = 1_000
 MAX_LEVELS = 100
+# Bounds on the density frontier's node figures: past them a value is a typo, not a fleet.
+MAX_NODES = 100_000
+MAX_NODE_VCPUS = 100_000.0
+MAX_NODE_MEMORY = 1 << 60  # an exbibyte
 MAX_RULES = 100  # thresholds, abort rules
 MAX_RULE_CHARS = 500
 MAX_ABORT_DELAY_S = 7 * 86_400.0
@@ -287,6 +310,29 @@ class SearchParams(Section):
     dimension: SearchDimension = Field(
         "rate",
         description="rate: the population's rate (as levels); awake: turnover's resident set",
+    )
+    # The nodes the substrate's workers run on, for the density frontier's per-node, per-vCPU
+    # and per-GiB figures (campaign/density.py): the worker listing does not say them.
+    nodes: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_NODES,
+        description="nodes the substrate's workers run on, for the density frontier "
+        "(default: 1 for the embedded local substrate, unknown for a remote target)",
+    )
+    node_vcpus: Number | None = Field(
+        None,
+        gt=0,
+        le=MAX_NODE_VCPUS,
+        description="vCPUs of each node (default: this machine's os.cpu_count() for the "
+        "embedded local substrate, unknown for a remote target)",
+    )
+    node_memory: Annotated[int | None, SIZE] = Field(
+        None,
+        gt=0,
+        le=MAX_NODE_MEMORY,
+        description="memory of each node, a size such as 64Gi (default: this machine's "
+        "physical memory for the embedded local substrate, unknown for a remote target)",
     )
 
     @field_validator("factor")
@@ -522,9 +568,29 @@ class CampaignParams(RunParams):
                 f"at most {MAX_WINDOWS} per campaign (use longer windows)"
             )
         self._server_rules(self.parsed_thresholds())
+        self._cohort_rules()
         self.parsed_abort_rules()
         self._search()
         return self
+
+    def _cohort_rules(self) -> None:
+        """A spawn or burst has no rate to achieve, and no search dimension: refused in one
+        line rather than judged as a meaningless pass (docs/SPEC.md §4.5)."""
+        population = self.population
+        if not population.cohorts:
+            return
+        for i, rule in enumerate(self.parsed_thresholds()):
+            if rule.stat == "achieved_rps":
+                raise ValueError(
+                    f"thresholds[{i}] {rule.text!r}: a {population.kind} population has no "
+                    "rate to achieve; judge its cohorts (TimeToAllReady: count >= 1, "
+                    "TimeToAllResumed: count >= 1)"
+                )
+        if self.search.enabled:
+            raise ValueError(
+                f"search.enabled: the capacity search moves a rate or a resident set; a "
+                f"{population.kind} population has neither (docs/limits.md)"
+            )
 
     def _search(self) -> None:
         """What the search's fields can only get wrong together (each names its field)."""

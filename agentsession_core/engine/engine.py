@@ -17,7 +17,9 @@ from agentsession_core.engine.context import RunContext, credential_refused_line
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.base import Population
+from agentsession_core.engine.populations.burst import BurstPopulation
 from agentsession_core.engine.populations.closed import ClosedPopulation
+from agentsession_core.engine.populations.spawn import SpawnPopulation
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
 from agentsession_core.engine.populations.turns import TurnsPopulation
 from agentsession_core.engine.script_mix import assign
@@ -44,6 +46,8 @@ POPULATIONS: dict[str, type[Population]] = {
     "closed": ClosedPopulation,
     "turnover": TurnoverPopulation,
     "turns": TurnsPopulation,
+    "spawn": SpawnPopulation,
+    "burst": BurstPopulation,
 }
 
 
@@ -146,16 +150,18 @@ class Engine:
             target.substrate is None
             and population.kind == "turnover"
             and population.lifecycle_mode != "none"
-            and target.local_workers <= population.awake
+            and target.local_workers * target.local_worker_capacity <= population.awake
         ):
-            # A local worker hosts one running actor: residents plus the session being woken
-            # need a worker each, or wakes park until the park timeout.
+            # A local worker runs `local_worker_capacity` actors: residents plus the session
+            # being woken need a slot each, or wakes park until the park timeout.
             log.warning(
-                "awake (%d) needs at least %d local workers (local_workers=%d): wakes will "
-                "wait for a worker and may fail with RESOURCE_EXHAUSTED",
+                "awake (%d) needs at least %d local worker slots (local_workers=%d x "
+                "local_worker_capacity=%d): wakes will wait for a worker and may fail with "
+                "RESOURCE_EXHAUSTED",
                 population.awake,
                 population.awake + 1,
                 target.local_workers,
+                target.local_worker_capacity,
             )
         self.template = template
         return template

@@ -18,7 +18,7 @@ from agentsession_core.script.quantity import (
     seconds,
 )
 
-PopulationKind = Literal["closed", "turnover", "turns"]
+PopulationKind = Literal["closed", "turnover", "turns", "spawn", "burst"]
 LifecycleMode = Literal["suspend", "suspend-async", "pause", "none"]
 ResumeMode = Literal["implicit", "explicit"]
 SwapPacing = Literal["tick", "even"]

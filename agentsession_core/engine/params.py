@@ -89,6 +89,24 @@ __all__ = [
 ]
 
 
+COHORT_KINDS = ("spawn", "burst")
+DEFAULT_COHORT_PERCENTILES = (50, 90, 99)
+MAX_COHORT_PERCENTILES = 20
+
+
+def _percent_list(value: Any) -> Any:
+    """cohort_percentiles from the command line: "50,90,99" (a list passes on)."""
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if len(parts) > MAX_COHORT_PERCENTILES:
+            raise ValueError(f"at most {MAX_COHORT_PERCENTILES} percentages, not {len(parts)}")
+        try:
+            return [int(p) for p in parts]
+        except ValueError:
+            raise ValueError(f"{value[:60]!r}: whole percentages, comma-separated") from None
+    return value
+
+
 class PopulationParams(Section):
     """Who wakes when (docs/SPEC.md §4). Only the fields of the chosen kind matter."""
 
@@ -147,6 +165,44 @@ class PopulationParams(Section):
         "even = spread evenly over the second, each from its own intended time",
     )
 
+    at_once: bool = Field(
+        False,
+        description="spawn: a cohort's CreateActors all go at its start (spawn_rate unused)",
+    )
+    cohort_period_seconds: Seconds = Field(
+        10.0,
+        gt=0,
+        le=MAX_WAIT_S,
+        description="spawn, burst: a cohort starts every this long (never while the last one runs)",
+    )
+    cohort_deadline_seconds: Seconds = Field(
+        60.0,
+        gt=0,
+        le=MAX_WAIT_S,
+        description="spawn, burst: an actor not ready (resumed, suspended) this long after "
+        "its cohort's start failed",
+    )
+    cohort_percentiles: Annotated[list[int], BeforeValidator(_percent_list)] = Field(
+        default_factory=lambda: list(DEFAULT_COHORT_PERCENTILES),
+        description="spawn, burst: the k of the TimeToReady_<k>pct, TimeToFirstResume_<k>pct "
+        "and TimeToSuspend_<k>pct rows (comma-separated, each 1-99)",
+    )
+
+    @field_validator("cohort_percentiles")
+    @classmethod
+    def _cohort_percentiles(cls, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("name at least one percentage (e.g. 50,90,99)")
+        if len(value) > MAX_COHORT_PERCENTILES:
+            raise ValueError(f"at most {MAX_COHORT_PERCENTILES} percentages, not {len(value)}")
+        for k in value:
+            if not 1 <= k <= 99:
+                raise ValueError(
+                    f"{k}: each percentage is 1-99 (the whole cohort is TimeToAllReady, "
+                    "TimeToAllResumed, TimeToAllSuspended)"
+                )
+        return sorted(set(value))
+
     @field_validator("awake")
     @classmethod
     def _awake(cls, value: int, info: ValidationInfo) -> int:
@@ -155,6 +211,15 @@ class PopulationParams(Section):
             raise ValueError(f"awake ({value}) exceeds sessions ({sessions})")
         return value
 
+    @model_validator(mode="after")
+    def _burst_parks(self) -> PopulationParams:
+        if self.kind == "burst" and self.lifecycle_mode == "none":
+            raise ValueError(
+                "population.kind burst wakes parked actors and parks them again: "
+                "lifecycle_mode none parks nothing (use suspend or pause)"
+            )
+        return self
+
     @property
     def level(self) -> float:
         """The population's load level (docs/SPEC.md §4.4) at 1×."""
@@ -162,7 +227,14 @@ class PopulationParams(Section):
             "closed": float(self.sessions),
             "turnover": self.target_rps,
             "turns": self.turns_per_hour,
+            "spawn": float(self.sessions),
+            "burst": float(self.sessions),
         }[self.kind]
+
+    @property
+    def cohorts(self) -> bool:
+        """Whether the population measures cohorts (spawn, burst: docs/SPEC.md §4.5, §4.6)."""
+        return self.kind in COHORT_KINDS
 
     def registration_deadline(self, sessions: int | None = None) -> float:
         """Seconds registration (of `sessions`, default all) may take (docs/SPEC.md §4):
@@ -353,6 +425,25 @@ class RunParams(Section):
             raise ValueError(
                 f"generator.shards ({shards}) exceeds population.sessions ({sessions}): "
                 "every shard needs at least one session"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _cohorts_in_one_process(self) -> RunParams:
+        # A cohort's k % marks need every actor's ready time in one place: sharded cohorts
+        # (and a paired run's two cohorts at once) are not built (docs/limits.md).
+        population = self.population
+        if population.cohorts and (
+            self.generator.shards != 1 or self.generator.cluster is not None
+        ):
+            raise ValueError(
+                f"population.kind {population.kind}: a cohort is measured by one generator "
+                "process; generator.shards must be 1 and generator.cluster unset"
+            )
+        if population.cohorts and self.reference is not None:
+            raise ValueError(
+                f"population.kind {population.kind}: a paired run of cohorts is not built "
+                "(docs/limits.md); run each target in a campaign of its own"
             )
         return self
 

@@ -31,6 +31,14 @@ BY_KIND = {
     "turnover": ("population.awake", "population.target_rps"),
     "turns": ("population.turns_per_hour", "population.turn_mean_seconds"),
     "closed": (),
+    # A cohort's shape: how fast its actors are asked for, how often, and which marks.
+    "spawn": (
+        "population.spawn_rate",
+        "population.at_once",
+        "population.cohort_period_seconds",
+        "population.cohort_percentiles",
+    ),
+    "burst": ("population.cohort_period_seconds", "population.cohort_percentiles"),
 }
 
 

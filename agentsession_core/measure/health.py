@@ -30,6 +30,7 @@ from agentsession_core.measure.stats import (
     RowKey,
     Window,
     is_breakdown,
+    is_cohort_figure,
 )
 
 # The generator's rows measure the generator, not the substrate, so the CSVs, the Aggregated
@@ -51,9 +52,9 @@ def is_request_row(key: RowKey) -> bool:
 
 
 def counts_requests(key: RowKey) -> bool:
-    """A request row whose requests no other row counts (not a breakdown, stats.py): the
-    rows a total of requests adds up."""
-    return is_request_row(key) and not is_breakdown(key)
+    """A request row whose requests no other row counts (not a breakdown, not a cohort's
+    figure, stats.py): the rows a total of requests adds up."""
+    return is_request_row(key) and not is_breakdown(key) and not is_cohort_figure(key)
 
 
 class GeneratorHealth:

@@ -50,6 +50,40 @@ BACKLOG_ROW: RowKey = ("turnover", "Backlog")
 RESIDENT_SHORTFALL_ROW: RowKey = ("turnover", "ResidentShortfall")
 INTENDED_ROWS: tuple[RowKey, ...] = (STEPS_DUE_ROW, ARRIVALS_ROW)
 
+# A cohort's figures (docs/SPEC.md §4.5, §4.6) under the upstream runner's names and its
+# `summary` kind, so its dashboards read them: per actor `ActorTimeToReady` (spawn: from the
+# actor's intended CreateActor to its first step's end), `ActorTimeToResume` and
+# `ActorTimeToSuspend` (burst: from the burst's start); per cohort one sample on each of
+# `TimeToReady_<k>pct` (from the cohort's start until k % of it was ready), `TimeToAllReady`,
+# `TimeToFirstResume_<k>pct`, `TimeToAllResumed`, `TimeToSuspend_<k>pct` and
+# `TimeToAllSuspended`. A mark the cohort never reached is one failed sample. They are listed
+# in the CSVs and stats.jsonl and judged by name, but they are figures made of requests other
+# rows count (CreateActor, FirstTouch, Step_*, SuspendActor), so no total adds them
+# (measure/health.py counts_requests).
+SUMMARY_KIND = "summary"
+ACTOR_READY_ROW: RowKey = (SUMMARY_KIND, "ActorTimeToReady")
+ALL_READY_ROW: RowKey = (SUMMARY_KIND, "TimeToAllReady")
+ACTOR_RESUME_ROW: RowKey = (SUMMARY_KIND, "ActorTimeToResume")
+ALL_RESUMED_ROW: RowKey = (SUMMARY_KIND, "TimeToAllResumed")
+ACTOR_SUSPEND_ROW: RowKey = (SUMMARY_KIND, "ActorTimeToSuspend")
+ALL_SUSPENDED_ROW: RowKey = (SUMMARY_KIND, "TimeToAllSuspended")
+READY_MARK = "TimeToReady"  # TimeToReady_<k>pct
+RESUME_MARK = "TimeToFirstResume"  # TimeToFirstResume_<k>pct
+SUSPEND_MARK = "TimeToSuspend"  # TimeToSuspend_<k>pct
+CRASH_ROW: RowKey = ("actor", "CrashCount")
+
+
+def mark_row(prefix: str, k: int) -> RowKey:
+    """The row of the time until k % of a cohort was done: `TimeToReady_90pct`."""
+    return (SUMMARY_KIND, f"{prefix}_{k}pct")
+
+
+def is_cohort_figure(key: RowKey) -> bool:
+    """A cohort's figure or an actor's part in one (docs/SPEC.md §4.5): listed and judged,
+    never added into a total of requests."""
+    return key[0] == SUMMARY_KIND
+
+
 # A breakdown row holds a subset of another row's requests, split by one label, and is
 # named after it: `TimeToWake:pool=fast` beside `TimeToWake` (docs/SPEC.md §5.1). Its
 # requests are already counted in the row it splits, so the Aggregated row, a window's
@@ -324,6 +358,12 @@ class Window:
 
 
 __all__ = [
+    "ACTOR_READY_ROW",
+    "ACTOR_RESUME_ROW",
+    "ACTOR_SUSPEND_ROW",
+    "ALL_READY_ROW",
+    "ALL_RESUMED_ROW",
+    "ALL_SUSPENDED_ROW",
     "ARMS",
     "ARM_LABEL",
     "ARRIVALS_ROW",
@@ -331,17 +371,22 @@ __all__ = [
     "BREAKDOWN_MARK",
     "CANDIDATE",
     "CONTROL_KIND",
+    "CRASH_ROW",
     "HEALTH_KIND",
     "INTENDED_ROWS",
     "JSONL_PERCENTILES",
     "LATENCY_VIEWS",
     "LOAD_KINDS",
     "QUEUE_WAIT_ROW",
+    "READY_MARK",
     "REFERENCE",
     "RESIDENT_SHORTFALL_ROW",
+    "RESUME_MARK",
     "ROUTER_KIND",
     "SCRIPT_SEPARATOR",
     "STEPS_DUE_ROW",
+    "SUMMARY_KIND",
+    "SUSPEND_MARK",
     "TIME_TO_WAKE_ROW",
     "Interval",
     "RowKey",
@@ -350,6 +395,8 @@ __all__ = [
     "arm_row",
     "breakdown",
     "is_breakdown",
+    "is_cohort_figure",
+    "mark_row",
     "row_arm",
     "row_script",
     "script_row",

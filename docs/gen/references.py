@@ -460,6 +460,13 @@ def artifacts_page() -> str:
         ("control call (any wire)", f"{stats.CONTROL_KIND}_<Call>"),
         ("router request", f"{stats.ROUTER_KIND}_<Name>"),
         ("turnover wake latency", "_".join(stats.TIME_TO_WAKE_ROW)),
+        (
+            "a cohort's figure (spawn, burst: docs/SPEC.md §4.5, §4.6)",
+            f"{stats.SUMMARY_KIND}_{stats.READY_MARK}_<k>pct, "
+            f"{'_'.join(stats.ALL_READY_ROW)}, {stats.SUMMARY_KIND}_{stats.RESUME_MARK}_<k>pct, "
+            f"{'_'.join(stats.ALL_RESUMED_ROW)}, {'_'.join(stats.ALL_SUSPENDED_ROW)}, …",
+        ),
+        ("a crash", "_".join(stats.CRASH_ROW)),
     ]
     load_rows = [
         stats.STEPS_DUE_ROW,
@@ -480,7 +487,8 @@ def artifacts_page() -> str:
         + "\nLoad rows ("
         + ", ".join(code(k) for k in stats.LOAD_KINDS)
         + " kinds) and generator rows stay out of the Locust CSVs and a threshold's \"all "
-        'requests". Latency views booked per row: '
+        "requests\"; a cohort's figures are in the CSVs but in no total (the Aggregated row, "
+        '"all requests"). Latency views booked per row: '
         + ", ".join(code(v) for v in stats.LATENCY_VIEWS)
         + "; stats.jsonl's percentiles: "
         + ", ".join(code(p) for p in stats.JSONL_PERCENTILES)
