@@ -29,6 +29,7 @@ from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, parse
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.dask_cluster import local_scheduler
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 ADDED_MS = 200
@@ -36,16 +37,8 @@ ADDED_MS = 200
 
 @pytest.fixture(scope="module")
 def scheduler() -> Iterator[str]:
-    from distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        memory_limit=0,
-        dashboard_address=None,
-    ) as cluster:
-        yield cluster.scheduler_address
+    with local_scheduler(2) as address:
+        yield address
 
 
 def params(out: Path, name: str, candidate: str, reference: str, scheduler: str, **more: Any):

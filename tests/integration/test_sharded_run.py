@@ -45,6 +45,7 @@ from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrate
 
 from .conftest import TOKEN
+from .dask_cluster import local_scheduler
 from .test_engine_recovery import Substrate, leftovers
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,16 +53,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def scheduler() -> Iterator[str]:
-    from distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=3,
-        threads_per_worker=1,
-        processes=True,
-        memory_limit=0,
-        dashboard_address=None,
-    ) as cluster:
-        yield cluster.scheduler_address
+    with local_scheduler(3) as address:
+        yield address
 
 
 def campaign_params(url: str, out: Path, scheduler: str, **overrides) -> CampaignParams:
