@@ -38,7 +38,7 @@ from agentsession_core.engine.params import parse_params  # noqa: E402
 from agentsession_core.engine.run import Run  # noqa: E402
 from agentsession_core.measure.stats import SUMMARY_KIND, RowStats  # noqa: E402
 
-SECTION = "Spawn and burst (bench/spawn_burst.py)"
+SECTION = "spawn_burst"
 # A burst's registration creates, primes and parks each actor at `rate`: 1,000 of them at
 # 100/s stalled the generator's loop for 6.7 s on this 2-core machine (the run was void).
 CASES: list[dict[str, Any]] = [
@@ -183,7 +183,7 @@ async def main() -> None:
             print(f"{case['kind']} {case['n']}: {result['wall_s']:.0f} s", flush=True)
             results.append(result)
     body = (
-        f"## {SECTION}\n\n"
+        "## Spawn and burst (bench/spawn_burst.py)\n\n"
         "Each cohort's figures over the cohorts one run measured: the k % columns and `all` "
         "are the p50 over cohorts of the time from a cohort's start until k % (all) of its "
         "actors were ready (resumed, suspended); per actor from its own intended start. "
