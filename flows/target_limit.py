@@ -125,16 +125,38 @@ async def hold_target(target: TargetParams, flow_run_id: UUID | None) -> AsyncIt
 
 
 async def _say_waiting(acquired: asyncio.Event, name: str, ident: str) -> None:
-    """One line, only when the slot is not ours within WAIT_NOTICE_S."""
+    """One line, only when the slot is not ours within WAIT_NOTICE_S *and* the limit's slots
+    are taken, twice a notice apart: a slow API (a busy machine) delays an acquisition
+    nobody contends, and the slot it took may show as taken before its answer arrives; neither
+    is another campaign's."""
+    taken = 0
+    while not acquired.is_set():
+        try:
+            async with asyncio.timeout(WAIT_NOTICE_S):
+                await acquired.wait()
+            return
+        except TimeoutError:
+            pass
+        taken = taken + 1 if await _slots_taken(name) else 0
+        if taken >= 2 and not acquired.is_set():
+            _logger().info(
+                "waiting for the global concurrency limit %s: another campaign drives target %s",
+                name,
+                ident,
+            )
+            return
+
+
+async def _slots_taken(name: str) -> bool:
+    """Whether every slot of the limit is held now (an unreadable limit: said as taken)."""
+    from prefect.client.orchestration import get_client
+
     try:
-        async with asyncio.timeout(WAIT_NOTICE_S):
-            await acquired.wait()
-    except TimeoutError:
-        _logger().info(
-            "waiting for the global concurrency limit %s: another campaign drives target %s",
-            name,
-            ident,
-        )
+        async with get_client() as client:
+            limit = await client.read_global_concurrency_limit_by_name(name)
+    except Exception:
+        return True
+    return limit.active_slots >= limit.limit
 
 
 def _logger() -> Any:
