@@ -134,8 +134,7 @@ class ShardEngine:
         self.last_drain = time.monotonic()
         self.waiting_t0 = False
         self.finished = False
-        self.engine: Engine | None = None
-        self.arms = Arms(None)  # the candidate's engine and, paired, the reference's
+        self.arms = Arms(None)  # the candidate's engine (its own) and, paired, the reference's
         self.health: GeneratorHealth | None = None
         self._t0: asyncio.Future[int] | None = None
         self.start_skew_ms: float | None = None  # how late this shard's loop reached t0
@@ -160,7 +159,7 @@ class ShardEngine:
         params = self.plan.params
         recorder = Recorder()
         engine = self._engine_for(params, recorder)
-        self.engine = self.arms.candidate = engine
+        self.arms.candidate = engine
         if params.reference is not None:
             arm = self.arms.reference = ReferenceArm(params, recorder, engine.ledger.atespace)
             arm.engine = self._engine_for(arm.params, arm.recorder)
@@ -381,9 +380,9 @@ class ShardEngine:
         return out
 
     def _engine(self) -> Engine:
-        if self.engine is None:
+        if self.arms.candidate is None:
             raise RuntimeError("shard not opened")
-        return self.engine
+        return self.arms.candidate
 
     def stop_thread(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
