@@ -799,9 +799,10 @@ async def report_runs(timeout: float) -> list:
 def test_two_campaigns_on_one_substrate_take_turns_and_report_to_prefect(
     prefect_api, substrate: LocalSubstrateProcess, tmp_path
 ):
-    """Two `agentsession campaign` processes started together against one standalone local
-    substrate: the target's global concurrency limit lets one drive it at a time, the other
-    says it waits and starts only after the first cleaned up. Each ends with its verdict
+    """Two `agentsession campaign` processes against one standalone local substrate, the
+    second started while the first holds the target: the target's global concurrency limit
+    lets one drive it at a time, the other says it waits and starts only after the first
+    cleaned up. Each ends with its verdict
     event (one fail, one pass or void); the fail fires the example trigger; the engine's
     own lines are in each flow run's logs on the Prefect API."""
     from prefect.client.orchestration import get_client
@@ -817,18 +818,26 @@ def test_two_campaigns_on_one_substrate_take_turns_and_report_to_prefect(
         TOKEN_ENV: TOKEN,
         "PREFECT_LOGGING_TO_API_ENABLED": "true",  # the suite turns it off; a user has it on
     }
-    thresholds = {"turn-a": ["TimeToWake: p99 < 1ms"], "turn-b": None}
+    # turn-a must fail, and by an abort rule: on a busy machine every short window can be
+    # void (its generator saturated for a second; fresh-clone CI saw both of two), and a void
+    # run fires no trigger, while an abort fails the campaign whatever its windows were.
+    thresholds = {"turn-a": ["TimeToWake: p99 < 1ms (abort)"], "turn-b": None}
     procs = {}
     for name, rules in thresholds.items():
-        # turn-a must fail: two 3 s windows, since on a busy machine one can be void (its
-        # generator saturated for a second) and a break in either fails the campaign.
-        hold_minutes = 0.1 if rules else 0.05
+        # turn-a holds 12 s and aborts 8 s in, so turn-b, started once turn-a holds the
+        # target, waits long enough to see the slot taken twice (flows/target_limit.py) even
+        # when its interpreter is slow to start on a busy machine. Started together instead,
+        # the slower of two starts could arrive as the first ended, and rightly say nothing.
         values = small_campaign(
-            tmp_path, name=name, hold_minutes=hold_minutes, target={"substrate": substrate.url}
+            tmp_path,
+            name=name,
+            hold_minutes=0.2 if rules else 0.05,
+            target={"substrate": substrate.url},
         )
         values["levels"] = [1.0]
         if rules:
             values["thresholds"] = rules
+            values["abort"]["delay_seconds"] = 8
         params = tmp_path / f"{name}.json"
         params.write_bytes(orjson.dumps(values))
         err = open(tmp_path / f"{name}.err", "w")
@@ -839,6 +848,11 @@ def test_two_campaigns_on_one_substrate_take_turns_and_report_to_prefect(
             stderr=err,
             text=True,
         )
+        if rules:
+            deadline = time.monotonic() + 120
+            while f"holding {limit}" not in (tmp_path / f"{name}.err").read_text():
+                assert procs[name].poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
     outs = {}
     try:
         for name, proc in procs.items():
@@ -852,12 +866,13 @@ def test_two_campaigns_on_one_substrate_take_turns_and_report_to_prefect(
     run_dirs = {name: Path(out.strip().splitlines()[-1]) for name, out in outs.items()}
     status = {n: orjson.loads((d / "status.json").read_bytes()) for n, d in run_dirs.items()}
     first, second = sorted(status, key=lambda n: status[n]["started_unix"])
+    assert (first, second) == ("turn-a", "turn-b")
     print(
         f"{first}: {status[first]['started_unix']:.2f} .. {status[first]['updated_unix']:.2f}; "
         f"{second}: from {status[second]['started_unix']:.2f}"
     )
     for name in (first, second):
-        assert status[name]["status"] == "completed", status[name]
+        assert status[name]["status"] == ("aborted" if thresholds[name] else "completed")
         assert status[name]["actors_created"] == status[name]["actors_deleted"] == 6
     # The final status.json is written once every actor is deleted (and the substrate's
     # metrics stopped); the second run's clock started after that, not beside it.
@@ -884,7 +899,8 @@ def test_two_campaigns_on_one_substrate_take_turns_and_report_to_prefect(
         # The engine's lines, read back from the API: the fill and a window's verdict.
         text = "\n".join(logs[name])
         assert "agentsession: turnover fill done" in text, text[-3000:]
-        assert re.search(r"agentsession: window 0 at 1x: \w+", text), text[-3000:]
+        said = r"window \d ended early: abort rule" if thresholds[name] else r"window 0 at 1x: \w+"
+        assert re.search(rf"agentsession: {said}", text), text[-3000:]
     assert events["turn-a"][0].payload["verdict"] == "fail"
     assert events["turn-b"][0].payload["verdict"] != "fail"
     assert f"waiting for the global concurrency limit {limit}" in "\n".join(logs[second])
