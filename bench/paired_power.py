@@ -161,8 +161,8 @@ def collect(args: argparse.Namespace) -> int:
     have = {r["tag"] for r in done} | {r["tag"] for r in kept_index(args.kept)}
     deadline = time.time() + args.max_minutes * 60
     for number, tag in enumerate(plan_of(args.plan)):
-        if tag in have:
-            continue
+        if tag in have or (args.kinds and tag.split("-")[0] not in args.kinds.split(",")):
+            continue  # a skipped kind keeps its place (and seed) in the plan for a later session
         if time.time() > deadline:
             print(f"stopped at --max-minutes before {tag}", flush=True)
             break
@@ -493,6 +493,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--hog", choices=("never", "alternate", "always"), default="alternate")
     c.add_argument("--max-minutes", type=float, default=600.0, help="stop starting runs after")
     c.add_argument("--kept", type=Path, default=None, help="skip the plan's runs already kept here")
+    c.add_argument("--kinds", default="", help="run only these kinds of the plan (aa,b20)")
     c.set_defaults(handler=collect)
     k = paired.add_parser("keep", help="keep what judge reads of each run in bench/data/")
     k.add_argument("--dir", type=Path, default=DEFAULT_DIR)

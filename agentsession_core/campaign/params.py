@@ -18,365 +18,45 @@ sessions, 100 awake, 5 swaps/s (`agentsession run`: closed, 10 sessions).
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from agentsession_core.campaign.search import SearchPlan, most_probes
+from agentsession_core.campaign.bounds import (
+    MAX_HOLD_MINUTES,
+    MAX_LEVELS,
+    MAX_RULES,
+    MAX_WINDOW_SECONDS,
+    MAX_WINDOWS,
+)
+from agentsession_core.campaign.rules import (
+    DEFAULT_THRESHOLDS,
+    DEFAULT_THRESHOLDS_BY_KIND,
+    Rule,
+    parse_rules,
+)
+from agentsession_core.campaign.search_params import SearchParams, check_search_bound, search_bound
+from agentsession_core.campaign.sections import (
+    AbortParams,
+    CampaignPopulationParams,
+    CampaignTargetParams,
+    GateParams,
+    UploadParams,
+)
 from agentsession_core.engine.live_control import MAX_LEVEL  # a live change's bound too
-from agentsession_core.engine.param_types import SIZE
 from agentsession_core.engine.params import (
-    MAX_RATE,
-    MAX_SESSIONS,
     MAX_TEXT,
-    MAX_WAIT_S,
-    Flag,
     Number,
-    PopulationKind,
-    PopulationParams,
     RunParams,
     Seconds,
-    Section,
-    TargetParams,
     form_position,
     reference_value,
 )
-from agentsession_core.errors import UsageError, clip
-from agentsession_core.judge.compare import (
-    DEFAULT_HISTORY,
-    DEFAULT_NIGHT_SPREAD,
-    MAX_HISTORY,
-)
-from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, DecisionRule
-from agentsession_core.judge.paired import (
-    DEFAULT_BLOCK_SECONDS,
-    DEFAULT_MIN_BLOCKS,
-    PAIRED_MIN_BEYOND,
-)
-from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 from agentsession_core.script.mix import ScriptSpec
 
-# The default thresholds per population kind (docs/SPEC.md §6), used when a campaign names
-# none. achieved_rps and its target share a unit for every kind (judge/verdict.py): swaps per
-# second against target_rps; steps per second against the steps the think model put due;
-# turns per second against the turns the schedule made arrive. The wake headline differs:
-# turnover's wakes are TimeToWake (from the tick), closed and turns wake on WakeFirstTouch
-# (from the end of the think or the turn's start). A turnover must also hold its resident set:
-# the mean gap may not exceed 2 % of awake.
-_STEPS_AND_RATE = ("Step_*: failure_ratio < 0.01", "achieved_rps >= 0.95 * target")
-DEFAULT_THRESHOLDS_BY_KIND: dict[str, tuple[str, ...]] = {
-    "turnover": (
-        "TimeToWake: p99 < 2s",
-        *_STEPS_AND_RATE,
-        "ResidentShortfall: events_per_s <= 0.02 * awake",
-    ),
-    "closed": ("WakeFirstTouch: p99 < 2s", *_STEPS_AND_RATE),
-    "turns": ("WakeFirstTouch: p99 < 2s", *_STEPS_AND_RATE),
-    # Cohorts (docs/SPEC.md §4.5, §4.6) have no rate to achieve: a window must hold a
-    # cohort's end (count >= 1, the rule a stalled load misses), the cohorts must come up
-    # whole, and each actor in time. Only rules that hold whatever the cohort's size and
-    # spawn rate (its marks grow with the ramp), so a healthy substrate passes them.
-    "spawn": (
-        "ActorTimeToReady: p99 < 10s",
-        "ActorTimeToReady: failure_ratio < 0.01",
-        "TimeToAllReady: failure_ratio < 0.01",
-        "TimeToAllReady: count >= 1",
-        "CrashCount: events < 1",
-    ),
-    "burst": (
-        "ActorTimeToResume: p99 < 5s",
-        "TimeToAllResumed: failure_ratio < 0.01",
-        "TimeToAllSuspended: failure_ratio < 0.01",
-        "TimeToAllResumed: count >= 1",
-        "Step_*: failure_ratio < 0.01",
-    ),
-}
-DEFAULT_THRESHOLDS = DEFAULT_THRESHOLDS_BY_KIND["turnover"]  # the campaign's default kind
-DEFAULT_ABORT_RULES = ("Step_*: failure_ratio < 0.5 (min 20)",)
 # Float arithmetic must not turn 0.3 min / 6 s into 2.9999 windows.
 _WHOLE = 1e-9
-# Upper bounds (issue #11, docs/SPEC.md §6; RunParams has the engine's): `hold_minutes=1e7` once
-# hung building the window list, so the count is checked from the arithmetic before any list exists.
-MAX_HOLD_MINUTES = 7 * 24 * 60.0  # a week at one level
-MAX_WINDOW_SECONDS = 7 * 86_400.0
-MAX_WINDOWS = 10_000  # per campaign, all levels
-# The capacity search's own bound (docs/SPEC.md §6.7): its worst case (campaign/search.py's
-# most_probes × each probe's settle + window) must fit in a week, as a hold at one level
-# must, and in MAX_PROBES probes (one Prefect task each). `factor 1.0001` with
-# `resolution 1e-9` was once taken: tens of thousands of probes, weeks of them.
-MAX_SEARCH_SECONDS = MAX_HOLD_MINUTES * 60.0
-MAX_PROBES = 1_000
-MAX_LEVELS = 100
-# Bounds on the density frontier's node figures: past them a value is a typo, not a fleet.
-MAX_NODES = 100_000
-MAX_NODE_VCPUS = 100_000.0
-MAX_NODE_MEMORY = 1 << 60  # an exbibyte
-MAX_RULES = 100  # thresholds, abort rules
-MAX_RULE_CHARS = 500
-MAX_ABORT_DELAY_S = 7 * 86_400.0
-MAX_RETRY_DELAY_S = 300.0  # the first; it doubles per attempt
-Rule = Annotated[str, Field(max_length=MAX_RULE_CHARS)]
-# Prefect's own rule for a block document's name: refused here, in one line, rather than
-# found when the flow looks the block up.
-_BLOCK_NAME = re.compile(r"^[a-z0-9-]+$")
-MAX_BLOCK_NAME = 255
-
-
-class CampaignTargetParams(TargetParams):
-    """TargetParams with the campaign's own credential source, a Prefect Secret block.
-
-    A flow run's parameters are stored in Prefect's database and shown in its UI, so the
-    campaign flow refuses `token` as a parameter; it takes the token when it starts from the
-    block named here, from `token_file`, or from AGENTSESSION_TOKEN in its environment
-    (flows/credentials.py, docs/SPEC.md §6 "Credentials"). Only the flow reads the block:
-    agentsession_core never imports Prefect."""
-
-    # Redeclared for its description, which the flow's form shows.
-    token: str | None = Field(
-        None,
-        max_length=MAX_TEXT,
-        description="bearer token; the campaign flow refuses it as a parameter (Prefect stores "
-        "parameters): use token_secret, or AGENTSESSION_TOKEN where the flow runs",
-    )
-    token_secret: str | None = Field(
-        None,
-        max_length=MAX_BLOCK_NAME,
-        description="campaign flow: name of the Prefect Secret block holding the bearer token, "
-        "read when the flow starts (a token given as a flow parameter is refused: Prefect "
-        "stores parameters; or set AGENTSESSION_TOKEN where the flow runs)",
-    )
-
-    @field_validator("token_secret")
-    @classmethod
-    def _token_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if not value:
-            return None
-        if info.data.get("token") or info.data.get("token_file"):
-            raise ValueError("give one of token, token_file and token_secret")
-        if not _BLOCK_NAME.match(value):
-            raise ValueError(
-                f"{clip(value)} is not a Prefect block name (lowercase letters, digits, dashes)"
-            )
-        return value
-
-
-class CampaignPopulationParams(PopulationParams):
-    """PopulationParams with the campaign's defaults (a turnover, not a closed loop)."""
-
-    kind: Annotated[PopulationKind, Flag("--population")] = Field(
-        "turnover", description="population (campaign default: turnover; run: closed)"
-    )
-    sessions: int = Field(
-        1000,
-        ge=1,
-        le=MAX_SESSIONS,
-        description="sessions registered (campaign default: 1000; run: 10)",
-    )
-    awake: int = Field(
-        100,
-        ge=0,
-        le=MAX_SESSIONS,
-        validate_default=True,
-        description="turnover: sessions kept resident, at most sessions (campaign default: 100; "
-        "run: 0)",
-    )
-    target_rps: Number = Field(
-        5.0,
-        ge=0,
-        le=MAX_RATE,
-        description="turnover: swaps per second at 1x (campaign default: 5; run: 1)",
-    )
-
-
-class AbortParams(Section):
-    """Rules checked every second on a sliding window; a trip ends the campaign at once."""
-
-    rules: list[Rule] = Field(
-        default_factory=lambda: list(DEFAULT_ABORT_RULES),
-        max_length=MAX_RULES,
-        description="threshold expressions that abort when missed",
-    )
-    sliding_seconds: Seconds = Field(
-        30.0, gt=0, le=MAX_WAIT_S, description="window the rules are judged on"
-    )
-    delay_seconds: Seconds = Field(
-        60.0, ge=0, le=MAX_ABORT_DELAY_S, description="warm-up before rules are checked"
-    )
-
-
-class GateParams(Section):
-    """How the gate compares this run with a baseline (docs/SPEC.md §6.3)."""
-
-    confidence: Number = Field(
-        DEFAULT_CONFIDENCE,
-        gt=0.5,
-        lt=1,
-        description="of every figure's interval and of a regression (0.99 = 99 %)",
-    )
-    history: int = Field(
-        DEFAULT_HISTORY, ge=1, le=MAX_HISTORY, description="earlier runs `baseline: auto` reads"
-    )
-    night_spread: Number = Field(
-        DEFAULT_NIGHT_SPREAD,
-        ge=0,
-        le=5,
-        description="run-to-run spread (sd of log figure) assumed for a single-run baseline",
-    )
-    rule: DecisionRule = Field(
-        DEFAULT_RULE,
-        description="against a baseline: when a change is a regression: whole-interval (the "
-        "whole interval beyond max_regression), significant (the interval excludes no change "
-        "and the estimate exceeds max_regression) or margin-test (a one-sided test at "
-        "max_regression)",
-    )
-    paired_rule: DecisionRule = Field(
-        DEFAULT_PAIRED_RULE,
-        description="a paired campaign: when the candidate regressed against its reference "
-        "arm (the same rules as rule)",
-    )
-    block_seconds: int = Field(
-        DEFAULT_BLOCK_SECONDS,
-        ge=1,
-        le=3600,
-        description="a paired campaign: seconds per paired block of the hold (a block the "
-        "generator saturated in is dropped from both arms)",
-    )
-    min_blocks: int = Field(
-        DEFAULT_MIN_BLOCKS,
-        ge=2,
-        le=1_000_000,
-        description="a paired campaign: fewest paired blocks left to judge; fewer: void",
-    )
-    min_beyond: int = Field(
-        PAIRED_MIN_BEYOND,
-        ge=1,
-        le=1_000_000,
-        description="a paired campaign: samples past a percentile each arm needs for it to "
-        "be compared (fewer: inconclusive)",
-    )
-
-
-class UploadParams(Section):
-    """How artifacts reach `dest` when it is s3:// (the AWS chain supplies credentials)."""
-
-    endpoint_url: str | None = Field(
-        None,
-        max_length=MAX_TEXT,
-        description="S3-compatible endpoint (default: AWS_ENDPOINT_URL or AWS)",
-    )
-    region: str | None = Field(None, description="default: the AWS chain's region")
-    attempts: int = Field(3, ge=1, le=10, description="upload attempts before giving up")
-    retry_delay_seconds: Seconds = Field(
-        2.0, ge=0, le=MAX_RETRY_DELAY_S, description="first retry delay (doubles)"
-    )
-
-
-SearchDimension = Literal["rate", "awake"]
-
-
-class SearchParams(Section):
-    """The capacity search (docs/SPEC.md §6.7): after the first level's judged hold, probe
-    ever higher levels until the SLO breaks, then bisect to the knee (campaign/search.py).
-    No threshold: no search."""
-
-    threshold: Rule | None = Field(
-        None,
-        description="the SLO, e.g. 'TimeToWake: p99 < 2s' (none: no search); a probe also "
-        "breaks on any judged threshold",
-    )
-    start: Number | None = Field(
-        None,
-        gt=0,
-        le=MAX_LEVEL,
-        description="first probe's level (default: factor × the first level)",
-    )
-    factor: Number = Field(2.0, le=MAX_LEVEL, description="growth while the SLO holds (> 1)")
-    resolution: Number = Field(
-        0.1, le=10, description="relative width the knee is bracketed to (> 0; 0.1 = 10 %)"
-    )
-    max_level: Number = Field(16.0, gt=0, le=MAX_LEVEL, description="highest level probed")
-    settle_seconds: Seconds = Field(
-        30.0, ge=0, le=MAX_WINDOW_SECONDS, description="after each level change, not judged"
-    )
-    window_seconds: Seconds | None = Field(
-        None,
-        ge=1,
-        le=MAX_WINDOW_SECONDS,
-        description="each probe's judged window (default: the campaign's window_seconds)",
-    )
-    dimension: SearchDimension = Field(
-        "rate",
-        description="rate: the population's rate (as levels); awake: turnover's resident set",
-    )
-    # The nodes the substrate's workers run on, for the density frontier's per-node, per-vCPU
-    # and per-GiB figures (campaign/density.py): the worker listing does not say them.
-    nodes: int | None = Field(
-        None,
-        ge=1,
-        le=MAX_NODES,
-        description="nodes the substrate's workers run on, for the density frontier "
-        "(default: 1 for the embedded local substrate, unknown for a remote target)",
-    )
-    node_vcpus: Number | None = Field(
-        None,
-        gt=0,
-        le=MAX_NODE_VCPUS,
-        description="vCPUs of each node (default: this machine's os.cpu_count() for the "
-        "embedded local substrate, unknown for a remote target)",
-    )
-    node_memory: Annotated[int | None, SIZE] = Field(
-        None,
-        gt=0,
-        le=MAX_NODE_MEMORY,
-        description="memory of each node, a size such as 64Gi (default: this machine's "
-        "physical memory for the embedded local substrate, unknown for a remote target)",
-    )
-
-    @field_validator("factor")
-    @classmethod
-    def _factor(cls, value: float) -> float:
-        if not value > 1:
-            raise ValueError(f"{value:g}: the growth factor must be > 1")
-        return value
-
-    @field_validator("resolution")
-    @classmethod
-    def _resolution(cls, value: float) -> float:
-        if not value > 0:
-            raise ValueError(f"{value:g}: must be > 0 (a relative width, 0.1 = 10 %)")
-        return value
-
-    @field_validator("threshold", mode="before")
-    @classmethod
-    def _one_line(cls, value: Any) -> Any:
-        """`--set search.threshold=TimeToWake: p99 < 2s` reads as YAML, i.e. a one-entry
-        mapping: it is the rule it was typed as."""
-        if isinstance(value, dict) and len(value) == 1:
-            ((rows, rule),) = value.items()
-            if isinstance(rows, str) and isinstance(rule, str):
-                return f"{rows}: {rule}"
-        return value
-
-    @field_validator("threshold")
-    @classmethod
-    def _threshold(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        _parse_all([value], "search.threshold")
-        return value
-
-    @model_validator(mode="after")
-    def _start_below_max(self) -> SearchParams:
-        if self.start is not None and self.start > self.max_level:
-            raise ValueError(f"start {self.start:g} is above max_level {self.max_level:g}")
-        return self
-
-    @property
-    def enabled(self) -> bool:
-        return self.threshold is not None
 
 
 @dataclass(frozen=True)
@@ -474,20 +154,9 @@ class CampaignParams(RunParams):
         (A field validator, so the line names `search`; levels and window_seconds, the
         start's and the window's defaults, come before it.)"""
         levels, window = info.data.get("levels"), info.data.get("window_seconds")
-        if not search.enabled or not levels or window is None:
-            return search
-        probes, seconds = search_bound(search, levels[0], window)
-        if probes <= MAX_PROBES and seconds <= MAX_SEARCH_SECONDS:
-            return search
-        settle = search.settle_seconds
-        each = f"{settle:g} s settle + {search.window_seconds or window:g} s window"
-        raise ValueError(
-            f"search.factor {search.factor:g}, search.resolution {search.resolution:g} and "
-            f"max_level {search.max_level:g}x make up to {_count(probes)} probes of {each}: "
-            f"{_span(seconds)}; a search may take at most {MAX_PROBES:,} probes and "
-            f"{_span(MAX_SEARCH_SECONDS)}: raise search.factor or search.resolution, lower "
-            "search.max_level, or shorten search.window_seconds or search.settle_seconds"
-        )
+        if search.enabled and levels and window is not None:
+            check_search_bound(search, levels[0], window)
+        return search
 
     @model_validator(mode="before")
     @classmethod
@@ -602,7 +271,7 @@ class CampaignParams(RunParams):
                 "search.enabled with reference: a paired capacity search is not built; "
                 "search each arm in a campaign of its own (docs/limits.md)"
             )
-        self._server_rules(_parse_all([search.threshold or ""], "search.threshold"))
+        self._server_rules(parse_rules([search.threshold or ""], "search.threshold"))
         population = self.population
         if search.dimension == "awake":
             if population.kind != "turnover":
@@ -688,12 +357,12 @@ class CampaignParams(RunParams):
 
     # ------------------------------------------------------------ judging
     def parsed_thresholds(self) -> list[Any]:
-        return _parse_all(self.thresholds, "thresholds")
+        return parse_rules(self.thresholds, "thresholds")
 
     def parsed_abort_rules(self) -> list[Any]:
         """`abort.rules` plus every threshold marked `(abort)`."""
         marked = [t for t in self.parsed_thresholds() if t.abort]
-        return [*_parse_all(self.abort.rules, "abort.rules", abort=True), *marked]
+        return [*parse_rules(self.abort.rules, "abort.rules", abort=True), *marked]
 
     # ------------------------------------------------------------ where the run goes
     @property
@@ -704,32 +373,6 @@ class CampaignParams(RunParams):
     def destination(self) -> str:
         """Where the run ends up: dest, or out when the run stays where it was written."""
         return self.dest or self.out
-
-
-def search_bound(search: SearchParams, first_level: float, window: float) -> tuple[int, float]:
-    """(the most probes a search from `first_level` makes, how long they take at most)."""
-    start = search.start if search.start is not None else search.factor * first_level
-    plan = SearchPlan(
-        min(start, search.max_level), search.factor, search.resolution, search.max_level
-    )
-    probes = most_probes(plan, first_level)
-    return probes, probes * (search.settle_seconds + (search.window_seconds or window))
-
-
-def _count(n: int) -> str:
-    return f"{n:,}" if n < 10**12 else f"about {n:.2g}"
-
-
-def _span(seconds: float) -> str:
-    """A duration as a person reads it: 48 min, 5.3 h, 202 days."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86_400:
-        return f"{seconds / 3600:.1f} h"
-    days = seconds / 86_400
-    return f"{days:,.0f} days" if days < 1e9 else f"about {days:.2g} days"
 
 
 def _is_local(dest: str) -> bool:
@@ -747,15 +390,3 @@ def _whole_windows(minutes: float, field: str, window_seconds: float) -> int:
             f"({window_seconds:g} s); it is {exact:.4g} windows"
         )
     return count
-
-
-def _parse_all(texts: Iterable[str], field: str, *, abort: bool = False) -> list[Any]:
-    from agentsession_core.judge.thresholds import parse_threshold
-
-    parsed = []
-    for i, text in enumerate(texts):
-        try:
-            parsed.append(parse_threshold(text, where=f"{field}[{i}]", abort=abort))
-        except UsageError as exc:  # already names the entry
-            raise ValueError(str(exc)) from None
-    return parsed

@@ -191,10 +191,14 @@ def parameters_page(
     run_model: type[BaseModel] | None = None, campaign_model: type[BaseModel] | None = None
 ) -> str:
     """The reference of RunParams and CampaignParams (or of the models given, as a test does)."""
+    from agentsession_core.campaign import bounds
     from agentsession_core.campaign import params as campaign
-    from agentsession_core.engine import param_types
+    from agentsession_core.campaign import rules as campaign_rules
+    from agentsession_core.campaign import sections as campaign_sections
+    from agentsession_core.engine import live_control, param_types
     from agentsession_core.engine.params import RunParams
     from agentsession_core.engine.params_io import MAX_PARAMS_BYTES
+    from agentsession_core.judge import compare
 
     run_fields = dict(walk(run_model or RunParams))
     campaign_fields = dict(walk(campaign_model or campaign.CampaignParams))
@@ -215,9 +219,9 @@ def parameters_page(
         "be inf or nan.\n"
         f"- A parameter file is at most {MAX_PARAMS_BYTES // 2**20} MiB and may not use YAML "
         'anchors or aliases (a "billion laughs" file is refused at its first anchor).\n'
-        f"- Across fields: at most {number(campaign.MAX_WINDOWS)} windows per campaign (all "
-        f"levels), each level at most {number(campaign.MAX_LEVEL)}×, each threshold or abort "
-        f"rule at most {campaign.MAX_RULE_CHARS} characters, `generator.shards` at most "
+        f"- Across fields: at most {number(bounds.MAX_WINDOWS)} windows per campaign (all "
+        f"levels), each level at most {number(live_control.MAX_LEVEL)}×, each threshold or abort "
+        f"rule at most {bounds.MAX_RULE_CHARS} characters, `generator.shards` at most "
         "`population.sessions`; `--hold` of `agentsession run` at most 7 days.\n"
         "- **Bold** defaults are the campaign's where they differ from an engine run's; "
         "*campaign only* fields exist in CampaignParams alone.\n"
@@ -251,17 +255,20 @@ def parameters_page(
     text += (
         "A campaign that names no `thresholds` is judged by its population kind's "
         "(`DEFAULT_THRESHOLDS_BY_KIND`); `abort.rules` defaults to "
-        + ", ".join(code(r) for r in campaign.DEFAULT_ABORT_RULES)
+        + ", ".join(code(r) for r in campaign_rules.DEFAULT_ABORT_RULES)
         + ". The rule language is in [the threshold reference](thresholds.md).\n\n"
         "| population kind | thresholds |\n|---|---|\n"
     )
-    for kind, rules in campaign.DEFAULT_THRESHOLDS_BY_KIND.items():
+    for kind, rules in campaign_rules.DEFAULT_THRESHOLDS_BY_KIND.items():
         text += f"| `{kind}` | " + "<br>".join(code(r) for r in rules) + " |\n"
     text += "\n## Bounds\n\n| constant | value |\n|---|---|\n"
-    for module in (param_types, campaign):
+    shown: set[str] = set()
+    # Each bound once, under the module that defines it.
+    for module in (param_types, bounds, live_control, compare, campaign_sections):
         for name in sorted(vars(module)):
             value = getattr(module, name)
-            if name.startswith("MAX_") and isinstance(value, int | float):
+            if name.startswith("MAX_") and isinstance(value, int | float) and name not in shown:
+                shown.add(name)
                 text += f"| `{module.__name__.split('.')[-1]}.{name}` | {number(value)} |\n"
     return text
 

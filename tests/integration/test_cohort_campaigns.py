@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from agentsession_core.campaign.params import DEFAULT_THRESHOLDS_BY_KIND, CampaignParams
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.rules import DEFAULT_THRESHOLDS_BY_KIND
 from agentsession_core.campaign.run import run_campaign
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN

@@ -137,7 +137,7 @@ def test_a_search_that_cannot_finish_in_its_time_bound_is_refused(
 
 
 def test_the_search_bound_is_the_probe_formula_times_each_probes_time() -> None:
-    from agentsession_core.campaign.params import MAX_PROBES, MAX_SEARCH_SECONDS
+    from agentsession_core.campaign.bounds import MAX_PROBES, MAX_SEARCH_SECONDS
 
     # The defaults and the shipped presets' settings fit with room to spare.
     params = parse(CampaignParams, {"search": {"threshold": "TimeToWake: p99 < 2s"}})

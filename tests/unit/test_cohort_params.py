@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentsession_core.campaign.params import DEFAULT_THRESHOLDS_BY_KIND, CampaignParams
+from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.campaign.rules import DEFAULT_THRESHOLDS_BY_KIND
 from agentsession_core.engine.params import parse_params
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.thresholds import parse_thresholds

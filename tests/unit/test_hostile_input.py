@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentsession_core.campaign.params import MAX_WINDOWS, CampaignParams
+from agentsession_core.campaign.bounds import MAX_WINDOWS
+from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import RunParams, parse
 from agentsession_core.engine.params_io import apply_settings, load_values
 from agentsession_core.errors import UsageError, clip

@@ -1,0 +1,65 @@
+"""The rules a campaign is judged by: each population kind's default thresholds, the default
+abort rule, a rule's bounds, and their parsing into judge/thresholds.py's Threshold (which
+names the entry that is wrong).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from agentsession_core.campaign.bounds import MAX_RULE_CHARS
+from agentsession_core.errors import UsageError
+
+# The default thresholds per population kind (docs/SPEC.md §6), used when a campaign names
+# none. achieved_rps and its target share a unit for every kind (judge/verdict.py): swaps per
+# second against target_rps; steps per second against the steps the think model put due;
+# turns per second against the turns the schedule made arrive. The wake headline differs:
+# turnover's wakes are TimeToWake (from the tick), closed and turns wake on WakeFirstTouch
+# (from the end of the think or the turn's start). A turnover must also hold its resident set:
+# the mean gap may not exceed 2 % of awake.
+_STEPS_AND_RATE = ("Step_*: failure_ratio < 0.01", "achieved_rps >= 0.95 * target")
+DEFAULT_THRESHOLDS_BY_KIND: dict[str, tuple[str, ...]] = {
+    "turnover": (
+        "TimeToWake: p99 < 2s",
+        *_STEPS_AND_RATE,
+        "ResidentShortfall: events_per_s <= 0.02 * awake",
+    ),
+    "closed": ("WakeFirstTouch: p99 < 2s", *_STEPS_AND_RATE),
+    "turns": ("WakeFirstTouch: p99 < 2s", *_STEPS_AND_RATE),
+    # Cohorts (docs/SPEC.md §4.5, §4.6) have no rate to achieve: a window must hold a
+    # cohort's end (count >= 1, the rule a stalled load misses), the cohorts must come up
+    # whole, and each actor in time. Only rules that hold whatever the cohort's size and
+    # spawn rate (its marks grow with the ramp), so a healthy substrate passes them.
+    "spawn": (
+        "ActorTimeToReady: p99 < 10s",
+        "ActorTimeToReady: failure_ratio < 0.01",
+        "TimeToAllReady: failure_ratio < 0.01",
+        "TimeToAllReady: count >= 1",
+        "CrashCount: events < 1",
+    ),
+    "burst": (
+        "ActorTimeToResume: p99 < 5s",
+        "TimeToAllResumed: failure_ratio < 0.01",
+        "TimeToAllSuspended: failure_ratio < 0.01",
+        "TimeToAllResumed: count >= 1",
+        "Step_*: failure_ratio < 0.01",
+    ),
+}
+DEFAULT_THRESHOLDS = DEFAULT_THRESHOLDS_BY_KIND["turnover"]  # the campaign's default kind
+DEFAULT_ABORT_RULES = ("Step_*: failure_ratio < 0.5 (min 20)",)
+Rule = Annotated[str, Field(max_length=MAX_RULE_CHARS)]
+
+
+def parse_rules(texts: Iterable[str], field: str, *, abort: bool = False) -> list[Any]:
+    from agentsession_core.judge.thresholds import parse_threshold
+
+    parsed = []
+    for i, text in enumerate(texts):
+        try:
+            parsed.append(parse_threshold(text, where=f"{field}[{i}]", abort=abort))
+        except UsageError as exc:  # already names the entry
+            raise ValueError(str(exc)) from None
+    return parsed
