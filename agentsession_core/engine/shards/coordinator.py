@@ -4,9 +4,9 @@ run_dir, extra_rows, finalizers), so neither needs to know.
 
 The coordinator (this process) starts the embedded local substrate once when no URL is given,
 opens the Dask cluster, puts one ShardActor on each worker, and drives every phase on all
-shards at once. A pump drains every shard once a second: the deltas merge into one recorder
-(stream.py), the t0 barrier is released once every shard has filled (all holds start on the
-same intended t0), stats_history.csv and status.json are written once a second. Judging,
+shards at once. A pump (pump.py) drains every shard once a second: the deltas merge into one
+recorder (stream.py), the t0 barrier is released once every shard has filled (all holds start
+on the same intended t0), stats_history.csv and status.json are written once a second. Judging,
 abort rules and drift run on the merged stream, exactly as on a single process's recorder.
 
 A shard is lost when a call to it fails because its worker is gone, or when it leaves
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import signal
 import time
 from collections.abc import Awaitable
@@ -52,6 +51,7 @@ from agentsession_core.engine.server_source import open_server_metrics
 from agentsession_core.engine.shards import files
 from agentsession_core.engine.shards.cluster import ShardCluster
 from agentsession_core.engine.shards.losses import ShardLosses
+from agentsession_core.engine.shards.pump import ShardPump
 from agentsession_core.engine.shards.reference import ShardedReference
 from agentsession_core.engine.shards.split import (
     ShardPlan,
@@ -70,25 +70,10 @@ from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
 
-# Every shard is drained once a second, this far into it: a shard ships its last second just
-# after it ends (context.FLUSH_AFTER_NS), so a drain then finds it; drains in between found
-# nothing and were three quarters of the coordinator's calls (bench/RESULTS.md).
-DRAIN_AT_S = 0.15
-DRAIN_TIMEOUT_S = 2.0
-LOST_AFTER_MISSES = 3  # failed drains in a row before a shard counts as lost
-CATCH_UP_S = 5.0  # how long the end of a hold waits for the shards' last seconds
-T0_LEAD_S = 0.5  # the common t0 is the first whole second at least this far ahead
 CLOSE_TIMEOUT_S = 15.0
 
 
-def _until_next(phase_s: float) -> float:
-    """Seconds from now to the next wall-clock instant `phase_s` into a second."""
-    now = time.time()
-    at = math.floor(now) + phase_s
-    return (at if at > now else at + 1.0) - now
-
-
-class ShardedRun(ShardLosses, Run):
+class ShardedRun(ShardPump, ShardLosses, Run):
     """A Run whose load comes from K shards on Dask (generator.shards, generator.cluster)."""
 
     def __init__(
@@ -339,17 +324,6 @@ class ShardedRun(ShardLosses, Run):
             return_exceptions=True,
         )
 
-    async def _caught_up(self, end_ns: int) -> None:
-        """Until the merged stream holds every second before `end_ns` (or CATCH_UP_S)."""
-        assert self.stream is not None
-        wanted = self.recorder.second_of(end_ns)
-        give_up = time.monotonic() + CATCH_UP_S
-        while self.stream.merged_until < wanted and self.stream.live:
-            if time.monotonic() > give_up:
-                log.warning("shards still behind %ss after the hold ended", CATCH_UP_S)
-                return
-            await asyncio.sleep(0.05)
-
     # ------------------------------------------------------------ stop rules
     def load_problem(self) -> str | None:
         """A resident set that averaged short over the merged turnover (docs/SPEC.md §4.2);
@@ -395,79 +369,6 @@ class ShardedRun(ShardLosses, Run):
             *(_within(5.0, self.actors[k].stop_load()) for k in self.live_shards),
             return_exceptions=True,
         )
-
-    # ------------------------------------------------------------ the pump
-    async def _pump(self) -> None:
-        while True:
-            await asyncio.sleep(_until_next(DRAIN_AT_S))
-            await asyncio.gather(*(self._drain(k) for k in self.live_shards))
-            await self._release_t0()
-            await self._report()
-
-    async def _drain(self, k: int) -> None:
-        assert self.stream is not None
-        try:
-            async with asyncio.timeout(DRAIN_TIMEOUT_S):
-                deltas = await self.actors[k].drain()
-        except Exception as exc:
-            self._misses[k] = self._misses.get(k, 0) + 1
-            # Only a shard that did not answer in time may still run; one whose call failed
-            # otherwise (Dask: "Worker holding Actor was lost") is gone.
-            silent = isinstance(exc, TimeoutError) and not await self._is_lost(k)
-            if not silent or self._misses[k] >= LOST_AFTER_MISSES:
-                why = f"{type(exc).__name__}: {exc}".rstrip(": ")
-                await self._lose(k, why, silent=silent)
-            return
-        self._misses[k] = 0
-        for delta in deltas:
-            self.stream.add(k, delta)
-            for level, line in delta.logs:
-                log.log(level, "shard %d: %s", k, line)
-
-    async def _is_lost(self, k: int) -> bool:
-        """Dask's own word: the actor's task is no longer held by a live worker."""
-        return self.futures[k].status not in ("finished", "pending")
-
-    async def _release_t0(self) -> None:
-        """Once every live shard waits at the fill's barrier: t0 for all of them. A shard that
-        carries a lost shard's sessions on gets the next whole second once it waits there
-        (on whole seconds, as the first t0: the gauges are sampled half a second off)."""
-        if self.stream is None:
-            return
-        live = self.live_shards
-        waiting = [
-            k
-            for k in live
-            if k not in self.shard_start_unix and self.stream.status[k].get("waiting_t0")
-        ]
-        if not waiting or (self.t0_ns is None and len(waiting) < len(live)):
-            return
-        t0_unix_s = math.ceil(time.time() + T0_LEAD_S)
-        t0_unix_ns = t0_unix_s * 1_000_000_000
-        at = time.strftime("%H:%M:%S", time.gmtime(t0_unix_s))
-        if self.t0_ns is None:
-            self.t0_ns = t0_unix_ns - (time.time_ns() - time.monotonic_ns())
-            log.info("common t0 for %d shards: %s UTC", len(live), at)
-        else:
-            log.info("shards %s start at %s UTC", ", ".join(map(str, waiting)), at)
-        self.shard_start_unix.update((k, t0_unix_s) for k in waiting)
-        self._started.set()
-        await asyncio.gather(
-            *(self.actors[k].start_at(t0_unix_ns) for k in waiting), return_exceptions=True
-        )
-
-    async def _report(self) -> None:
-        """stats_history.csv (+ .jsonl) and status.json once per merged second; a progress
-        line."""
-        second = self.recorder.closed_until
-        if second == self._last_report_second:
-            return
-        self._last_report_second = second
-        texts = self.history.render_closed_files(self.recorder, files.sessions(self))
-        await self._save_progress(texts, lambda: files.status_document(self, final=False))
-        if time.monotonic() - self._last_progress >= 10.0:
-            self._last_progress = time.monotonic()
-            log.info("progress: %s", files.progress_line(self))
 
     def _on_substrate_back(self) -> None:
         self._background(self._substrate_back(), "substrate-back")
