@@ -7,11 +7,12 @@ During every window the abort rules are checked once a second on a sliding windo
 warm-up delay); a trip — or a dead substrate, or a signal — ends the window at once and no
 further window starts.
 
-Files the campaign adds to the run directory are written by a `Run.finalizer`, so they exist
-before the manifest is sealed, also when the campaign failed or was cancelled half-way:
-windows.jsonl (one judged row per window) and gate.json (docs/SPEC.md §6); the Run then writes
-report.html with the campaign's thresholds drawn on it (`Run.report_rules`); one
-`step_window` row per window goes to stats.jsonl through `Run.extra_rows`.
+Files the campaign adds to the run directory are written by a `Run.finalizer`
+(campaign_files.py), so they exist before the manifest is sealed, also when the campaign
+failed or was cancelled half-way: windows.jsonl (one judged row per window) and gate.json
+(docs/SPEC.md §6); the Run then writes report.html with the campaign's thresholds drawn on
+it (`Run.report_rules`); one `step_window` row per window goes to stats.jsonl through
+`Run.extra_rows`.
 """
 
 from __future__ import annotations
@@ -22,35 +23,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentsession_core.campaign.campaign_files import write_campaign_files
 from agentsession_core.campaign.capacity import CapacitySearch, ProbeRecord
 from agentsession_core.campaign.params import CampaignParams, WindowPlan
 from agentsession_core.engine.run import Run
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.abort import AbortMonitor
-from agentsession_core.judge.artifacts import step_window_row, windows_jsonl
+from agentsession_core.judge.artifacts import step_window_row
 from agentsession_core.judge.baselines import AUTO, last_good_runs
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import (
     GateInputError,
     baseline_refusal,
-    gate_document,
-    with_baseline,
-    without_baseline,
 )
-from agentsession_core.judge.hold_seconds import (
-    HOLD_SECONDS_FILE,
-    HoldSeconds,
-    saturated_seconds,
-    second_records,
-)
-from agentsession_core.judge.hold_seconds import render as render_seconds
-from agentsession_core.judge.paired import paired_comparison
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.thresholds import Threshold, parse_threshold
-from agentsession_core.judge.uncertainty import figures
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
-from agentsession_core.measure.stats import CANDIDATE, REFERENCE, Window
-from agentsession_core.output.stats_files import DENSITY_CSV, render_density_csv
+from agentsession_core.measure.stats import CANDIDATE, Window
 from agentsession_core.output.upload import is_s3, run_location
 
 log = logging.getLogger("agentsession")
@@ -426,91 +415,9 @@ class Campaign:
         return search.document()
 
     def write_files(self, run: Run) -> None:
-        """Run.finalizer: windows.jsonl and gate.json (in a thread); the Run then draws
-        report.html from them."""
-        run_dir = run.run_dir
-        run_dir.write_text("windows.jsonl", windows_jsonl(self.verdicts))
-        described: dict[str, Any] = {
-            "name": self.params.name,
-            "tag": self.params.tag,
-            "location": self.location,
-            "local_dir": str(run_dir.path),
-            "windows_planned": len(self.plan),
-        }
-        if (stop := run.control.stop_line) is not None:  # gate.py: a void verdict, said why
-            described["stopped"] = f"{stop}; {self.not_held(len(self.spans))}"
-        hold = self.hold_headline()
-        if hold is not None:
-            described["headline"] = hold
-        # The seconds behind the headline, kept so the figures' intervals (and any later
-        # comparison) can be recomputed from the run's files alone; a paired run's keep
-        # both arms' and which seconds the generator saturated in.
-        spans = self.headline_spans()
-        paired = run.reference is not None
-        saturated = self._saturated(spans) if paired else None
-        seconds = second_records(
-            run.recorder, spans, arm=CANDIDATE if paired else None, saturated=saturated
-        )
-        theirs = (
-            second_records(run.recorder, spans, arm=REFERENCE, saturated=saturated)
-            if paired
-            else []
-        )
-        run_dir.write_text(HOLD_SECONDS_FILE, render_seconds(seconds + theirs))
-        settings = self.params.gate
-        gate = gate_document(
-            self.verdicts,
-            abort_reason=self.stop_reason or run.reason,
-            run_status=run.status,
-            run=described,
-            figures=figures(
-                HoldSeconds.of_records(seconds),
-                confidence=settings.confidence,
-                seed=self.params.seed,
-            ),
-            confidence=settings.confidence,
-            conditions=conditions(self.params.model_dump(mode="json")),
-            capacity=self.capacity(run),
-            paired=self._paired(seconds, theirs) if paired else None,
-        )
-        if self.baseline:
-            gate = with_baseline(
-                gate,
-                self.baseline,
-                self.params.max_regression,
-                night_spread=settings.night_spread,
-                rule=settings.rule,
-            )
-        elif self.baseline is not None:  # auto, and no earlier good run yet
-            gate = without_baseline(gate, "no earlier comparable run of this campaign passed")
-        self.gate = gate
-        run_dir.write_json("gate.json", self.gate)
-        density = (gate.get("capacity") or {}).get("density")
-        if density is not None:  # upstream's density row (docs/SPEC.md §6.7)
-            run_dir.write_text(DENSITY_CSV, render_density_csv(density))
-
-    def _saturated(self, spans: list[tuple[int, int, int]]) -> dict[int, str]:
-        rec = self.run.recorder
-        out: dict[int, str] = {}
-        for _, start, end in spans:
-            out.update(self.run.health.saturated_in(rec.second_of(start), rec.second_of(end)))
-        return out
-
-    def _paired(self, mine: list[dict], theirs: list[dict]) -> dict[str, Any]:
-        """gate.json's `paired`: the candidate against the reference arm, block by block."""
-        settings = self.params.gate
-        return paired_comparison(
-            HoldSeconds.of_records(mine),
-            HoldSeconds.of_records(theirs, REFERENCE),
-            saturated=saturated_seconds(mine),
-            block_seconds=settings.block_seconds,
-            min_blocks=settings.min_blocks,
-            max_regression=self.params.max_regression,
-            confidence=settings.confidence,
-            rule=settings.paired_rule,
-            seed=self.params.seed,
-            min_beyond=settings.min_beyond,
-        )
+        """Run.finalizer: windows.jsonl, hold_seconds.jsonl and gate.json (in a thread,
+        campaign_files.py); the Run then draws report.html from them."""
+        self.gate = write_campaign_files(self, run)
 
     @property
     def reached_verdict(self) -> bool:
