@@ -182,7 +182,8 @@ def outcome(doc: dict[str, Any]) -> str:
 
 
 def compare_one(current: dict, baselines: list[dict], args: argparse.Namespace) -> str:
-    from agentsession_core.judge.gate import GateInputError, with_baseline
+    from agentsession_core.judge.gate import with_baseline
+    from agentsession_core.judge.gate_schema import GateInputError
 
     try:
         doc = with_baseline(

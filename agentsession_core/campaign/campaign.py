@@ -32,10 +32,8 @@ from agentsession_core.judge.abort import AbortMonitor
 from agentsession_core.judge.artifacts import step_window_row
 from agentsession_core.judge.baselines import AUTO, last_good_runs
 from agentsession_core.judge.conditions import conditions
-from agentsession_core.judge.gate import (
-    GateInputError,
-    baseline_refusal,
-)
+from agentsession_core.judge.gate import baseline_refusal
+from agentsession_core.judge.gate_schema import GateInputError
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.thresholds import Threshold, parse_threshold
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window

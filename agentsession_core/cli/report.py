@@ -24,13 +24,8 @@ from agentsession_core.cli.gate import add_baseline_args, settings
 from agentsession_core.errors import AgentsessionError, UsageError
 from agentsession_core.judge.baselines import AUTO, auto_baselines
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
-from agentsession_core.judge.gate import (
-    GateInputError,
-    baseline_refusal,
-    check_gate,
-    gate_document,
-    with_baseline,
-)
+from agentsession_core.judge.gate import baseline_refusal, gate_document, with_baseline
+from agentsession_core.judge.gate_schema import GateInputError, check_gate
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.thresholds import Threshold, parse_thresholds
 from agentsession_core.judge.verdict import WindowVerdict

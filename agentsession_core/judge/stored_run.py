@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentsession_core.judge.conditions import conditions
-from agentsession_core.judge.gate import GateInputError, check_gate, gate_document
+from agentsession_core.judge.gate import gate_document
+from agentsession_core.judge.gate_schema import GateInputError, check_gate
 from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output import run_reader, sealed_run
 from agentsession_core.output.run_reader import RunReadError

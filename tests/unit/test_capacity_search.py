@@ -13,7 +13,8 @@ from agentsession_core.campaign.search import Probe, SearchEnd, SearchPlan, deci
 from agentsession_core.engine.params import parse
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.compare import compare_capacity
-from agentsession_core.judge.gate import GateInputError, check_gate, gate_document, with_baseline
+from agentsession_core.judge.gate import gate_document, with_baseline
+from agentsession_core.judge.gate_schema import GateInputError, check_gate
 
 PLAN = SearchPlan(start=2.0, factor=2.0, resolution=0.1, max_level=16.0)
 

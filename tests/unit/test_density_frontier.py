@@ -29,7 +29,8 @@ from agentsession_core.campaign.density import (
 )
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import parse
-from agentsession_core.judge.gate import GateInputError, check_gate, gate_document
+from agentsession_core.judge.gate import gate_document
+from agentsession_core.judge.gate_schema import GateInputError, check_gate
 from agentsession_core.judge.thresholds import parse_threshold
 from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
 from agentsession_core.output.stats_files import DENSITY_CSV_COLUMNS, render_density_csv
