@@ -185,9 +185,7 @@ async def test_an_unavailable_control_api_is_retried_and_never_replaces(
         await asyncio.sleep(1.0)
         # Gone between calls, as a crashed server is for every call after it: each fails
         # UNAVAILABLE, without an answer. The calls in flight finish (a stop without grace
-        # would cancel them, and CANCELLED is not what a crashed server says). The grace is
-        # generous because a loaded CI box took over 1 s to finish one; stop() returns as soon
-        # as the calls in flight are done.
+        # would cancel them); stop() returns as soon as they are done.
         await stands.server.stop(10.0)
         await asyncio.sleep(1.5)
         await stands.serve_control()  # back, on the same port, with the same actors
@@ -196,7 +194,11 @@ async def test_an_unavailable_control_api_is_retried_and_never_replaces(
     outcome = await drive(stands, tmp_path, 6.0, during=outage, sessions=2)
     parks = outcome.errors.get("grpc_SuspendActor", {})
     assert parks.get("UNAVAILABLE", 0) > 0, outcome.errors  # the storm was felt …
-    assert set(parks) == {"UNAVAILABLE"}, parks
+    # A park that reached the server in the instant it began to stop is cancelled by it
+    # (CANCELLED, seen once in two fresh-clone CI runs): what a server going down says to a
+    # call racing its stop. Nothing else may appear.
+    assert set(parks) <= {"UNAVAILABLE", "CANCELLED"}, parks
+    assert parks.get("CANCELLED", 0) <= 2, parks
     assert replacements(outcome) == 0  # … and never counted toward replacing an actor
     assert outcome.count("grpc_DeleteActor") == 0
     # After the outage the run went on: parks reached the new server and succeeded.
