@@ -7,7 +7,7 @@ complete, every file it lists present with its size and sha256). History reads m
 for their figures alone: `load_gate` checks the same manifest by presence and size and
 hashes only the files it reads (`open_sealed`, docs/SPEC.md §6.4). Every file is read through
 output/run_reader.py (regular files only, capped, JSON without NaN or runaway nesting) and
-gate.json is checked against its schema (judge/gate.py `check_gate`). A file that is missing
+gate.json is checked against its schema (judge/gate_schema.py `check_gate`). A file that is missing
 is None; any other problem is a GateInputError naming the file (exit 2)."""
 
 from __future__ import annotations
