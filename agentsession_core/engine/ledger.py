@@ -37,12 +37,14 @@ class ActorLedger:
         self._unconfirmed: set[str] = set()  # CreateActor sent, no answer yet (or none came)
         self.created = 0
         self.deleted = 0
+        self.create_calls = 0  # CreateActor sent, answered or not
 
     def creating(self, name: str) -> bool:
         """Written before CreateActor is sent: a call that times out or is cancelled may
         still have created the actor, and cleanup must find it (NOT_FOUND counts as gone).
         True when an earlier attempt for this name is still unconfirmed."""
         earlier = name in self._unconfirmed
+        self.create_calls += 1
         self._live.add(name)
         self._unconfirmed.add(name)
         return earlier

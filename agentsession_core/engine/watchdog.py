@@ -19,11 +19,19 @@ during, by STALL_S or more at once, is the generator's miss, not the substrate's
 a run failed in registration with "substrate unreachable for 39 s" while its loop lagged
 0.5–1.5 s). The substrate is called unreachable only after MISSES probes in a row went
 unanswered while the loop was on time. MISSES unanswered while it stalled, or the
-threshold's worth of lateness over unanswered probes, or one stall of STALL_FAIL_S at once
-(answered or not: the generator could not watch, and all it had in flight measured its own
-delay) fail the run with a line that blames the generator and says the substrate was not
-shown unreachable. Either failure is final: `on_failure` hears it at once (the engine stops
-starting work, so registration sends no further CreateActor, docs/SPEC.md §4.2).
+threshold's worth of lateness over unanswered probes, or stalls of STALL_S or more adding up
+to STALL_FAIL_S within the last STARVED_WINDOW_S (one stall that long at once, or a
+generator starved rather than stopped: answered or not, the generator could not watch, and
+all it had in flight measured its own delay) fail the run with a line that blames the
+generator and says the substrate was not shown unreachable. Either failure is final:
+`on_failure` hears it at once (the engine stops starting work, so registration sends no
+further CreateActor, docs/SPEC.md §4.2).
+
+The loop's lateness comes from one heartbeat (the pulse) that beats beside the watchdog for
+its whole life, not only while a probe is out: a generator stopped 2 s and let run 20 ms,
+over and over, had every probe answered within its deadline and no single stall near
+STALL_FAIL_S, and the watchdog, sleeping in step with the stops, saw nothing for three
+minutes while the progress line said SATURATED every second (issue 34).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -55,8 +64,12 @@ BEAT_S = 0.05
 STALL_S = PROBE_TIMEOUT_S / 10
 # A loop stalled this long at once (the watchdog's own threshold) fails the run, answers or
 # not: the generator could not watch the substrate, and every request in flight meanwhile
-# measured the generator's delay.
+# measured the generator's delay. So do stalls of STALL_S or more that add up to it within
+# STARVED_WINDOW_S: half its time stopped is a generator that cannot keep time, whether it
+# was stopped once or over and over (docs/SPEC.md §4.2). A loop that is merely busy runs late
+# by milliseconds a turn, far below STALL_S, and never adds up here.
 STALL_FAIL_S = MISSES * EVERY_S
+STARVED_WINDOW_S = 2 * STALL_FAIL_S
 
 
 class Watchdog:
@@ -87,21 +100,28 @@ class Watchdog:
         self.stopped = True
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
+        pulse = _Pulse()
+        heart = asyncio.create_task(pulse.run(), name="watchdog-pulse")
+        try:
+            await self._watch(pulse)
+        finally:
+            heart.cancel()
+            await asyncio.gather(heart, return_exceptions=True)
+
+    async def _watch(self, pulse: _Pulse) -> None:
         since = _Since(self.clock())  # what happened since the last answer
         while self.failure is None and not self.stopped:
             interval = min(RETRY_S, EVERY_S) if since.misses else EVERY_S
-            asked = loop.time()
             await asyncio.sleep(interval)
             if self.stopped:
                 return
-            since.late(loop.time() - asked - interval)  # the loop woke us late
-            if since.worst >= STALL_FAIL_S:
-                self._fail(since, None)
+            since.late(*pulse.take())  # how late the loop ran while we slept
+            if self._could_not_keep_time(since, pulse):
                 return
-            exc, late, worst = await self._probe()
+            exc = await self._probe()
             if self.stopped:
                 return
+            late, worst = pulse.take()
             since.late(late, worst)
             if exc is not None and unanswered(exc):
                 if worst >= STALL_S:
@@ -109,12 +129,13 @@ class Watchdog:
                 else:
                     since.clean += 1
                 since.silent = self.clock() - since.answered
-                if since.worst >= STALL_FAIL_S or since.failed():
+                if self._could_not_keep_time(since, pulse, exc):
+                    return
+                if since.failed():
                     self._fail(since, exc)
                 continue
             # It answered, even if with an error: it is alive.
-            if since.worst >= STALL_FAIL_S:  # but the generator was not, for too long
-                self._fail(since, None)
+            if self._could_not_keep_time(since, pulse):  # but the generator was not
                 return
             if since.misses:
                 silent = self.clock() - since.answered
@@ -134,46 +155,39 @@ class Watchdog:
                     self.on_back()
             since = _Since(self.clock())
 
-    async def _probe(self) -> tuple[Exception | None, float, float]:
-        """One probe with its own deadline, and how late the loop ran while it was out:
-        (what it raised, None when answered; the lateness summed; the worst at once). The
-        lateness is measured on the loop's own clock, beside the probe, by a heartbeat."""
-        loop = asyncio.get_running_loop()
-        late = [0.0, 0.0]  # sum, worst
-        asked = loop.time()
-
-        def booked(lateness: float) -> None:
-            if lateness > 0:
-                late[0] += lateness
-                late[1] = max(late[1], lateness)
-
-        async def beat() -> None:
-            nonlocal asked
-            while True:
-                asked = loop.time()
-                await asyncio.sleep(BEAT_S)
-                booked(loop.time() - asked - BEAT_S)
-
-        heart = asyncio.create_task(beat(), name="watchdog-beat")
+    async def _probe(self) -> Exception | None:
+        """One probe with its own deadline: what it raised, None when answered."""
         namespace, name = self.params.target.template_ref
-        error: Exception | None = None
         try:
             async with asyncio.timeout(PROBE_TIMEOUT_S):
                 await self.substrate.get_template(namespace, name)
         except (SubstrateError, TimeoutError) as exc:
-            error = exc
-        finally:
-            heart.cancel()
-            # The beat's sleep still pending: past its time, the loop is that late already.
-            booked(loop.time() - asked - BEAT_S)
-            await asyncio.gather(heart, return_exceptions=True)
-        return error, late[0], late[1]
+            return exc
+        return None
 
-    def _fail(self, since: _Since, exc: Exception | None) -> None:
+    def _could_not_keep_time(
+        self, since: _Since, pulse: _Pulse, exc: Exception | None = None
+    ) -> bool:
+        """The loop stalled STALL_FAIL_S at once, or that long in all over the last
+        STARVED_WINDOW_S: fail the run as the generator's (True)."""
+        stalled, stalls = pulse.stalled_recently()
+        if since.worst < STALL_FAIL_S and stalled < STALL_FAIL_S:
+            return False
+        self._fail(since, exc, starved=(stalled, stalls))
+        return True
+
+    def _fail(
+        self,
+        since: _Since,
+        exc: Exception | None,
+        *,
+        starved: tuple[float, int] | None = None,
+    ) -> None:
         """Fail the run: the substrate unreachable (MISSES probes unanswered while the loop
-        was on time), else the generator's stalled loop."""
+        was on time), else the generator's stalled loop (`starved`: its stalls over the last
+        STARVED_WINDOW_S, summed and counted, when those decided it)."""
         last = f"; last: {_reason(exc)}" if exc is not None else ""
-        if since.clean >= MISSES and since.worst < STALL_FAIL_S:
+        if starved is None and since.clean >= MISSES and since.worst < STALL_FAIL_S:
             self.unreachable = True
             self.failure = (
                 f"substrate unreachable for {since.silent:.0f}s "
@@ -185,6 +199,13 @@ class Watchdog:
                     f"for {since.worst:.0f}s at once, longer than the watchdog's "
                     f"{STALL_FAIL_S:g}s: it could not watch the substrate, and what it "
                     "measured meanwhile is its own delay"
+                )
+            elif starved is not None:
+                stalled, stalls = starved
+                what = (
+                    f"for {stalled:.0f}s of the last {STARVED_WINDOW_S:g}s ({stalls} stalls of "
+                    f"{STALL_S:g}s or more; the watchdog's limit is {STALL_FAIL_S:g}s): it "
+                    "could not keep time, and what it measured meanwhile is its own delay"
                 )
             else:
                 what = (
@@ -200,6 +221,60 @@ class Watchdog:
         log.error("%s", self.failure)
         if self.on_failure is not None:
             self.on_failure(self.failure, self.unreachable)
+
+
+class _Pulse:
+    """A heartbeat beside the watchdog for its whole life: how late the loop ran, in all and
+    at once, since the watchdog last looked (`take`), and the stalls of STALL_S or more over
+    the last STARVED_WINDOW_S. Lateness is measured on the loop's own clock, so a process
+    the kernel stopped is as late as one that blocked its own loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.asked = self.loop.time()  # when the pending beat went to sleep
+        self._late = 0.0  # summed since the last take
+        self._worst = 0.0  # at once, since the last take
+        self._taken = 0.0  # of the pending beat's lateness, already given to a take
+        self._stalls: deque[tuple[float, float]] = deque()  # (ended at, lasted)
+
+    async def run(self) -> None:
+        while True:
+            self.asked = self.loop.time()
+            self._taken = 0.0
+            await asyncio.sleep(BEAT_S)
+            now = self.loop.time()
+            lateness = now - self.asked - BEAT_S
+            if lateness > 0:
+                self._late += lateness - self._taken
+                self._worst = max(self._worst, lateness - self._taken)
+                if lateness >= STALL_S:
+                    self._stalls.append((now, lateness))
+
+    def _pending(self) -> float:
+        """How late the beat still asleep is already: the loop has not come back to it."""
+        return max(0.0, self.loop.time() - self.asked - BEAT_S)
+
+    def take(self) -> tuple[float, float]:
+        """The lateness since the last take, the pending beat's included: (summed, worst)."""
+        pending = self._pending()
+        late = self._late + pending - self._taken
+        worst = max(self._worst, pending - self._taken)
+        self._late = self._worst = 0.0
+        self._taken = pending
+        return late, worst
+
+    def stalled_recently(self) -> tuple[float, int]:
+        """The stalls of STALL_S or more over the last STARVED_WINDOW_S: (seconds, count),
+        the pending beat's included once it is that late."""
+        now = self.loop.time()
+        while self._stalls and self._stalls[0][0] < now - STARVED_WINDOW_S:
+            self._stalls.popleft()
+        stalled = sum(lasted for _, lasted in self._stalls)
+        count = len(self._stalls)
+        pending = self._pending()
+        if pending >= STALL_S:
+            stalled, count = stalled + pending, count + 1
+        return stalled, count
 
 
 @dataclass

@@ -255,3 +255,51 @@ async def test_a_substrate_that_is_gone_is_still_called_unreachable(
     await asyncio.wait_for(dog.run(), 10)
     assert dog.failure is not None and LINE.match(dog.failure) and dog.unreachable
     assert heard == [True]
+
+
+def test_the_shipped_settings_are_the_ones_the_spec_states() -> None:
+    # docs/SPEC.md §4.2 states these numbers, and PROBE_COST_S above assumes the first two.
+    assert (watchdog.EVERY_S, watchdog.PROBE_TIMEOUT_S) == (2.0, 5.0) == (2.0, PROBE_COST_S - 2)
+    assert watchdog.MISSES == 5
+    assert (watchdog.BEAT_S, watchdog.STALL_S) == (0.05, 0.5)
+    assert (watchdog.STALL_FAIL_S, watchdog.STARVED_WINDOW_S) == (10.0, 20.0)
+
+
+async def test_a_starved_loop_fails_the_run_though_every_probe_is_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loop blocked 0.3 s, let run, blocked again (a starved process): no stall reaches
+    the limit at once and every probe is answered, yet the stalls add up within the window
+    (issue 34: three minutes of SATURATED and no failure)."""
+    monkeypatch.setattr(watchdog, "EVERY_S", 0.05)
+    monkeypatch.setattr(watchdog, "STALL_S", 0.1)
+    monkeypatch.setattr(watchdog, "STALL_FAIL_S", 1.0)
+    monkeypatch.setattr(watchdog, "STARVED_WINDOW_S", 2.0)
+    loop = asyncio.get_running_loop()
+    heard: list[tuple[str, bool]] = []
+
+    def starve() -> None:
+        time.sleep(0.3)  # the loop's own thread: a real stall, however fast the machine
+        handle[0] = loop.call_later(0.02, starve)
+
+    handle = [loop.call_later(0.02, starve)]
+    sub = Blocking(0.0, answers=True)
+    dog = watchdog.Watchdog(
+        sub,  # type: ignore[arg-type]
+        params(),
+        on_failure=lambda line, unreachable: heard.append((line, unreachable)),
+    )
+    try:
+        await asyncio.wait_for(dog.run(), 30)
+    finally:
+        handle[0].cancel()
+    assert dog.failure is not None and not dog.unreachable
+    match = re.match(
+        r"^the load generator's event loop stalled for \ds of the last 2s \((\d+) stalls of "
+        r"0.1s or more; the watchdog's limit is 1s\): it could not keep time",
+        dog.failure,
+    )
+    assert match is not None, dog.failure
+    assert int(match[1]) >= 3  # 0.3 s each: at least four make 1 s, the one pending counted
+    assert "the substrate was not shown unreachable" in dog.failure
+    assert heard == [(dog.failure, False)]
