@@ -153,6 +153,13 @@ class GeneratorParams(Section):
         "the survivors); fewer left and the run ends void. None: half the shards, rounded up",
     )
 
+    void_when_saturated: bool = Field(
+        True,
+        description="a window in which the generator was saturated (docs/SPEC.md §5.6) is "
+        "void; false: its saturated seconds are still counted and shown, but void nothing "
+        "(a rehearsal on a machine shared with other work; never for a release gate)",
+    )
+
     @model_validator(mode="after")
     def _min_shards_within_shards(self) -> GeneratorParams:
         if isinstance(self.shards, int) and self.min_shards is not None:

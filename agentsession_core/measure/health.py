@@ -69,13 +69,16 @@ class GeneratorHealth:
         dispatch_lag_p99_ms: float = DISPATCH_LAG_P99_MS,
         cpu_percent_max: float = CPU_PERCENT_MAX,
         void_fraction: float = VOID_FRACTION,
+        voids: bool = True,
     ) -> None:
+        """`voids`: saturated seconds void a window (generator.void_when_saturated)."""
         self.recorder = recorder
         self.interval = interval
         self.loop_lag_p99_ms = loop_lag_p99_ms
         self.dispatch_lag_p99_ms = dispatch_lag_p99_ms
         self.cpu_percent_max = cpu_percent_max
         self.void_fraction = void_fraction
+        self.voids = voids
         self._task: asyncio.Task | None = None
         self._process = psutil.Process()
         # Seconds during which the heartbeat was running: [first, last) unix seconds.
@@ -155,6 +158,8 @@ class GeneratorHealth:
 
     def void_reason(self, window: Window) -> str | None:
         """Why the window is void (which seconds, which rule), or None when it is not."""
+        if not self.voids:
+            return None
         first, last = int(window.start_s), int(window.end_s)
         saturated = self.saturated_in(first, last)
         allowed = math.floor(self.void_fraction * (last - first))

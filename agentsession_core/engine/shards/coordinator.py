@@ -167,7 +167,7 @@ class ShardedRun(ShardPump, ShardLosses, Run):
         self.known_workers = set(known)
         cores = sum(known.values())
         count = here or shard_count(generator, sessions, cores)
-        self.stream = ShardStream(count)
+        self.stream = ShardStream(count, voids=generator.void_when_saturated)
         self.stream.attach(self.recorder)
         self.health = MergedHealth(self.stream, self.recorder)
         plans = plan_shards(

@@ -89,15 +89,18 @@ def _as_recorder(intervals: Seconds, gauges: GaugeSeconds) -> Recorder:
 class ShardStream:
     """Merges the shards' deltas into `recorder` second by second, in watermark order."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, *, voids: bool = True) -> None:
+        """`voids`: a shard's saturated seconds void a window (generator.void_when_saturated);
+        a lost shard always does."""
         self.count = count
+        self.voids = voids
         self.recorder: Recorder | None = None
         self.merged_until = 0  # seconds below this are in the merged recorder
         self.closed_until: dict[int, int] = {}
         self.live: set[int] = set(range(count))
         self._staged: dict[int, list[tuple[dict[RowKey, Interval], dict[GaugeKey, float]]]] = {}
         self.mirrors = [Recorder() for _ in range(count)]
-        self.health = [GeneratorHealth(mirror) for mirror in self.mirrors]
+        self.health = [GeneratorHealth(mirror, voids=voids) for mirror in self.mirrors]
         self.names: list[set[str]] = [set() for _ in range(count)]
         self.reference_names: list[set[str]] = [set() for _ in range(count)]  # paired runs
         self.status: list[dict[str, Any]] = [{} for _ in range(count)]
@@ -111,7 +114,7 @@ class ShardStream:
         index = self.count
         self.count += 1
         self.mirrors.append(Recorder())
-        self.health.append(GeneratorHealth(self.mirrors[-1]))
+        self.health.append(GeneratorHealth(self.mirrors[-1], voids=self.voids))
         self.names.append(set())
         self.reference_names.append(set())
         self.status.append({})
