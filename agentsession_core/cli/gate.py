@@ -16,11 +16,10 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Callable
 
 import orjson
 
-from agentsession_core.errors import AgentsessionError, UsageError
+from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.baselines import AUTO, auto_baselines
 from agentsession_core.judge.compare import DEFAULT_HISTORY, DEFAULT_NIGHT_SPREAD, MAX_HISTORY
 from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, RULES, Rule
@@ -35,7 +34,7 @@ from agentsession_core.judge.gate import (
 )
 from agentsession_core.judge.junit import write_junit, write_unreadable
 from agentsession_core.judge.stored_run import load_run
-from agentsession_core.output.run_dir import describe_os_error
+from agentsession_core.output.output_file import output_file
 from agentsession_core.output.upload import rewrite_run_file
 
 
@@ -160,25 +159,18 @@ def settings(run: dict, args: argparse.Namespace) -> tuple[float, float, Rule, R
 
 
 def gate(args: argparse.Namespace) -> int:
+    junit = output_file("--junit", args.junit)  # refused before anything is judged
     try:
         doc = judged(args)
     except AgentsessionError as exc:
-        if args.junit:  # a CI reading only the file must not take no verdict for a pass
-            line = str(exc)
-            _junit(args.junit, lambda path: write_unreadable(path, args.run, line))
+        if junit is not None:  # a CI reading only the file must not take no verdict for a pass
+            write_unreadable(junit, args.run, str(exc))
         raise
-    if args.junit:
-        _junit(args.junit, lambda path: write_junit(path, doc))
+    if junit is not None:
+        write_junit(junit, doc)
     print(json.dumps(doc, indent=2, sort_keys=False))
     print(summary(doc), file=sys.stderr)
     return exit_code(doc)
-
-
-def _junit(path: str, write: Callable[[str], object]) -> None:
-    try:
-        write(path)
-    except OSError as exc:
-        raise UsageError(f"--junit {path}: cannot write it: {describe_os_error(exc)}") from None
 
 
 def judged(args: argparse.Namespace) -> dict:

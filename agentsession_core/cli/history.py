@@ -16,7 +16,7 @@ import orjson
 
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.history import history_document, load_series
-from agentsession_core.output.run_dir import atomic_write
+from agentsession_core.output.output_file import output_file, write_output
 from agentsession_core.report.history_page import HISTORY_HTML, HISTORY_JSON, render_history
 
 
@@ -50,15 +50,17 @@ def history(args: argparse.Namespace) -> int:
         os.environ["AWS_ENDPOINT_URL"] = args.endpoint_url
     records = load_series(args.prefix, args.name, endpoint_url=args.endpoint_url)
     doc = history_document(records, prefix=args.prefix, name=args.name)
-    page_path = Path(args.output or HISTORY_HTML).absolute()
-    json_path = page_path.with_name(HISTORY_JSON)
+    page_path = output_file("--output", args.output) or Path(HISTORY_HTML).absolute()
+    json_path = page_path.with_name(HISTORY_JSON)  # checked as it is written, as the page
     page = render_history(doc, out_dir=page_path.parent)
     try:
         page_path.parent.mkdir(parents=True, exist_ok=True)
         # orjson: the same indented document as json.dumps(indent=2), a tenth of the time
         # (a history of 10,000 nights is about 100 MB of it).
-        atomic_write(json_path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-        atomic_write(page_path, page)
+        write_output(
+            "--output's history.json", json_path, orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+        )
+        write_output("--output", page_path, page)
     except OSError as exc:
         raise UsageError(f"{page_path.parent}: cannot write ({exc.strerror or exc})") from None
     unreadable = sum(1 for r in records if r.error)

@@ -29,7 +29,8 @@ from agentsession_core.judge.gate_schema import GateInputError, check_gate
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.thresholds import Threshold, parse_thresholds
 from agentsession_core.judge.verdict import WindowVerdict
-from agentsession_core.output.run_dir import MANIFEST, RunDir, atomic_write
+from agentsession_core.output.output_file import output_file, write_output
+from agentsession_core.output.run_dir import MANIFEST, RunDir
 from agentsession_core.output.run_reader import where
 from agentsession_core.output.run_source import RunSource, open_run
 from agentsession_core.report.data import RunData, number
@@ -84,7 +85,7 @@ def report(args: argparse.Namespace) -> int:
     page = render(data, rules=threshold_rules(data), comparison=comparison, out_dir=out.parent)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(out, page)
+        write_output("--output", out, page)
         local = source.local_dir
         if local is not None and out == (local / REPORT).absolute() and (local / MANIFEST).exists():
             RunDir(local).write_manifest()  # the sealed run still verifies (upload checks it)
@@ -159,8 +160,9 @@ def read_baseline(location: str, endpoint_url: str | None) -> tuple[RunData, str
 
 
 def output_path(source: RunSource, output: str | None) -> Path:
-    if output:
-        return Path(output).absolute()
+    chosen = output_file("--output", output)
+    if chosen is not None:
+        return chosen
     if source.local_dir is not None:
         return (source.local_dir / REPORT).absolute()
     return Path(REPORT).absolute()

@@ -40,7 +40,7 @@ from typing import Any
 
 from agentsession_core.judge.compare import describe_metric
 from agentsession_core.judge.gate import describe_paired
-from agentsession_core.output.run_dir import atomic_write
+from agentsession_core.output.output_file import write_output
 
 # Every code point XML 1.0 refuses (C0 controls but tab, newline and return; surrogates;
 # U+FFFE and U+FFFF).
@@ -302,12 +302,13 @@ def junit_xml(suites: Iterable[Suite]) -> bytes:
 
 def write_junit(path: str | Path, doc: dict[str, Any]) -> Path:
     """The gate document as JUnit XML at `path`, written atomically (a temp file and a
-    rename: a CI reading it meanwhile sees the old file or the new one)."""
-    return atomic_write(Path(path), junit_xml([suite_of(doc)]))
+    rename: a CI reading it meanwhile sees the old file or the new one), and only as a
+    regular file (output/output_file.py)."""
+    return write_output("--junit", Path(path), junit_xml([suite_of(doc)]))
 
 
 def write_unreadable(path: str | Path, where: str, why: str) -> Path:
-    return atomic_write(Path(path), junit_xml([unreadable_suite(where, why)]))
+    return write_output("--junit", Path(path), junit_xml([unreadable_suite(where, why)]))
 
 
 __all__ = [

@@ -216,8 +216,12 @@ class SpawnPopulation(Population):
                     attempt = now_ns() + backoff.next_ns()
         except TimeoutError:
             if session.on_ready is not None:
-                first = sent if sent is not None else intended_ns
-                book.failed(intended_ns, first, now_ns(), DEADLINE)
+                # A failure at the deadline, never a negative latency: an actor whose turn in
+                # the ramp fell after the cohort's deadline never started, and is booked as
+                # failing the moment it was due (issue 38: -699 ms with a 1 ms deadline).
+                at = now_ns()
+                due = min(intended_ns, at)
+                book.failed(due, min(sent if sent is not None else due, at), at, DEADLINE)
                 if self.last_start_failure is None:
                     self.last_start_failure = f"{session.actor}: not ready by the deadline"
         except Stopped:
