@@ -90,7 +90,7 @@ def status_document(run: Run, *, final: bool) -> dict[str, Any]:
         "atespace": run.atespace,
         "actors_created": engine.ledger.created if engine else 0,
         "actors_deleted": engine.ledger.deleted if engine else 0,
-        "leaked_actors": engine.leaks if engine else [],
+        "leaked_actors": run.leaks,  # every arm's (a reference arm's with `arm`): the exit code
         "misconfigured": engine.ctx.misconfigured if engine else {},
         "control": run.control.summary(),  # changes by hand (docs/SPEC.md §5.10)
         # A paired run's reference arm: its own books (docs/SPEC.md §6.8).
