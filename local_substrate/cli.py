@@ -286,6 +286,32 @@ def parse_pool_specs(
     return pools
 
 
+def refuse_workers_no_template_fits(
+    templates: dict[tuple[str, str], int | None],
+    shapes: list[WorkerShape],
+    args: argparse.Namespace,
+) -> None:
+    """Workers whose memory is below every template's limit could never hold an actor: a
+    placement reserves the template's limit, so every wake would be refused for as long as
+    the substrate runs (issue 38: `--worker-memory 1` was accepted). Refused at start, in one
+    line; a template that fits no worker while another does is the caller's to avoid."""
+    memories = [s.memory for s in shapes]
+    limits = [limit for limit in templates.values()]
+    if None in memories or None in limits or not memories:
+        return
+    largest = max(m for m in memories if m is not None)
+    smallest = min(limit for limit in limits if limit is not None)
+    if smallest <= largest:
+        return
+    name = next(f"{ns}/{n}" for (ns, n), limit in templates.items() if limit == smallest)
+    flag = "--pool" if args.pool else "--worker-memory"
+    raise UsageError(
+        f"{flag}: no template fits in a worker: the largest worker has {largest} bytes, the "
+        f"smallest template ({name}) reserves {smallest} bytes for each actor; give workers "
+        "at least that, or a smaller template (--template NAMESPACE/NAME=SIZE)"
+    )
+
+
 def parse_grpc_port(text: str) -> int | None:
     if text.strip().lower() == "none":
         return None
@@ -367,6 +393,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             f"{args.max_op_size}, or one op's body could never be buffered"
         )
     parse_rules(args.fault)  # refused here, in one line, before anything starts
+    templates = parse_templates(args.template)
+    shapes = [shape] if not pool_specs else [pool for _, pool in pool_specs.values()]
+    refuse_workers_no_template_fits(templates, shapes, args)
     grpc_port = parse_grpc_port(args.grpc_port)
     return ServerConfig(
         host=args.host,
@@ -376,7 +405,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         worker_shape=shape,
         pool_shapes={name: pool_shape for name, (_, pool_shape) in pool_specs.items()},
         store=args.store,
-        templates=parse_templates(args.template),
+        templates=templates,
         token=_token(args.token_file) or os.environ.get(TOKEN_ENV) or None,
         park_timeout=args.park_timeout,
         pause_budget=budget,

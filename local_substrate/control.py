@@ -56,6 +56,7 @@ from local_substrate.worker_facts import WorkerFacts
 # "{actor}" or "{actor}:{verb}", the last segment of an actor's path.
 _ACTOR_TAIL = re.compile(rf"^([^:]+)(?::({'|'.join(ACTOR_VERBS)}))?$")
 # "{worker}:{verb}", the last segment of a worker's path.
+MAX_WORKER_NAME = 253  # a Kubernetes node's name at most; ours are `wN`
 _WORKER_TAIL = re.compile(rf"^([^:]+):({'|'.join(WORKER_VERBS)})$")
 
 
@@ -125,6 +126,11 @@ class ControlAPI:
         if match is None:
             raise WireError("NOT_FOUND", f"no route {request.method} {request.path}")
         name = match.group(1)
+        if len(name) > MAX_WORKER_NAME:
+            raise WireError(
+                "INVALID_ARGUMENT",
+                f"a worker name of {len(name)} characters: at most {MAX_WORKER_NAME}",
+            )
         try:
             facts = self.lifecycle.drain_worker(name)
         except KeyError:

@@ -37,12 +37,13 @@ from agentsession_core.substrate.protocol import (
     OPENAPI_PATH,
     is_control_path,
 )
-from local_substrate import ate_control, lifeline, persist
+from local_substrate import ate_control, http_errors, lifeline, persist
 from local_substrate.actors import Actor, ActorLifecycle
 from local_substrate.buffers import ByteBudget
 from local_substrate.control import ControlAPI
 from local_substrate.fault_rules import parse_rules
 from local_substrate.faults import Faults
+from local_substrate.http_errors import MAX_REQUEST_LINE
 from local_substrate.metrics import MetricsEndpoint, count_requests
 from local_substrate.pool import Pool, WorkerShape
 from local_substrate.protocol import (
@@ -191,7 +192,17 @@ class LocalSubstrateServer:
         )
         self.lifecycle.bind(self.pool, self.session)
         await self.pool.start()
-        self.runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        self.runner = web.AppRunner(
+            self.app(),
+            access_log=None,
+            handle_signals=False,
+            # A request line or header up to this long reaches the handlers, which refuse a
+            # name over its limit with the wire's JSON 400; past it aiohttp's parser answers
+            # a plain-text 400, said in one line (http_errors.py), never a traceback.
+            max_line_size=MAX_REQUEST_LINE,
+            max_field_size=MAX_REQUEST_LINE,
+            logger=http_errors.logger(),
+        )
         await self.runner.setup()
         site = web.TCPSite(self.runner, cfg.host, cfg.port)
         await site.start()

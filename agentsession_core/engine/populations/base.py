@@ -15,6 +15,7 @@ from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import ramp_time_ns
 from agentsession_core.engine.session import Session, StepFailed, Stopped
 from agentsession_core.errors import AgentsessionError
+from agentsession_core.measure.health import is_request_row
 
 if TYPE_CHECKING:
     from agentsession_core.measure.recorder import Recorder
@@ -147,11 +148,26 @@ class Population:
 
     def registration_failed(self, registered: int, wanted: int, deadline_s: float) -> None:
         """Raise the one line a run that could not register ends with."""
-        why = self.last_start_failure or "no answer in time"
+        why = self.last_start_failure or self._failures_while_registering() or "no answer in time"
         raise RegistrationError(
             f"registration: {registered} of {wanted} sessions registered before the "
             f"{deadline_s:g} s deadline: {why}"
         )
+
+    def _failures_while_registering(self) -> str | None:
+        """The failure booked most often so far, with its row and count: what kept sessions
+        from being registered when every call was retried rather than given up on (a router
+        answering RESOURCE_EXHAUSTED to every first touch: issue 38 saw 3,690 of them and
+        the line said "no answer in time")."""
+        found: Counter[tuple[str, str]] = Counter()
+        for key, stats in self.ctx.recorder.totals().rows.items():
+            if is_request_row(key):
+                for error, count in stats.errors.items():
+                    found[(key[1], error)] += count
+        if not found:
+            return None
+        (row, error), count = found.most_common(1)[0]
+        return f"{row} failed {count} times, most often {error}"
 
     async def register_all(self, *, prime: bool) -> None:
         """docs/SPEC.md §4.2 registration: every session's actor is created at the spawn rate,
