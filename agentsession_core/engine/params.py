@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -50,7 +51,7 @@ from agentsession_core.engine.param_types import (
 from agentsession_core.engine.population_params import PopulationParams
 from agentsession_core.engine.server_params import ServerParams
 from agentsession_core.engine.target_params import TargetParams, wire_of
-from agentsession_core.errors import UsageError
+from agentsession_core.errors import UsageError, clip
 from agentsession_core.script.mix import check_spec
 
 # The model and the vocabulary it is built from (param_types.py), importable from here.
@@ -104,6 +105,19 @@ class CleanupParams(Section):
     stop_grace_seconds: Seconds = Field(
         10.0, ge=0, le=MAX_WAIT_S, description="in-flight requests get this long at stop"
     )
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443, "grpcs": 443}
+
+
+def _endpoint(url: str) -> tuple[str, int | None]:
+    """Where a URL connects: its host (lower case) and port (the scheme's by default)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(parts.scheme)
 
 
 def _shards(value: Any) -> Any:
@@ -289,6 +303,26 @@ class RunParams(Section):
                 f"population.kind {population.kind}: a paired run of cohorts is not built "
                 "(docs/limits.md); run each target in a campaign of its own"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _arms_are_two_platforms(self) -> RunParams:
+        # A release gate whose reference is its own target compares the build with itself:
+        # it passes whatever the build, and its two arms share one platform's workers (issue
+        # 38: such a gate passed with no word). An A/A rehearsal needs a second deployment of
+        # the same build, or reference: embedded.
+        if self.reference is None:
+            return self
+        for field in ("substrate", "router"):
+            ours = getattr(self.target, field)
+            theirs = getattr(self.reference, field)
+            if ours and theirs and _endpoint(ours) == _endpoint(theirs):
+                raise ValueError(
+                    f"reference.{field} is target.{field} ({clip(theirs)}): a paired campaign "
+                    "against itself passes whatever the build; give the reference the release "
+                    "it would replace (a second deployment of the same build for an A/A "
+                    "rehearsal, or reference: embedded)"
+                )
         return self
 
     @property
