@@ -179,9 +179,41 @@ class SpawnPopulation(Population):
             )
         live = set(self.ctx.ledger.live)
         names = [s.actor for s in sessions if s.actor in live]
+        await self._count_crashed([s.actor for s in sessions if s.on_ready is None], live)
         await delete_cohort(self.ctx, names, self.ctx.params.cleanup.concurrency)
         self.sessions = []
         return book
+
+    async def _count_crashed(self, ready: list[str], live: set[str]) -> None:
+        """A worker that died during the cohort took the ready actors it held with it, and
+        nothing the cohort still did failed for it: only the substrate's listing says so.
+        One ListActors at the cohort's end books CrashCount for each ready actor it shows
+        CRASHED (issue 38: a worker killed mid-cohort went unseen, exit 0)."""
+        mine = {name for name in ready if name in live}
+        if not mine:
+            return
+        try:
+            listed = await self.ctx.substrate.list_actors(self.ctx.atespace)
+        except SubstrateError as exc:
+            log.warning(
+                "spawn cohort %d: its actors could not be listed to count crashes: %s",
+                self.cohorts_started,
+                exc.code,
+            )
+            return
+        crashed = sorted(a.name for a in listed if a.name in mine and a.status == "CRASHED")
+        if not crashed:
+            return
+        row = self.ctx.recorder.row(*CRASH_ROW)
+        at = now_ns()
+        row.event(at, len(crashed))
+        log.warning(
+            "spawn cohort %d: %d of its ready actors crashed before it ended (%s): a worker "
+            "that held them died",
+            self.cohorts_started,
+            len(crashed),
+            ", ".join(crashed[:5]) + (" …" if len(crashed) > 5 else ""),
+        )
 
     async def _actor(
         self, session: CohortSession, intended_ns: int, deadline_ns: int, book: CohortBook
