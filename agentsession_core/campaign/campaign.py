@@ -305,6 +305,8 @@ class Campaign:
         # Cut short by the run's own stop (the substrate unreachable, a signal, a full disk):
         # an outage is not a break, whatever the cut window's figures say (issue 29).
         stopped = reason if reason is not None and not self._substrate_side(reason) else None
+        if stopped is None:  # a substrate already dead when the probe began (issue 38)
+            stopped = self.run.substrate_silent_since(start)
         if stopped is None:  # still at the probe's load: the listing at its end
             await self._sample_density(level, index)
         record = search.record(level, verdict, stopped=stopped)

@@ -211,6 +211,12 @@ class Run:
         # arm its own, at once).
         self._stack.push_async_callback(self.arms.cleanup)
 
+    def substrate_silent_since(self, start_ns: int) -> str | None:
+        """The watchdog's line when the substrate answered nothing since `start_ns`
+        (Watchdog.silent_since); None otherwise."""
+        dog = self._watchdog
+        return dog.silent_since(start_ns) if dog is not None else None
+
     @property
     def _watchdog(self) -> Watchdog | None:
         """The candidate's watchdog (a ShardedRun's: the coordinator's one probe)."""

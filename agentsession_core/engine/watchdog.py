@@ -94,6 +94,11 @@ class Watchdog:
         self.unreachable = False  # the failure is the substrate's (not the generator's)
         self.outages = 0  # times it stopped answering, then answered again
         self.stopped = False
+        # The substrate's last answer to a probe (on the monotonic clock the recorder's
+        # windows use; preflight's answer just before the watchdog starts counts as one), and
+        # how many probes in a row have gone unanswered since.
+        self.answered_ns = time.monotonic_ns()
+        self.missed = 0
 
     def stop(self) -> None:
         """Watch no more and say nothing more (the run was refused)."""
@@ -128,6 +133,7 @@ class Watchdog:
                     since.stalled += 1
                 else:
                     since.clean += 1
+                self.missed = since.misses
                 since.silent = self.clock() - since.answered
                 if self._could_not_keep_time(since, pulse, exc):
                     return
@@ -135,6 +141,7 @@ class Watchdog:
                     self._fail(since, exc)
                 continue
             # It answered, even if with an error: it is alive.
+            self.answered_ns, self.missed = time.monotonic_ns(), 0
             if self._could_not_keep_time(since, pulse):  # but the generator was not
                 return
             if since.misses:
@@ -154,6 +161,19 @@ class Watchdog:
                 if self.on_back is not None:  # what the actors hold may have changed meanwhile
                     self.on_back()
             since = _Since(self.clock())
+
+    def silent_since(self, start_ns: int) -> str | None:
+        """One line when the substrate has answered no probe since `start_ns` and the
+        latest went unanswered: whatever was measured since then is an outage, not the
+        substrate's answer to the load (a capacity probe run against a substrate already
+        dead is no break, issue 38). None when it answered since, or no probe was missed."""
+        if not self.missed or self.answered_ns >= start_ns:
+            return None
+        silent = (time.monotonic_ns() - self.answered_ns) / 1e9
+        return (
+            f"the substrate answered none of the watchdog's probes for {silent:.0f}s "
+            f"({self.missed} in a row unanswered), since before this window began"
+        )
 
     async def _probe(self) -> Exception | None:
         """One probe with its own deadline: what it raised, None when answered."""
