@@ -70,11 +70,13 @@ async def test_latency_from_intended_grows_while_service_time_does_not(
     # From the arrival's intended time: the backlog shows and grows.
     assert late.response.quantile(0.5) > early.response.quantile(0.5) + 1000.0
     assert late.response.quantile(0.5) > 2000.0
-    # The wake, from when its turn could start: as quick late as early, the queue is not in it.
+    # The wake, from when its turn could start: the queue is not in it. Were it measured from
+    # the arrival's intended time it would hold the queue's wait and more (its median at least
+    # the queue's); it holds less than half of it, however slow the machine (a slower machine
+    # burns the 900 ms turns no faster and only grows the queue).
     wakes = rec.window(end - 3 * NS, end).row("http", "WakeFirstTouch")
     assert wakes.count >= 2 and wakes.failures == 0
-    assert wakes.response.quantile(0.5) < 300.0
-    assert wakes.service.quantile(0.99) < late.response.quantile(0.5) / 4
+    assert wakes.response.quantile(0.5) < late.response.quantile(0.5) / 2
     # Every arrival is booked as due at its intended time, started or not: the schedule is
     # not thinned by the backlog.
     started = rec.totals().row("turns", "QueueWait").count
