@@ -189,9 +189,7 @@ class Run:
         if self.reference is not None:
             await self.reference.open(self._stack, self.run_dir, self.script, self._background)
             self.arms.pair(self.recorder)
-        health = GeneratorHealth(
-            self.recorder, voids=self.params.generator.void_when_saturated
-        )
+        health = GeneratorHealth(self.recorder, voids=self.params.generator.void_when_saturated)
         await health.start()
         self._stack.push_async_callback(health.stop)
         if self.params.metrics_port is not None:
