@@ -1,7 +1,9 @@
 """The `demo` campaign as its preset says, over the ate wire against the embedded local
 substrate (gRPC ateapi.Control + protobuf bodies through the router, real worker processes),
 shortened with overrides: the path a real campaign takes, judged end to end without Prefect
-(`run_campaign`, the flow's phases in plain asyncio)."""
+(`run_campaign`, the flow's phases in plain asyncio). Both windows pass the demo's thresholds;
+the generator's void rule is off (a busy shared machine saturates it: the substrate and the
+wire are what is judged here)."""
 
 from __future__ import annotations
 
@@ -39,16 +41,14 @@ def shortened_demo(out: Path) -> CampaignParams:
         ramp_minutes=0.1,
     )
     values["abort"] = {**values["abort"], "delay_seconds": 5}
+    values["generator"] = {**values["generator"], "void_when_saturated": False}
     return CampaignParams.model_validate(values)
 
 
 async def test_the_demo_campaign_over_the_ate_wire(tmp_path: Path) -> None:
     params = shortened_demo(tmp_path / "art")
     result = await run_campaign(params, handle_signals=False)
-    # void only when the generator itself was saturated (a busy 2-core box): never a break.
-    assert result.verdict in ("pass", "void"), (result.verdict, result.reason)
-    if result.verdict == "void":
-        assert "the load generator was saturated" in result.reason, result.reason
+    assert result.verdict == "pass", result.reason
     assert result.run.status == "completed", result.run.reason
     run_dir = result.run_dir
 
@@ -69,8 +69,7 @@ async def test_the_demo_campaign_over_the_ate_wire(tmp_path: Path) -> None:
     # TimeToWake is the client's view of a wake (tick → first answer): it has no server time.
     assert rows["rps_TimeToWake"]["request_count"] > 0
     windows = [orjson.loads(line) for line in (run_dir / "windows.jsonl").read_bytes().splitlines()]
-    assert [w["level"] for w in windows] == [1.0, 1.5]
-    assert "break" not in {w["outcome"] for w in windows}
+    assert [(w["level"], w["outcome"]) for w in windows] == [(1.0, "pass"), (1.5, "pass")]
     assert verify_manifest(run_dir) == []
     campaign = orjson.loads((run_dir / "campaign.json").read_bytes())
     assert campaign["params"]["target"]["protocol"] == "ate", campaign["params"]["target"]

@@ -6,7 +6,9 @@ install -e .`) is what made this test's own environment, so its `agentsession ca
 --preset demo` is run with `--print-params` (the preset resolved and validated; the demo
 itself runs, shortened, in test_ate_demo.py); `bash .ci/run` is CI itself; `xdg-open` is
 replaced by a check that the file exists and `OTHER_RUN` by the run itself. The run the page
-reads is a short judged campaign named like the demo's, written where the demo writes."""
+reads is a short judged campaign named like the demo's, written where the demo writes, with
+rules a healthy substrate holds at any speed and the generator's void rule off (a shared test
+machine saturates it), so its verdict is a pass the gate must exit 0 for."""
 
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ def page_commands() -> list[str]:
 @pytest.fixture
 def clone(tmp_path: Path) -> Path:
     """A directory laid out as the page expects: .venv/bin (this test's environment) and
-    ./artifacts holding one judged campaign named like the demo."""
+    ./artifacts holding one judged campaign named like the demo, which passed."""
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv/bin").symlink_to(BIN)
     pop = {"sessions": 6, "awake": 2, "target_rps": 2, "registration_quiet_seconds": 1}
@@ -56,12 +58,14 @@ def clone(tmp_path: Path) -> Path:
         hold_minutes=5 / 60,
         window_seconds=5,
         abort={"rules": [], "delay_seconds": 5},
+        thresholds=["TimeToWake: count >= 1", "Step_*: failure_ratio < 0.01"],
         population=pop,
         target={"local_workers": 3},
+        generator={"void_when_saturated": False},
         out=str(tmp_path / "artifacts"),
     )
     result = run_campaign_blocking(params)
-    assert result.verdict in ("pass", "void"), result.reason
+    assert result.verdict == "pass", result.reason
     return tmp_path
 
 
@@ -105,8 +109,8 @@ def test_every_getting_started_command_runs(clone: Path) -> None:
     done = bash(script, clone)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     run_dir = clone / done.stdout.strip().splitlines()[-1]
+    # The gate printed the run's verdict and exited 0 for its pass (no gate.code written).
     verdict = json.loads((clone / "gate.out").read_text())["verdict"]
-    code = int((clone / "gate.code").read_text()) if (clone / "gate.code").exists() else 0
-    assert (verdict, code) in (("pass", 0), ("void", 2))
-    assert verdict == json.loads((run_dir / "gate.json").read_text())["verdict"]
+    assert verdict == json.loads((run_dir / "gate.json").read_text())["verdict"] == "pass"
+    assert not (clone / "gate.code").exists()
     assert "<html" in (clone / "compare.html").read_text()[:200].lower()

@@ -75,8 +75,18 @@ def the_step(doc: dict) -> dict:
     return found[0]
 
 
-def test_history_of_the_stored_series_finds_the_step_and_names_its_run(tmp_path: Path) -> None:
-    doc = history_cli(str(SERIES), "--name", "nightly", cwd=tmp_path)
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One `agentsession history` of the stored series read from disk, its page written to
+    pages/history.html (history.json beside it); the directory it ran in."""
+    cwd = tmp_path_factory.mktemp("history")
+    out = cwd / "pages" / "history.html"
+    history_cli(str(SERIES), "--name", "nightly", "-o", str(out), cwd=cwd, out=out.parent)
+    return cwd
+
+
+def test_history_of_the_stored_series_finds_the_step_and_names_its_run(local: Path) -> None:
+    doc = json.loads((local / "pages" / "history.json").read_text())
     nights = night_dirs()
     assert [r["location"] for r in doc["runs"]] == [str(p) for p in nights]
     assert [r["verdict"] for r in doc["runs"]] == ["pass"] * 3 + ["void"] * 4 + ["pass"] * 5
@@ -122,9 +132,8 @@ def screenshot(page: Path, tmp_path: Path) -> tuple[str, list[str]]:
     return dom.stdout.decode(), requests
 
 
-def test_history_html_renders_the_change_point_in_chromium(tmp_path: Path) -> None:
-    out = tmp_path / "pages" / "history.html"
-    history_cli(str(SERIES), "-o", str(out), cwd=tmp_path, out=out.parent)
+def test_history_html_renders_the_change_point_in_chromium(local: Path, tmp_path: Path) -> None:
+    out = local / "pages" / "history.html"
     page = out.read_text()
     assert_self_contained(page)
     dom, requests = screenshot(out, tmp_path)

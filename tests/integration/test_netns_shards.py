@@ -96,7 +96,8 @@ async def test_a_two_shard_campaign_runs_across_namespaces(hosts: Hosts, tmp_pat
                 "registration_quiet_seconds": 0.5,
             },
             "cleanup": {"timeout_seconds": 20, "stop_grace_seconds": 1},
-            "generator": {"shards": 2, "cluster": scheduler},
+            # Judged without the void rule: the box's saturated seconds void nothing here.
+            "generator": {"shards": 2, "cluster": scheduler, "void_when_saturated": False},
         },
     )
     run = open_run(params, handle_signals=False)
@@ -109,16 +110,17 @@ async def test_a_two_shard_campaign_runs_across_namespaces(hosts: Hosts, tmp_pat
         verdict = await campaign.hold_window(0)
         campaign.finish()
     assert run.result is not None and run.result.status == "completed", run.result
-    assert verdict is not None and verdict.outcome in ("pass", "void"), verdict
+    assert verdict is not None and verdict.outcome == "pass", verdict  # no rule, nothing void
     status = json.loads((run.result.run_dir / "status.json").read_text())
     # Each shard ran on its own host: its worker's address is its namespace's.
     workers = {row["worker"].rsplit(":", 1)[0] for row in status["shards"]}
     assert workers == {f"tcp://{hosts.address('w0')}", f"tcp://{hosts.address('w1')}"}
-    # Both started on the common t0, each a measured skew behind it.
+    # Both started on the common t0, each a measured skew behind it: lateness plus the wall
+    # clock's own movement against the monotonic one while the shard waited (this VM's clock
+    # is stepped now and then: a skew of either sign, -122 ms seen). How late depends on the
+    # machine; a shard that reached t0 only after the 6 s hold would have held nothing.
     skews = status["generator"]["start_skew_ms"]
-    # Lateness plus the wall clock's own movement against the monotonic one while the shard
-    # waited (this VM's clock is stepped now and then: a skew of either sign, -122 ms seen).
-    assert set(skews) == {"0", "1"} and all(abs(v) < 1000 for v in skews.values()), skews
+    assert set(skews) == {"0", "1"} and all(abs(v) < 6000 for v in skews.values()), skews
     # The merged counts are exactly the shards' sums, row by row.
     summed: dict[str, int] = {}
     for final in run.finals.values():

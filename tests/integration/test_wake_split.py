@@ -2,7 +2,8 @@
 over real sockets: a campaign against a FakeSubstrate whose wakes feed a stand-in of the
 platform's Prometheus series (tests/integration/agent_substrate_standin.py), read through
 target.prometheus_url, alone (the stand-in speaks the HTTP API) and through a real Prometheus
-server scraping the stand-in when Debian's `prometheus` is installed."""
+server scraping the stand-in (Debian's `prometheus`, which CI installs: without it the test
+fails, it does not skip)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tests.integration.agent_substrate_standin import (
 )
 from tests.integration.ports import fixed_port
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 QUICK = {"think_scale": 0.05, "seed": 5, "tag": "test", "script": "smoke"}
 TURNOVER = {
     "kind": "turnover",
@@ -60,6 +61,15 @@ def _params(
 
 def _phases(split: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {p["row"]: p for p in split["phases"]}
+
+
+async def up(http: httpx.AsyncClient, url: str) -> list[str] | None:
+    """Prometheus's answer to `up` (None while it does not answer yet)."""
+    try:
+        answer = await http.get(f"{url}/api/v1/query", params={"query": "up"})
+        return [r["value"][1] for r in answer.json()["data"]["result"]]
+    except (httpx.HTTPError, ValueError, KeyError):
+        return None
 
 
 async def test_the_wake_split_per_window_from_the_platforms_series(tmp_path: Path) -> None:
@@ -125,15 +135,9 @@ async def test_the_wake_split_per_window_from_the_platforms_series(tmp_path: Pat
     assert "Where the wakes' time went" in report and "missing from the server" in report
 
 
-PROMETHEUS = shutil.which("prometheus")
-
-
-@pytest.mark.skipif(
-    PROMETHEUS is None,
-    reason="no prometheus binary (Debian: apt-get install -y prometheus) to scrape the stand-in",
-)
 async def test_a_real_prometheus_answers_the_preset(tmp_path: Path) -> None:
-    assert PROMETHEUS is not None
+    prometheus = shutil.which("prometheus")
+    assert prometheus, "no prometheus binary to scrape the stand-in (apt-get install prometheus)"
     series = platform_histograms()
     fake = ObservedSubstrate(series)
     port = fixed_port()
@@ -146,7 +150,7 @@ async def test_a_real_prometheus_answers_the_preset(tmp_path: Path) -> None:
             f"  - job_name: platform\n    static_configs: [{{targets: ['{target}']}}]\n"
         )
         server = await asyncio.create_subprocess_exec(
-            PROMETHEUS,
+            prometheus,
             f"--config.file={config}",
             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{port}",
@@ -155,21 +159,16 @@ async def test_a_real_prometheus_answers_the_preset(tmp_path: Path) -> None:
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            async with httpx.AsyncClient(timeout=2) as http:
-                for _ in range(150):  # up, and the stand-in scraped once
-                    try:
-                        answer = await http.get(f"{url}/api/v1/query", params={"query": "up"})
-                        if [r["value"][1] for r in answer.json()["data"]["result"]] == ["1"]:
-                            break
-                    except (httpx.HTTPError, ValueError, KeyError):
-                        pass
+            async with httpx.AsyncClient(timeout=2) as http:  # up, and the stand-in scraped
+                while await up(http, url) != ["1"]:
+                    assert server.returncode is None, "prometheus exited"
                     await asyncio.sleep(0.1)
             params = _params(
                 tmp_path,
                 "realprom",
                 url,
                 window=3,
-                windows=1,  # Prometheus takes ~5 s to scrape its first target: no more
+                windows=1,
                 server={"preset": "agent-substrate", "interval_seconds": 1},
             )
             await run_campaign(params, substrate=fake, handle_signals=False)
