@@ -2,17 +2,20 @@
 over the ate wire (gRPC control, protobuf bodies through the router), compared with
 `agentsession gate --baseline` as a release pipeline calls it (a subprocess):
 
-* an A/A pair of the same build passes, and its p99 from a few dozen wakes is inconclusive;
-  the second campaign, with `baseline: auto`, judged itself against the first;
-* an A/B pair where the substrate's `wake:latency` fault slows every wake fails and names
-  TimeToWake, with the change, its interval and the samples in the reason;
-* a run with a void window (the generator's own loop stalled for 1.5 s, a real stall) compared
-  against the baseline stays void, though its wake figures regressed;
+* a campaign with `baseline: auto` finds the campaign's last good run and judges itself
+  against it; with the substrate's `wake:latency` fault slowing every wake by 600 ms it fails
+  and names TimeToWake, with the change, its interval and the samples in the reason; its p99
+  of a few dozen wakes is inconclusive, and every figure carries its samples and interval;
+* a run with a void window (the generator's own loop blocked for 1.5 s inside it, a real
+  stall) compared against the baseline stays void, though its wake figures regressed,
+  and is refused as a baseline;
 * a baseline with another rate is not comparable, and the field is named.
 
-Five campaigns of a few seconds each: one module fixture makes them all. On a busy machine a
-short window can be void (its generator saturated for a second); a run that must be judged is
-then made again, at most five times, as an operator would rerun a void night.
+Four campaigns of a few seconds each: one module fixture makes them all. The runs that are
+judged have generator.void_when_saturated off (a saturated second on this shared box says
+nothing of the gate); only the void run keeps the rule, and its stall is the test's own.
+Whether an A/A pair of one build passes is a rate of false alarms: bench/gate_power.py
+measures it (bench/RESULTS.md, "The gate's power"), not a test.
 """
 
 from __future__ import annotations
@@ -29,18 +32,28 @@ import pytest
 
 from agentsession_core.campaign.campaign import Campaign, load_baseline
 from agentsession_core.campaign.params import CampaignParams
+from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.run import Run, run_on_fresh_loop
 from local_substrate.launcher import LocalSubstrate
 
 pytestmark = pytest.mark.timeout(300)
-# A wake takes ~10 ms here and tens of ms on a loaded machine (a CI run once hid a 60 ms
-# slowdown in that): 200 ms more is far slower either way.
-SLOW_WAKE = "wake:latency:fixed:200ms"
-VOID_TRIES = 5
+# TimeToWake runs from the tick's intended time, so a loaded machine's lateness is in it: a
+# p50 of ~10 ms here, of 50-200 ms beside busy loops and other test workers. 600 ms more
+# is still several times slower at the worst of that, far past the margin (20 %) and the
+# few dozen wakes' intervals.
+SLOW_WAKE = "wake:latency:fixed:600ms"
+STALL_S = 1.5
 
 
 def params(
-    sub: LocalSubstrate, out: Path, tag: str, baseline: str | None = None, **population: Any
+    sub: LocalSubstrate,
+    out: Path,
+    tag: str,
+    baseline: str | None = None,
+    *,
+    voids: bool = False,
+    hold_s: float = 12,
+    **population: Any,
 ) -> CampaignParams:
     return CampaignParams(
         baseline=baseline,
@@ -50,15 +63,18 @@ def params(
         seed=11,
         script="smoke",
         think_scale=0.05,
-        hold_minutes=8 / 60,
+        hold_minutes=hold_s / 60,
         window_seconds=4,
         thresholds=["TimeToWake: p99 < 30s", "Step_*: failure_ratio < 0.5"],
         abort={"rules": [], "delay_seconds": 1, "sliding_seconds": 2},
         population={
             "kind": "turnover",
+            # 2 swaps a tick among 4 residents: a resident is swapped every other tick, so
+            # a slow wake (and its step) has 2 s before its slot is asked for again. 24 wakes
+            # in a 12 s hold: a p50 needs 20.
             "sessions": 8,
-            "awake": 3,
-            "target_rps": 3,
+            "awake": 4,
+            "target_rps": 2,
             "registration_quiet_seconds": 0.5,
             **population,
         },
@@ -68,12 +84,24 @@ def params(
             "protocol": "ate",
             "request_timeout_seconds": 20,
         },
-        cleanup={"timeout_seconds": 20.0, "stop_grace_seconds": 2.0},
+        generator={"void_when_saturated": voids},
+        # After the hold nothing in flight is judged: a short grace, then it is cancelled.
+        cleanup={"timeout_seconds": 20.0, "stop_grace_seconds": 0.5},
     )
 
 
-async def campaign(p: CampaignParams, *, stall_s: float = 0.0) -> dict[str, Any]:
-    """One campaign; `stall_s` blocks the generator's own loop that long, 2 s into the hold."""
+async def stall_once_held(run: Run) -> None:
+    """Block the generator's own loop for STALL_S, a real stall, once the first window's hold
+    has begun (it starts on the steady start, which may lie ahead of the call)."""
+    assert run.engine is not None
+    population = run.engine.population
+    while run.current_window is None or now_ns() < population.steady_start_ns:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)  # state the product holds, no event to await: polled
+    time.sleep(STALL_S)  # noqa: ASYNC251 (the stall is the point)
+
+
+async def campaign(p: CampaignParams, *, stalled: bool = False) -> dict[str, Any]:
+    """One campaign; `stalled`: the generator stalls inside its first window."""
     baseline = await asyncio.to_thread(load_baseline, p)
     run = Run(p, handle_signals=False)
     async with run:
@@ -81,37 +109,29 @@ async def campaign(p: CampaignParams, *, stall_s: float = 0.0) -> dict[str, Any]
         await run.preflight()
         await run.register()
         await run.fill()
-        if stall_s:
-            asyncio.get_running_loop().call_later(2.0, time.sleep, stall_s)
         for window in driver.plan:
-            await driver.hold_window(window.index)
+            held = asyncio.ensure_future(driver.hold_window(window.index))
+            if stalled and window.index == 0:
+                await stall_once_held(run)
+            await held
         driver.finish()
     assert run.result is not None
     gate = json.loads((run.result.run_dir / "gate.json").read_text())
     return {"dir": run.result.run_dir, "gate": gate}
 
 
-async def judged(p: CampaignParams) -> dict[str, Any]:
-    """A run that is not void (made again while it is, five tries, a pause between: a
-    fresh-clone CI run once saw three void in a row while the other workers' tests ran)."""
-    for attempt in range(VOID_TRIES):
-        if attempt:
-            await asyncio.sleep(2.0)
-        done = await campaign(p)
-        if done["gate"]["verdict"] != "void":
-            return done
-    pytest.fail(f"{VOID_TRIES} void runs in a row: {done['gate']['reason']}")
-
-
 async def all_runs(out: Path) -> dict[str, dict[str, Any]]:
-    async with LocalSubstrate(workers=4, store=out / "store") as sub:
-        runs = {"a1": await judged(params(sub, out, "a1"))}
-        runs["a2"] = await judged(params(sub, out, "a2", baseline="auto"))
+    # 4 residents and 2 wakes under way, each a worker (a park frees its own after it).
+    async with LocalSubstrate(workers=6, store=out / "store") as sub:
+        runs = {"a": await campaign(params(sub, out, "a"))}
         await sub.set_faults([SLOW_WAKE])
-        runs["b"] = await judged(params(sub, out, "b"))
-        runs["void"] = await campaign(params(sub, out, "void"), stall_s=1.5)
+        runs["b"] = await campaign(params(sub, out, "b", baseline="auto"))
+        void = params(sub, out, "void", voids=True, hold_s=4)
+        runs["void"] = await campaign(void, stalled=True)
         await sub.set_faults([])
-        runs["rate"] = await judged(params(sub, out, "rate", target_rps=4))
+        # One window each: the hold's length is no condition of a comparison.
+        rate = params(sub, out, "rate", hold_s=4, target_rps=3)
+        runs["rate"] = await campaign(rate)
     return runs
 
 
@@ -134,51 +154,57 @@ def by_metric(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {m["metric"]: m for m in doc["baseline"]["metrics"]}
 
 
-def test_an_a_a_pair_passes_and_a_p99_of_a_few_dozen_wakes_is_inconclusive(runs):
-    code, doc, err = gate(runs["a2"]["dir"], "--baseline", runs["a1"]["dir"])
-    assert code == 0 and doc["verdict"] == "pass", err
-    metrics = by_metric(doc)
-    assert not doc["baseline"]["regressions"]
-    p99 = metrics["TimeToWake.p99"]
-    assert p99["status"] == "inconclusive" and "beyond the percentile" in p99["why"]
-    n = runs["a2"]["gate"]["figures"]["TimeToWake.p99"]["n"]
-    assert 0 < n < 1000 and p99["samples"]["current"] == n
-    # every figure in gate.json carries its samples and an interval around it
-    for name, figure in runs["a1"]["gate"]["figures"].items():
-        assert figure["n"] >= 0, name
+def test_the_baseline_run_is_judged_and_every_figure_carries_its_samples_and_interval(runs):
+    gate_a = runs["a"]["gate"]
+    assert gate_a["verdict"] == "pass", gate_a["reason"]  # a good night: auto may take it
+    assert [w["outcome"] for w in gate_a["windows"]] == ["pass"] * 3
+    figures = gate_a["figures"]
+    assert {"TimeToWake.p50", "TimeToWake.p99", "requests.achieved_rps"} <= set(figures)
+    for name, figure in figures.items():
+        assert figure["n"] > 0, name
         if figure["low"] is not None:
             assert figure["low"] <= figure["value"] <= figure["high"], name
-    assert "inconclusive" in err
-    # the campaign judged itself against the last good night (baseline: auto): the same
-    stored = runs["a2"]["gate"]["baseline"]
-    assert stored["status"] == "compared" and stored["locations"] == [str(runs["a1"]["dir"])]
-    assert runs["a2"]["gate"]["verdict"] == "pass" and stored["spread_from"] == "assumed"
+    assert figures["TimeToWake.p50"]["low"] is not None  # a few dozen wakes bound a p50
 
 
 def test_an_a_b_pair_with_slower_wakes_fails_and_names_time_to_wake(runs):
-    code, doc, err = gate(runs["b"]["dir"], "--baseline", runs["a1"]["dir"])
-    assert code == 1 and doc["verdict"] == "fail", err
-    wake = by_metric(doc)["TimeToWake.p50"]
+    code, doc, err = gate(runs["b"]["dir"], "--baseline", runs["a"]["dir"])
+    metrics = by_metric(doc)
+    wake = metrics["TimeToWake.p50"]
+    assert code == 1 and doc["verdict"] == "fail", (err, wake)
     assert wake["status"] == "regressed" and wake["interval"][0] > 0.2
     assert "TimeToWake.p50" in doc["baseline"]["regressions"]
     assert "regression against the baseline: " in err and "TimeToWake.p50 +" in err
     assert " samples)" in err  # the samples on both sides are in the reason
+    # A p99 of a few dozen wakes is not judged, whatever it did: too few wakes beyond it.
+    p99 = metrics["TimeToWake.p99"]
+    assert p99["status"] == "inconclusive" and "beyond the percentile" in p99["why"]
+    n = runs["b"]["gate"]["figures"]["TimeToWake.p99"]["n"]
+    assert 0 < n < 1000 and p99["samples"]["current"] == n
+
+
+def test_baseline_auto_judged_the_campaign_against_its_last_good_run(runs):
+    gate_b = runs["b"]["gate"]
+    stored = gate_b["baseline"]
+    assert stored["status"] == "compared" and stored["locations"] == [str(runs["a"]["dir"])]
+    assert stored["spread_from"] == "assumed"
+    assert gate_b["verdict"] == "fail" and "TimeToWake.p50" in stored["regressions"]
 
 
 def test_a_run_with_a_void_window_stays_void_against_the_baseline(runs):
-    windows = runs["void"]["gate"]["windows"]
-    assert "void" in [w["outcome"] for w in windows]
-    code, doc, err = gate(runs["void"]["dir"], "--baseline", runs["a1"]["dir"])
+    (window,) = runs["void"]["gate"]["windows"]
+    assert window["outcome"] == "void" and window["saturated_seconds"] >= 1
+    code, doc, err = gate(runs["void"]["dir"], "--baseline", runs["a"]["dir"])
     assert code == 2 and doc["verdict"] == "void", err
     assert "is void: the load generator was saturated" in doc["reason"]
     # the other way round the void run is refused as a baseline, in one line
-    code, _, err = gate(runs["a2"]["dir"], "--baseline", runs["void"]["dir"])
+    code, _, err = gate(runs["a"]["dir"], "--baseline", runs["void"]["dir"])
     assert code == 2 and "not a baseline: its verdict is void" in err
     assert len(err.strip().splitlines()) == 1
 
 
 def test_a_baseline_with_another_rate_is_not_comparable(runs):
-    code, doc, err = gate(runs["rate"]["dir"], "--baseline", runs["a1"]["dir"])
+    code, doc, err = gate(runs["rate"]["dir"], "--baseline", runs["a"]["dir"])
     assert doc["baseline"]["status"] == "not comparable", err
-    assert doc["baseline"]["differences"] == ["population.target_rps: 3 → 4"]
-    assert code == 0 and "baseline not comparable (population.target_rps: 3 → 4)" in err
+    assert doc["baseline"]["differences"] == ["population.target_rps: 2 → 3"]
+    assert code == 0 and "baseline not comparable (population.target_rps: 2 → 3)" in err

@@ -4,8 +4,14 @@ on a real Dask cluster of worker processes, against two local substrates of thei
 * A/B over two shards: the candidate's substrate adds 200 ms to every wake; the merged
   stream holds both arms' rows from both shards, the campaign fails naming TimeToWake and
   the arm, and both arms' actors are deleted on both substrates;
-* a shard's worker killed mid-hold: the coordinator deletes the lost shard's actors on
-  *both* substrates (its reference actors too), and nothing is left on either.
+* a shard's worker killed mid-hold, once the coordinator knows its reference actors: the
+  coordinator deletes the lost shard's actors on *both* substrates (its reference actors
+  too), and nothing is left on either.
+
+The A/B run's saturation limits are out of reach on the coordinator's merged health (from
+which a paired run's saturated seconds come), so this shared box's busy seconds drop none of
+the blocks the comparison needs; that saturated seconds drop blocks from both arms is
+test_paired_campaign.py's.
 """
 
 from __future__ import annotations
@@ -22,7 +28,6 @@ import pytest
 
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign
 from agentsession_core.engine.shards import open_run
 from agentsession_core.engine.shards.coordinator import ShardedRun
 from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, parse
@@ -30,6 +35,7 @@ from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.dask_cluster import local_scheduler
+from tests.integration.test_paired_campaign import only_stalls_saturate
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 ADDED_MS = 200
@@ -49,8 +55,8 @@ def params(out: Path, name: str, candidate: str, reference: str, scheduler: str,
         "out": str(out),
         "script": "smoke",
         "think_scale": 0.05,
-        "hold_minutes": 0.5,
-        "window_seconds": 30,
+        "hold_minutes": 20 / 60,
+        "window_seconds": 20,
         "thresholds": ["TimeToWake: p99 < 10s"],
         "abort": {"rules": []},
         "max_regression": 0.5,
@@ -79,16 +85,30 @@ async def actors_on(url: str, atespace: str) -> list[str]:
         await client.aclose()
 
 
+async def held_campaign(p: CampaignParams) -> Path:
+    """The campaign's phases, with no saturated second in the merged view (module docstring);
+    its run directory."""
+    run = open_run(p, handle_signals=False)
+    async with run:
+        only_stalls_saturate(run.health)  # the merged view has no heartbeat: none saturates
+        campaign = Campaign(p, run)
+        await run.preflight()
+        await run.register()
+        await run.fill()
+        for window in campaign.plan:
+            await campaign.hold_window(window.index)
+        campaign.finish()
+    assert run.result is not None
+    return run.result.run_dir
+
+
 async def test_a_paired_campaign_over_two_shards_fails_a_slower_candidate(scheduler, tmp_path):
     fault = [f"wake:latency:fixed:{ADDED_MS}ms"]
     with (
         LocalSubstrateProcess(workers=4, faults=fault) as cand,
         LocalSubstrateProcess(workers=4) as ref,
     ):
-        result = await run_campaign(
-            params(tmp_path, "pairshards", cand.url, ref.url, scheduler), handle_signals=False
-        )
-        run_dir = result.run_dir
+        run_dir = await held_campaign(params(tmp_path, "pairshards", cand.url, ref.url, scheduler))
         status = json.loads((run_dir / "status.json").read_text())
         left = (
             await actors_on(cand.url, status["atespace"]),
@@ -102,6 +122,7 @@ async def test_a_paired_campaign_over_two_shards_fails_a_slower_candidate(schedu
     assert wake["candidate"] > wake["reference"] + ADDED_MS / 2
     # Both shards drove both arms: each arm's wakes came from both shards' actor prefixes.
     assert [s["state"] for s in status["shards"]] == ["stopped", "stopped"]
+    assert gate["paired"]["blocks_dropped"] == 0 and gate["paired"]["status"] == "compared"
     records = parse((run_dir / HOLD_SECONDS_FILE).read_text())
     assert {r.get("arm", "candidate") for r in records} == {"candidate", "reference"}
     rows = [json.loads(line) for line in (run_dir / "stats.jsonl").read_text().splitlines()]
@@ -129,11 +150,14 @@ async def test_a_lost_shard_s_reference_actors_are_deleted_too(scheduler, tmp_pa
             await run.register()
             await run.fill()
             window = asyncio.create_task(campaign.hold_window(0))
-            await asyncio.sleep(3.0)
             assert run.stream is not None
+            # Mid-hold, once the shard's reference actors' names reached the coordinator
+            # (state the product holds; there is no event to await: polled).
+            while run.current_window is None or not run.stream.reference_names[1]:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
             published = set(run.stream.reference_names[1])
             os.kill(run.shard_info[1]["pid"], signal.SIGKILL)
-            verdict = await asyncio.wait_for(window, 30)
+            verdict = await window
             campaign.finish()
         assert run.result is not None
         status = json.loads((run.result.run_dir / "status.json").read_text())
@@ -141,7 +165,7 @@ async def test_a_lost_shard_s_reference_actors_are_deleted_too(scheduler, tmp_pa
             await actors_on(cand.url, status["atespace"]),
             await actors_on(ref.url, status["reference"]["atespace"]),
         )
-    assert published, "the shard published its reference actors' names before it died"
+    assert published  # the shard's reference actors, known before it died, are gone too
     assert verdict is not None and verdict.outcome == "void"
     assert "shard 1 lost" in (verdict.void_reason or "")
     assert [s["state"] for s in status["shards"]] == ["stopped", "lost"]

@@ -34,8 +34,9 @@ def test_no_number_of_permutations_gets_six_nights_below_p_0_01() -> None:
     same statistic, so a permutation p-value stays near 2/15 whatever is drawn: the reason
     short splits go to the t-test."""
     assert math.comb(6, 2) < changepoints.MIN_ARRANGEMENTS
+    # Five times the rule's 100 permutations; more move p no lower (1999 give 0.15).
     tester = PermutationsSignificanceTester(
-        max_pvalue=1.0, permutations=1999, calculator=PairDistanceCalculator, seed=17
+        max_pvalue=1.0, permutations=499, calculator=PairDistanceCalculator, seed=17
     )
     detector = ChangePointDetector(significance_tester=tester, calculator=PairDistanceCalculator)
     # At max_pvalue 1 every split is kept; the step's own is the one at 4.
@@ -79,9 +80,9 @@ def _long_series(seed: int, n: int, steps: dict[int, float]) -> list[float]:
 
 
 def test_a_long_series_is_judged_in_windows_and_its_steps_found_where_they_are() -> None:
-    # 450 nights: longer than WINDOW, so judged window by window; two steps, one up, one down.
+    # 450 nights: longer than a window (100), so judged window by window; two steps, one up,
+    # one down.
     values = _long_series(3, 450, {130: 1.6, 330: 0.6})
-    assert len(values) > changepoints.WINDOW
     found = change_points(values)
     near = [cp for cp in found if any(abs(cp.index - at) <= 1 for at in (130, 330))]
     assert len({min((130, 330), key=lambda a: abs(a - cp.index)) for cp in near}) == 2
@@ -94,7 +95,8 @@ def test_a_long_series_is_judged_in_windows_and_its_steps_found_where_they_are()
 def test_a_long_step_free_series_has_no_change_point_and_the_rule_names_the_windows() -> None:
     assert change_points(_long_series(5, 600, {})) == []
     rule = changepoints.rule()
-    assert rule["window"] == changepoints.WINDOW and "windows" in rule["long_series"]
+    assert rule["window"] == 100 and rule["window_step"] == 50  # docs/SPEC.md §6.4
+    assert "longer than 100 values: judged in windows of 100" in rule["long_series"]
 
 
 def test_windows_cover_the_whole_series_and_give_indexes_of_the_whole() -> None:

@@ -33,7 +33,7 @@ from agentsession_core.judge.gate import gate_document
 from agentsession_core.judge.gate_schema import GateInputError, check_gate
 from agentsession_core.judge.thresholds import parse_threshold
 from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
-from agentsession_core.output.stats_files import DENSITY_CSV_COLUMNS, render_density_csv
+from agentsession_core.output.stats_files import render_density_csv
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.fake import FakeSubstrate
 from agentsession_core.substrate.interface import WorkerInfo
@@ -399,15 +399,26 @@ async def test_density_csv_has_upstreams_columns_and_the_frontiers_row() -> None
     rows = list(csv.DictReader(io.StringIO(render_density_csv(doc["capacity"]["density"]))))
     assert len(rows) == 1
     (row,) = rows
-    assert list(row)[:6] == [
+    # Upstream's names first, then ours (docs/SPEC.md §7, density.csv).
+    assert list(row) == [
         "actors_per_node",
         "actors_per_vcpu",
         "actors_per_gb_ram",
         "actors_per_pod_p50",
         "actors_per_pod_p90",
         "actors_per_pod_p99",
+        "actors",
+        "workers",
+        "nodes",
+        "vcpus_per_node",
+        "memory_bytes_per_node",
+        "level",
+        "rate",
+        "unit",
+        "predicted_actors",
+        "predicted_bound",
+        "status",
     ]
-    assert list(row) == DENSITY_CSV_COLUMNS
     assert float(row["actors_per_node"]) == 6.0 and float(row["actors_per_gb_ram"]) == 1.5
     assert row["actors_per_pod_p90"] == "3" and row["predicted_actors"] == "6"
     assert row["status"] == "measured" and row["unit"] == "residents"

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentsession_core.judge.hold_seconds import HoldSeconds, parse, render
-from agentsession_core.judge.uncertainty import block_length, figures
+from agentsession_core.judge.uncertainty import figures
 from agentsession_core.measure.histogram import LogHistogram, quantile_of_counts
 from tests.unit.gate_runs import seconds
 
@@ -39,9 +39,8 @@ def test_a_figure_is_the_whole_holds_percentile_with_its_samples():
     assert p50["n"] == 600 and p50["low"] < p50["value"] < p50["high"]
     # 600 samples leave 6 beyond p99: too few to estimate it (10 needed)
     assert p99["beyond"] == 6 and p99["estimable"] is False
-    assert p50["estimable"] is True and p50["blocks"] == 120 // block_length(120) + (
-        120 % block_length(120) > 0
-    )
+    # blocks of round(∛120) = 5 seconds (docs/SPEC.md §6.2): 24 of them
+    assert p50["estimable"] is True and p50["blocks"] == 24
     assert found["requests.achieved_rps"]["value"] == pytest.approx(5.0)
 
 
