@@ -107,7 +107,9 @@ def serve_deployments(cron: str | None = None) -> None:
     for deployment in deployments:
         runner.add_deployment(deployment)
     _one_line_transport_errors()
-    _starting_message(deployments)
+    # Said once the runner has started: from then on a SIGTERM or a Ctrl-C takes one of the
+    # two ways out above (before, Prefect's runner would exit without pausing anything).
+    runner.on_started = lambda: _starting_message(deployments)
     try:
         asyncio.run(_start(runner))
     except (KeyboardInterrupt, TerminationSignal) as exc:
@@ -143,6 +145,14 @@ def _runner_class() -> type:
     from prefect.settings import get_current_settings
 
     class ServeRunner(Runner):
+        on_started: Any = None  # called once the runner has started (serve's banner)
+
+        async def __aenter__(self) -> Any:
+            entered = await super().__aenter__()
+            if self.on_started is not None:
+                self.on_started()
+            return entered
+
         def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
             url = get_current_settings().api.url
             if _LEAVING.is_set():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,9 @@ from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 
 RUN = [sys.executable, "-m", "agentsession_core", "run", "--progress", "plain"]
+# Caps that only catch a hang, however busy the machine: a run's start, a command's exit.
+START_CAP_S = 300
+EXIT_CAP_S = 300
 
 
 def start(
@@ -44,7 +48,7 @@ def status_files(tmp_path: Path) -> list[Path]:
 
 
 def wait_for_phase(tmp_path: Path, phase: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + START_CAP_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the run ended early"
         for path in status_files(tmp_path):
@@ -92,11 +96,11 @@ async def test_sigint_mid_hold_cancels_cleans_up_and_writes_artifacts(
         token=TOKEN,
     )
     try:
+        # The hold begins once every session's actor exists (registration, docs/SPEC.md §4.1).
         await asyncio.to_thread(wait_for_phase, tmp_path, "hold", proc)
-        await asyncio.sleep(1.0)
-        assert [a.name for a in await client.list_actors(atespace)]  # load is running
+        assert len(await client.list_actors(atespace)) == 3  # the load is running
         proc.send_signal(signal.SIGINT)
-        rc = await asyncio.to_thread(proc.wait, 60)
+        rc = await asyncio.to_thread(proc.wait, EXIT_CAP_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -120,7 +124,7 @@ def test_a_script_that_fails_validation_exits_1_before_anything_exists(
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nmin_actor_memory: 64Mi\nsteps: []\n")
     proc, out, err = start(["--substrate", "http://127.0.0.1:9", "--script", str(bad)], tmp_path)
-    assert proc.wait(60) == 1
+    assert proc.wait(EXIT_CAP_S) == 1
     lines = err.read_text().splitlines()
     assert len(lines) == 1 and str(bad) in lines[0] and "steps" in lines[0], lines
     assert out.read_text() == ""
@@ -131,7 +135,7 @@ def test_a_refused_connection_exits_1_with_one_error_line(tmp_path: Path) -> Non
     proc, out, err = start(
         ["--substrate", "http://127.0.0.1:9", "--script", "smoke", "--hold", "1s"], tmp_path
     )
-    assert proc.wait(60) == 1
+    assert proc.wait(EXIT_CAP_S) == 1
     errors = error_lines(err)
     assert len(errors) == 1, errors
     assert "http://127.0.0.1:9" in errors[0] and "GetTemplate" in errors[0]
@@ -161,7 +165,7 @@ async def test_a_template_below_min_actor_memory_exits_1_and_creates_nothing(
         tmp_path,
         token=TOKEN,
     )
-    assert await asyncio.to_thread(proc.wait, 60) == 1
+    assert await asyncio.to_thread(proc.wait, EXIT_CAP_S) == 1
     errors = error_lines(err)
     assert len(errors) == 1, errors
     assert "test/small" in errors[0] and "1Mi" in errors[0] and "64Mi" in errors[0]
@@ -175,16 +179,19 @@ async def test_a_template_below_min_actor_memory_exits_1_and_creates_nothing(
         assert exc.code == "NOT_FOUND"  # the atespace was never created
 
 
-# `agentsession run`, started at a given second: both runs below reach RunDir.create in the
-# same second however long each takes to import (a real run, through the CLI's own main).
-# What `agentsession run` imports lazily (the command plugins, the engine) is imported before
-# the wait, so that on a busy machine the two still meet in the second.
-AT_SECOND = (
-    "import sys, time\n"
-    "from agentsession_core.cli import build_parser, main\n"
-    "import agentsession_core.engine.run, agentsession_core.script\n"
-    "build_parser()\n"  # it loads the plugins (flows.cli): the slow import
-    "time.sleep(max(0.0, float(sys.argv[1]) + 0.05 - time.time()))\n"
+# `agentsession run` through the CLI's own main, its run directory named as if it started in
+# the second given (RunDir.create, which names and claims the directory, told that second; the
+# run's own clock is untouched). Two runs so told collide in one directory name however long
+# each takes to start: the collision is made, not waited for.
+IN_SECOND = (
+    "import sys\n"
+    "from agentsession_core.cli import main\n"
+    "from agentsession_core.output.run_dir import RunDir\n"
+    "create = RunDir.create.__func__\n"
+    "second = float(sys.argv[1])\n"
+    "RunDir.create = classmethod(\n"
+    "    lambda cls, dest, name, tag, started_unix: create(cls, dest, name, tag, second)\n"
+    ")\n"
     "sys.exit(main(sys.argv[2:]))\n"
 )
 
@@ -194,13 +201,13 @@ def test_two_runs_started_in_the_same_second_get_two_directories(
 ) -> None:
     out = tmp_path / "artifacts"
     env = {**os.environ, "AGENTSESSION_TOKEN": TOKEN}
-    second = float(int(time.time()) + 4)  # after both have imported
+    second = float(int(time.time()))
     args = ["run", "--progress", "plain", "--substrate", substrate.url, "--script", "smoke"]
     args += ["--sessions", "1", "--awake", "1", "--think-scale", "0.05", "--hold", "1s"]
     args += ["--name", "twins", "--tag", "t", "--out", str(out)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", AT_SECOND, str(second), *args],
+            [sys.executable, "-c", IN_SECOND, str(second), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
@@ -208,20 +215,24 @@ def test_two_runs_started_in_the_same_second_get_two_directories(
         )
         for _ in range(2)
     ]
-    done = [p.communicate(timeout=120) for p in procs]
+    done = [p.communicate(timeout=EXIT_CAP_S) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in done]
     dirs = sorted(Path(stdout.strip().splitlines()[-1]) for stdout, _ in done)
     assert [d.name for d in dirs] == ["run_tag=t", "run_tag=t.2"], dirs
-    assert dirs[0].parent == dirs[1].parent  # the same run_ts= directory: the same second
-    # Each directory holds one run: its own log, its own atespace, a manifest that verifies.
-    atespaces = set()
+    day = time.strftime("%Y-%m-%d", time.gmtime(second))
+    same_second = out / "runs" / "twins" / f"run_date={day}" / f"run_ts={int(second)}"
+    assert dirs[0].parent == dirs[1].parent == same_second
+    # Each directory holds one run: its own log, its own atespace (the second's named after
+    # its copy), a manifest that verifies.
+    atespaces = []
     for run_dir in dirs:
         campaign = json.loads((run_dir / "campaign.json").read_text())
-        atespaces.add(campaign["atespace"])
+        atespaces.append(campaign["atespace"])
         log = (run_dir / "logs.txt").read_text()
         assert log.count("sessions registered") == log.count("cleanup:") == 1, log
         assert verify_manifest(run_dir) == []
-    assert len(atespaces) == 2, atespaces
+    assert re.fullmatch(r"twins-\d+", atespaces[0]), atespaces
+    assert re.fullmatch(r"twins-\d+-2", atespaces[1]), atespaces
     # The second run said where it went, in one line.
     moved = [line for _, err in done for line in err.splitlines() if "already existed" in line]
     assert len(moved) == 1 and "run_tag=t.2" in moved[0], moved

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +17,12 @@ from agentsession_core.output.run_dir import verify_manifest
 from tests.integration.mounts import tmpfs
 from tests.integration.terminal import SMALL_TURNOVER
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 CLI = [sys.executable, "-m", "agentsession_core"]
 RUN = [*CLI, "run", *SMALL_TURNOVER, "--progress", "plain"]
+# A cap that only catches a command that never ends (a bomb expanded, a hang): a refusal
+# takes the time to start Python and read the file, however busy the machine.
+REFUSAL_CAP_S = 120
 
 
 def laughs() -> str:
@@ -30,7 +32,7 @@ def laughs() -> str:
     return "\n".join(lines) + "\n"
 
 
-def command(args: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def command(args: list[str], timeout: float = REFUSAL_CAP_S) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -52,8 +54,9 @@ def bomb_script(tmp_path: Path) -> Path:
 
 
 def test_a_yaml_bomb_script_is_refused_in_one_line(bomb_script: Path, tmp_path: Path) -> None:
+    """Refused by its anchors, before anything expands them (a billion nodes: expanded, the
+    command would not end within its cap)."""
     out = tmp_path / "art"
-    started = time.monotonic()
     assert_one_line_refusal(
         command([*RUN, "--script", str(bomb_script), "--out", str(out)]), 1, "anchor &a0"
     )
@@ -63,7 +66,7 @@ def test_a_yaml_bomb_script_is_refused_in_one_line(bomb_script: Path, tmp_path: 
         "parameter script",
         "anchor &a0",
     )
-    assert time.monotonic() - started < 30 and not out.exists()
+    assert not out.exists()
 
 
 def test_a_yaml_bomb_params_file_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -114,7 +117,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def until_the_disk_fills(
     args: list[str], disk: Path, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """Run `args` with its artifacts on `disk`; a second into the hold (the fill done), a
+    """Run `args` with its artifacts on `disk`; once the fill is done (the hold begins), a
     ballast file takes the disk's last free bytes, so the run's own next write meets a full
     disk mid-hold (left to its own growth it took 20 s and more to get there)."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
@@ -130,7 +133,6 @@ def until_the_disk_fills(
                 break
         else:
             pytest.fail(f"the run never reached its hold: {''.join(seen)[-3000:]}")
-        time.sleep(1.0)
         with (disk / "ballast").open("wb", buffering=0) as ballast:
             with pytest.raises(OSError, match="No space left on device"):
                 while True:
@@ -155,7 +157,7 @@ def assert_ended_on_the_full_disk(run_dir: Path, err: str) -> None:
 
 
 def test_a_run_on_a_full_disk_ends_failed_with_its_final_status(small_disk: Path) -> None:
-    done = until_the_disk_fills([*RUN, "--hold", "120s", "--out", str(small_disk)], small_disk, 150)
+    done = until_the_disk_fills([*RUN, "--hold", "120s", "--out", str(small_disk)], small_disk, 300)
     assert done.returncode == 1, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
     assert len(errors) == 1, done.stderr[-3000:]
@@ -164,10 +166,12 @@ def test_a_run_on_a_full_disk_ends_failed_with_its_final_status(small_disk: Path
 
 def test_a_campaign_on_a_full_disk_ends_failed_with_its_final_status(small_disk: Path) -> None:
     sets = [f"dest={small_disk}", "hold_minutes=2", "levels=[1.0]", "abort.rules=[]"]
+    sets += ["population.sessions=6", "population.awake=2", "target.local_workers=4"]
+    sets += ["population.registration_quiet_seconds=0.5"]
     args = [*CLI, "campaign", "--preset", "demo"]
     for setting in sets:
         args += ["--set", setting]
-    done = until_the_disk_fills(args, small_disk, 240)
+    done = until_the_disk_fills(args, small_disk, 400)
     assert done.returncode == 1, done.stderr[-3000:]
     ours = [line for line in done.stderr.splitlines() if "agentsession - " in line]
     assert sum("No space left on device" in line for line in ours) == 1, done.stderr[-3000:]

@@ -1,7 +1,7 @@
 """The campaign's bearer token is never a flow parameter (issue #11): where the flow takes it
 from (flows/credentials.py), how `agentsession campaign` hands it over, and the
 `target.token_secret` parameter. The Secret block itself is loaded from a real Prefect API in
-tests/integration/test_campaign_flow.py."""
+tests/integration/test_flow_credentials.py."""
 
 from __future__ import annotations
 
