@@ -280,16 +280,18 @@ async def test_elapsed_trailer_absent_is_none(
 async def test_every_call_has_a_deadline(
     plain: Running, client_for: Callable[..., ControlClient]
 ) -> None:
-    plain.service.delay = 5.0
+    # The server never answers in the test's lifetime: only the deadline can end a call.
+    plain.service.delay = 3600.0
     client = client_for(timeout=0.3)
     started = time.monotonic()
     with pytest.raises(SubstrateError) as caught:
         await client.create_atespace("bench")
     assert caught.value.code == "DEADLINE_EXCEEDED"
     assert caught.value.failure_class is FailureClass.RETRY_LATER
-    with pytest.raises(SubstrateError):
+    assert time.monotonic() - started >= 0.3
+    with pytest.raises(SubstrateError) as per_call:
         await client.get_actor("bench", "x", timeout=0.2)
-    assert time.monotonic() - started < 3.0
+    assert per_call.value.code == "DEADLINE_EXCEEDED"
 
 
 async def test_errors_carry_the_grpc_status_name(
@@ -356,19 +358,19 @@ async def test_retries_stay_inside_the_deadline(
     plain: Running, client_for: Callable[..., ControlClient]
 ) -> None:
     plain.service.faults["CreateAtespace"] = [(grpc.StatusCode.ABORTED, "concurrent update")] * 10
+    # Each attempt takes at least 0.15 s on the server: at most three can start within the
+    # call's 0.4 s, however fast or slow the machine; retries that ignored it make all five.
     plain.service.delay = 0.15
     client = client_for(timeout=0.4)
-    started = time.monotonic()
     with pytest.raises(SubstrateError):
         await client.create_atespace("bench")
-    assert time.monotonic() - started < 2.0
     assert len(plain.service.seen) < MAX_ATTEMPTS
 
 
 async def test_nothing_listening_is_unavailable() -> None:
     server, running = await start(FakeControl())
     await server.stop(None)  # the port is now closed
-    client = ControlClient(f"grpc://127.0.0.1:{running.port}", timeout=5)
+    client = ControlClient(f"grpc://127.0.0.1:{running.port}", timeout=30)
     try:
         with pytest.raises(SubstrateError) as caught:
             await client.get_actor("bench", "agent-1")
@@ -458,7 +460,7 @@ async def test_tls_verifies_the_service_name_not_the_dialled_address(pki: Pki) -
     server, running = await _tls_server(pki, mtls=False)
     target = f"grpcs://127.0.0.1:{running.port}"
     good = ControlClient(target, ca_file=pki.ca, token="t")
-    wrong_name = ControlClient(target, ca_file=pki.ca, server_name=None, timeout=5)
+    wrong_name = ControlClient(target, ca_file=pki.ca, server_name=None, timeout=30)
     try:
         answer = await good.create_atespace("bench")
         assert answer.server_elapsed_us == int(ELAPSED_US)
@@ -482,7 +484,7 @@ async def test_mtls_presents_the_client_certificate(pki: Pki) -> None:
     with_cert = ControlClient(
         target, ca_file=pki.ca, cert_file=pki.client_cert, key_file=pki.client_key
     )
-    without = ControlClient(target, ca_file=pki.ca, timeout=5)
+    without = ControlClient(target, ca_file=pki.ca, timeout=30)
     try:
         await with_cert.create_atespace("bench")
         with pytest.raises(SubstrateError) as caught:

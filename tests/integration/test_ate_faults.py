@@ -1,7 +1,8 @@
 """Faults over the ate wire at run level: a real `Run` drives `AteSubstrate` against a grpc.aio
 `ateapi.Control` stand-in (test_ate_control's FakeControl) and the router + glutton stand-in
 (ate_router_standin.py), and each fault must end where docs/SPEC.md §3.4's table says, as
-the run's artifacts show it:
+the run's artifacts show it. Each run holds until its fault has played out, as the run's own
+books show it (a count, never a length of time):
 
 | fault                                          | expected                                   |
 |------------------------------------------------|--------------------------------------------|
@@ -33,14 +34,15 @@ import orjson
 import pytest
 
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import Run
+from agentsession_core.engine.run import STEP_ROW_PREFIX, Run
+from agentsession_core.measure.stats import ROUTER_KIND, RowStats
 from agentsession_core.substrate.ate.control import MAX_ATTEMPTS
 from agentsession_core.substrate.ate.proto import ateapi_pb2_grpc as pb_grpc
 from agentsession_core.substrate.ate.substrate import STALE_RESENDS, AteSubstrate
 from tests.integration.ate_router_standin import RouterStandIn
 from tests.integration.test_ate_control import FakeControl
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 TOKEN = "faults-token"
 ATESPACE = "faults"
 CONFLICT = (grpc.StatusCode.ABORTED, "concurrent update of actor faults/agent-0, retry")
@@ -75,8 +77,8 @@ async def stands() -> AsyncIterator[Stands]:
         f"grpc://127.0.0.1:{stands.port}",
         router.url,
         token=TOKEN,
-        control_timeout=5,
-        router_timeout=5,
+        control_timeout=30,
+        router_timeout=30,
     )
     yield stands
     await stands.sub.aclose()
@@ -109,33 +111,61 @@ def params(stands: Stands, out: Path, *, sessions: int = 1, **population: Any) -
             "token": TOKEN,
             "template": "tmpl/coder",
             "atespace": ATESPACE,
-            "request_timeout_seconds": 5,
+            "request_timeout_seconds": 30,
         },
         population={"sessions": sessions, "spawn_rate": 50.0, **population},
         cleanup={"stop_grace_seconds": 2.0, "timeout_seconds": 10},
     )
 
 
+def booked(run: Run, metric: str) -> RowStats:
+    """What the run has booked so far on `metric` ("<type>_<name>", as stats.jsonl names it)."""
+    kind, _, name = metric.partition("_")
+    return run.recorder.totals().row(kind, name)
+
+
+def a_step_succeeded(run: Run) -> bool:
+    """A run ends `completed` only once a step has succeeded (Run.no_step_succeeded)."""
+    rows = run.recorder.totals().rows
+    return any(
+        kind == ROUTER_KIND and name.startswith(STEP_ROW_PREFIX) and row.count > row.failures
+        for (kind, name), row in rows.items()
+    )
+
+
+Until = Callable[[Run], bool]
+REACHED = "the test's condition was reached"
+CAP_S = 30.0  # only a hang holds this long: every hold ends on its condition
+
+
 async def drive(
     stands: Stands,
     out: Path,
-    seconds: float,
+    until: Until,
     *,
-    during: Callable[[], Awaitable[None]] | None = None,
+    during: Callable[[Run], Awaitable[None]] | None = None,
     **population: Any,
 ) -> Outcome:
-    """One run: preflight, start the sessions, hold `seconds` (running `during` meanwhile),
-    stop and clean up; then its artifacts, read back, and the leak check."""
+    """One run: preflight, start the sessions, hold until `until(run)` holds on the run's own
+    books and a step has succeeded (running `during` meanwhile), stop and clean up; then its
+    artifacts, read back, and the leak check. Held by count, not by time: a slow machine
+    takes longer, not fewer steps."""
     run = Run(params(stands, out, **population), substrate=stands.sub, handle_signals=False)
     async with run:
         await run.preflight()
         await run.register()
         await run.fill()
-        hold = asyncio.create_task(run.hold(seconds))
+        hold = asyncio.create_task(
+            run.hold(
+                CAP_S,
+                should_stop=lambda: REACHED if until(run) and a_step_succeeded(run) else None,
+            )
+        )
         if during is not None:
-            await during()
+            await during(run)
         _, _, reason = await hold
-        run.finish("completed" if reason is None else "failed", reason)
+        assert reason == REACHED, f"held {CAP_S} s without reaching the condition: {reason}"
+        run.finish("completed")
     assert run.result is not None and run.result.status == "completed", run.result
     run_dir = run.result.run_dir
     status = orjson.loads((run_dir / "status.json").read_bytes())
@@ -155,17 +185,23 @@ async def drive(
     return Outcome(run, status, rows, errors)
 
 
-def once_started(stands: Stands, arm: Callable[[], None], sessions: int = 1) -> Any:
-    """A `during` that arms faults once every session has started (created, first touched,
-    parked), so they hit the steady loop, not the start (whose first touch is a ping with the
-    same message as a wake, and whose failed park is re-driven rather than replaced)."""
+async def started(stands: Stands, sessions: int = 1) -> None:
+    """Until every session has started (created, first touched, parked)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CAP_S
+    while stands.seen("SuspendActor") < sessions:
+        assert loop.time() < deadline, "the sessions never started"
+        await asyncio.sleep(0.01)
 
-    async def during() -> None:
-        for _ in range(1000):  # 10 s at most
-            if stands.seen("SuspendActor") >= sessions:
-                break
-            await asyncio.sleep(0.01)
-        arm()
+
+def once_started(stands: Stands, arm: Callable[[Run], None], sessions: int = 1) -> Any:
+    """A `during` that arms faults once every session has started, so they hit the steady
+    loop, not the start (whose first touch is a ping with the same message as a wake, and
+    whose failed park is re-driven rather than replaced)."""
+
+    async def during(run: Run) -> None:
+        await started(stands, sessions)
+        arm(run)
 
     return during
 
@@ -175,23 +211,47 @@ def replacements(outcome: Outcome) -> int:
     return outcome.status["actors_created"] - outcome.run.params.population.sessions
 
 
+def replaced(times: int) -> Until:
+    """Until `times` replacements are done: the new actors created, the old ones deleted."""
+
+    def reached(run: Run) -> bool:
+        created = booked(run, "grpc_CreateActor").count
+        return created >= 1 + times and booked(run, "grpc_DeleteActor").count >= times
+
+    return reached
+
+
 # ------------------------------------------------------------------------------ control API
 
 
 async def test_an_unavailable_control_api_is_retried_and_never_replaces(
     stands: Stands, tmp_path: Path
 ) -> None:
-    async def outage() -> None:
-        await asyncio.sleep(1.0)
+    back = asyncio.Event()
+
+    async def outage(run: Run) -> None:
+        await started(stands, sessions=2)
         # Gone between calls, as a crashed server is for every call after it: each fails
         # UNAVAILABLE, without an answer. The calls in flight finish (a stop without grace
         # would cancel them); stop() returns as soon as they are done.
         await stands.server.stop(10.0)
-        await asyncio.sleep(1.5)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CAP_S
+        while not booked(run, "grpc_SuspendActor").errors["UNAVAILABLE"]:  # the storm is felt
+            assert loop.time() < deadline, "no park met the outage"
+            await asyncio.sleep(0.01)
         await stands.serve_control()  # back, on the same port, with the same actors
         stands.control.seen.clear()
+        back.set()
 
-    outcome = await drive(stands, tmp_path, 6.0, during=outage, sessions=2)
+    # After the outage the run goes on: a park reaches the new server.
+    outcome = await drive(
+        stands,
+        tmp_path,
+        lambda run: back.is_set() and stands.seen("SuspendActor") > 0,
+        during=outage,
+        sessions=2,
+    )
     parks = outcome.errors.get("grpc_SuspendActor", {})
     assert parks.get("UNAVAILABLE", 0) > 0, outcome.errors  # the storm was felt …
     # A park that reached the server in the instant it began to stop is cancelled by it
@@ -201,31 +261,29 @@ async def test_an_unavailable_control_api_is_retried_and_never_replaces(
     assert parks.get("CANCELLED", 0) <= 2, parks
     assert replacements(outcome) == 0  # … and never counted toward replacing an actor
     assert outcome.count("grpc_DeleteActor") == 0
-    # After the outage the run went on: parks reached the new server and succeeded.
-    assert stands.seen("SuspendActor") > 0
     assert outcome.status["actors_deleted"] == 2
 
 
 async def test_a_concurrent_update_is_retried_up_to_the_limit(
     stands: Stands, tmp_path: Path
 ) -> None:
-    # The first park meets three conflicts and succeeds on its fourth attempt; the second
-    # meets MAX_ATTEMPTS of them and fails as ABORTED: counted, not replaced.
-    stands.control.faults["SuspendActor"] = [CONFLICT] * (3 + MAX_ATTEMPTS)
-    outcome = await drive(stands, tmp_path, 2.0)
-    booked = outcome.count("grpc_SuspendActor")
+    # One park meets MAX_ATTEMPTS conflicts and fails as ABORTED: counted, not replaced;
+    # another meets three and succeeds on its fourth attempt.
+    conflicts = stands.control.faults["SuspendActor"] = [CONFLICT] * (3 + MAX_ATTEMPTS)
+    outcome = await drive(stands, tmp_path, lambda run: not conflicts)
+    booked_parks = outcome.count("grpc_SuspendActor")
     assert outcome.errors.get("grpc_SuspendActor") == {"ABORTED": 1}, outcome.errors
     assert outcome.failures("grpc_SuspendActor") == 1
     # Cleanup's own SuspendActor is not booked.
-    assert stands.seen("SuspendActor") == booked + 3 + (MAX_ATTEMPTS - 1) + 1
+    assert stands.seen("SuspendActor") == booked_parks + 3 + (MAX_ATTEMPTS - 1) + 1
     assert replacements(outcome) == 0
 
 
 async def test_not_found_on_a_park_replaces_the_actor(stands: Stands, tmp_path: Path) -> None:
-    def arm() -> None:
+    def arm(run: Run) -> None:
         stands.control.faults["SuspendActor"] = [(grpc.StatusCode.NOT_FOUND, "actor not found")]
 
-    outcome = await drive(stands, tmp_path, 2.0, during=once_started(stands, arm))
+    outcome = await drive(stands, tmp_path, replaced(1), during=once_started(stands, arm))
     assert outcome.errors.get("grpc_SuspendActor") == {"NOT_FOUND": 1}, outcome.errors
     assert replacements(outcome) == 1
     assert outcome.count("grpc_CreateActor") == 2
@@ -238,7 +296,7 @@ async def test_a_crash_seen_on_a_wake_replaces_and_counts(
 ) -> None:
     # explicit: ResumeActor answers ABORTED "crashed"; implicit: the router passes the same
     # ResumeActor answer on in a 503 whose text says so.
-    def arm() -> None:
+    def arm(run: Run) -> None:
         if resume_mode == "explicit":
             crashed = (grpc.StatusCode.ABORTED, "actor faults/agent-0 crashed")
             stands.control.faults["ResumeActor"] = [crashed]
@@ -246,7 +304,7 @@ async def test_a_crash_seen_on_a_wake_replaces_and_counts(
             stands.router.faults["wake"] = ["crashed"]
 
     during = once_started(stands, arm)
-    outcome = await drive(stands, tmp_path, 2.0, during=during, resume_mode=resume_mode)
+    outcome = await drive(stands, tmp_path, replaced(1), during=during, resume_mode=resume_mode)
     # The failed wake is booked as one (explicit: on ResumeActor too, its first request).
     expected = {"http_WakeFirstTouch": {"ABORTED": 1}}
     if resume_mode == "explicit":
@@ -262,10 +320,18 @@ async def test_a_crash_seen_on_a_wake_replaces_and_counts(
 async def test_router_capacity_and_deadline_answers_are_retried_not_counted(
     stands: Stands, tmp_path: Path
 ) -> None:
-    def arm() -> None:
+    armed_at: list[int] = []
+
+    def arm(run: Run) -> None:
+        armed_at.append(booked(run, "http_WakeFirstTouch").count)
         stands.router.faults["wake"] = ["busy", "slow", "busy"]
 
-    outcome = await drive(stands, tmp_path, 2.0, during=once_started(stands, arm))
+    def went_on(run: Run) -> bool:
+        """The three denials were booked, and a wake after them succeeded."""
+        wakes = booked(run, "http_WakeFirstTouch")
+        return bool(armed_at) and wakes.failures >= 3 and wakes.count >= armed_at[0] + 4
+
+    outcome = await drive(stands, tmp_path, went_on, during=once_started(stands, arm))
     assert outcome.errors.get("http_WakeFirstTouch") == {"HTTP_503": 2, "HTTP_504": 1}
     assert replacements(outcome) == 0
     assert outcome.failures("http_WakeFirstTouch") == 3
@@ -278,7 +344,13 @@ async def test_a_stale_assignment_is_resent_and_a_persisting_one_retried_later(
     # Step 1's fill_ram: two stale answers are absorbed by resends (no failure booked), then
     # three in a row outlast the resends and fail the step, retried later, never counted.
     stands.router.faults["writeram"] = ["stale"] * STALE_RESENDS + ["stale"] * (1 + STALE_RESENDS)
-    outcome = await drive(stands, tmp_path, 2.0)
+
+    def failed_once(run: Run) -> bool:
+        return not stands.router.faults["writeram"] and bool(
+            booked(run, "http_Step_01_start").failures
+        )
+
+    outcome = await drive(stands, tmp_path, failed_once)
     assert outcome.errors.get("http_Step_01_start") == {"op 1 fill_ram: ASSIGNMENT_STALE": 1}
     stale_sends = [s for s in stands.router.seen if s.route == "writeram"]
     assert len(stale_sends) >= 2 * STALE_RESENDS + 1 + 1  # every stale answer was a send
@@ -290,11 +362,11 @@ async def test_the_routers_404_replaces_and_the_gluttons_404_is_counted(
 ) -> None:
     # The router says the actor is gone on a wake: replaced at once. The glutton says an
     # array is missing (step 4's walk_ram) three times in a row: counted, then replaced.
-    def arm() -> None:
+    def arm(run: Run) -> None:
         stands.router.faults["wake"] = ["gone"]
         stands.router.faults["readram"] = ["missing"] * 3
 
-    outcome = await drive(stands, tmp_path, 3.0, during=once_started(stands, arm))
+    outcome = await drive(stands, tmp_path, replaced(2), during=once_started(stands, arm))
     assert outcome.errors.get("http_WakeFirstTouch") == {"ACTOR_NOT_FOUND": 1}, outcome.errors
     assert outcome.errors.get("http_Step_04_write_back") == {"op 3 walk_ram: HTTP_404": 3}
     assert replacements(outcome) == 2  # one for the router's 404, one after three counted
@@ -303,6 +375,8 @@ async def test_the_routers_404_replaces_and_the_gluttons_404_is_counted(
 
 async def test_an_undecodable_2xx_is_a_counted_failure(stands: Stands, tmp_path: Path) -> None:
     stands.router.faults["burncpu"] = ["garbage", "json"]
-    outcome = await drive(stands, tmp_path, 2.0)
+    outcome = await drive(
+        stands, tmp_path, lambda run: booked(run, "http_Step_03_work").failures >= 2
+    )
     assert outcome.errors.get("http_Step_03_work") == {"op 2 burn_cpu: BAD_BODY": 2}
     assert replacements(outcome) == 0  # two counted failures in a row: not yet three

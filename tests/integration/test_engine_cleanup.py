@@ -12,9 +12,19 @@ import pytest
 
 from agentsession_core.engine import watchdog
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import Run
+from agentsession_core.engine.run import STEP_ROW_PREFIX, Run
+from agentsession_core.measure.stats import ROUTER_KIND
 from agentsession_core.output.run_dir import verify_manifest
 from local_substrate.launcher import LocalSubstrateProcess
+
+
+def steps(run: Run) -> int:
+    """The steps the run has booked so far."""
+    return sum(
+        row.count
+        for (kind, name), row in run.recorder.totals().rows.items()
+        if kind == ROUTER_KIND and name.startswith(STEP_ROW_PREFIX)
+    )
 
 
 async def test_substrate_killed_mid_hold_fails_the_run_and_lists_the_leaks(
@@ -39,8 +49,15 @@ async def test_substrate_killed_mid_hold_fails_the_run_and_lists_the_leaks(
             await run.preflight()
             await run.register()
             await run.fill()
-            asyncio.get_running_loop().call_later(2.0, proc.kill)
-            _, _, reason = await run.hold(60.0)
+            registered = steps(run)
+
+            def kill_once_stepping() -> None:
+                """Kill the substrate mid-hold once the sessions are at work: a step booked
+                after registration's (a count, not a time). Never a reason to stop."""
+                if steps(run) > registered and proc.process.poll() is None:  # type: ignore[union-attr]
+                    proc.kill()
+
+            _, _, reason = await run.hold(60.0, should_stop=kill_once_stepping)
             run.finish("completed" if reason is None else "failed", reason)
     finally:
         await asyncio.to_thread(proc.stop)

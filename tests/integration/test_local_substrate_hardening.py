@@ -65,6 +65,7 @@ async def test_router_buffers_are_capped_per_request_and_in_total(tmp_path: Path
         assert ate.status_code == 413 and "per-request cap" in ate.text
 
         # A slow upload declares 2 MiB and sends a little: it holds the whole budget.
+        assert (await sub.get_actor("buf", "a")).status == "SUSPENDED"  # the 413s woke nothing
         port = int(proc.url.rsplit(":", 1)[1])
         slow = socket.create_connection(("127.0.0.1", port))
         slow.sendall(
@@ -73,7 +74,13 @@ async def test_router_buffers_are_capped_per_request_and_in_total(tmp_path: Path
             + b"x"
             * 1000
         )
-        await asyncio.sleep(0.3)
+        # The router wakes the actor, then reserves the declared length, with no await in
+        # between (router.py `_serve`, buffers.py `acquire`): once "a" shows RUNNING, the
+        # reservation is held.
+        deadline = time.monotonic() + 60  # only a hang takes this long
+        while (await sub.get_actor("buf", "a")).status != "RUNNING":
+            assert time.monotonic() < deadline, "the slow upload never reached the router"
+            await asyncio.sleep(0.02)
         started = time.monotonic()
         with pytest.raises(SubstrateError) as full:
             await sub.request("buf", "a", "ping", json={"message": "hi"})
@@ -84,7 +91,9 @@ async def test_router_buffers_are_capped_per_request_and_in_total(tmp_path: Path
         )
         assert "buffer" in full.value.message and time.monotonic() - started >= 0.9
         slow.close()  # its bytes are released; the next body fits
-        await asyncio.sleep(0.2)
+        # A suspend waits for the actor's requests in flight: once it returns, the slow
+        # upload's handler has ended and given its reservation back.
+        await sub.suspend_actor("buf", "a")
         answer = await sub.request("buf", "a", "ping", json={"message": "hi"})
         assert orjson.loads(answer.body) == {"message": "hi"}
         await sub.aclose()
@@ -238,7 +247,7 @@ def test_kill_9_of_agentsession_run_leaves_nothing_behind(tmp_path: Path) -> Non
     finally:
         os.kill(run.pid, 9)
         run.wait()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # only a hang takes this long
     while any(not gone(p.pid) for p in family) or store.exists():
         left = [p.pid for p in family if not gone(p.pid)]
         assert time.monotonic() < deadline, f"left behind: pids {left}, store {store.exists()}"

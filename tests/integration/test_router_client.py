@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import orjson
 import pytest
@@ -46,6 +46,8 @@ class Server:
         self.idle_408_after: float | None = None
         self.timed_out = asyncio.Event()  # set when a 408 went out on an idle connection
         self.answers_408_once = False  # the next request read gets a 408 and the close
+        # "held" answers wait for this: a test holds requests in flight as long as it likes.
+        self.release = asyncio.Event()
 
     async def start(self) -> str:
         self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
@@ -54,10 +56,14 @@ class Server:
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        served = 0
         try:
             while True:
                 try:
-                    async with asyncio.timeout(self.idle_408_after):
+                    # Keep-alive: the idle time between requests; a fresh connection's first
+                    # request is waited for without it, however slow the client.
+                    idle = self.idle_408_after if served else None
+                    async with asyncio.timeout(idle):
                         head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
@@ -75,6 +81,7 @@ class Server:
                         headers[k.strip().lower()] = v.strip()
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 self.requests.append((target, headers, body))
+                served += 1
                 if self.answers_408_once:  # its keep-alive timeout fired as the request came
                     self.answers_408_once = False
                     writer.write(IDLE_408)
@@ -137,8 +144,8 @@ class Server:
             return False
         elif route == "drop":
             return False  # close without answering
-        elif route == "slow":
-            await asyncio.sleep(0.05)
+        elif route == "held":  # answered once the test releases it
+            await self.release.wait()
             send(200, b"{}")
         elif route == "empty":
             send(204, b"")
@@ -187,7 +194,7 @@ async def server() -> AsyncIterator[Server]:
 async def client(server: Server) -> AsyncIterator[FastRouterClient]:
     assert server.server is not None
     port = server.server.sockets[0].getsockname()[1]
-    c = FastRouterClient(f"http://127.0.0.1:{port}", token="secret", timeout=5)
+    c = FastRouterClient(f"http://127.0.0.1:{port}", token="secret", timeout=30)
     yield c
     await c.aclose()
 
@@ -290,11 +297,16 @@ def sent(server: Server, route: str) -> int:
 async def seen_closed(client: FastRouterClient) -> None:
     """Until the client's loop has seen the server close every pooled connection (the FIN
     is on its way once the server closed; the loop notes it on its next turn)."""
-    for _ in range(1000):
-        if all(conn.given_up_by_peer() for conn in client._idle):
-            return
+    await until(lambda: all(conn.given_up_by_peer() for conn in client._idle))
+
+
+async def until(holds: Callable[[], bool], cap: float = 60.0) -> None:
+    """Poll until `holds()`; the cap only catches a hang."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + cap
+    while not holds():
+        assert loop.time() < deadline, "the condition never held"
         await asyncio.sleep(0.005)
-    raise AssertionError("the client never saw the server close its idle connection")
 
 
 async def test_a_post_the_server_read_and_dropped_is_not_resent(
@@ -347,7 +359,7 @@ async def test_an_idle_connection_the_server_answered_and_closed_costs_no_reques
     server.idle_408_after = 0.05
 
     async def idle_spell() -> None:
-        await asyncio.wait_for(server.timed_out.wait(), 5)
+        await asyncio.wait_for(server.timed_out.wait(), 60)
         server.timed_out.clear()
         await seen_closed(client)
 
@@ -439,7 +451,11 @@ async def test_max_connections_bounds_concurrency(server: Server) -> None:
     port = server.server.sockets[0].getsockname()[1]
     c = FastRouterClient(f"http://127.0.0.1:{port}", max_connections=3)
     try:
-        answers = await asyncio.gather(*(c.request("s/a", "slow", json={}) for _ in range(12)))
+        # Twelve at once, answered only once three are in flight and the rest wait their turn.
+        sent = [asyncio.create_task(c.request("s/a", "held", json={})) for _ in range(12)]
+        await until(lambda: server.in_flight == 3 and len(c._waiters) == 9)
+        server.release.set()
+        answers = await asyncio.gather(*sent)
         assert all(a.status == 200 for a in answers)
         assert server.connections == 3
         assert server.max_in_flight == 3
@@ -452,12 +468,13 @@ async def test_cancelled_waiter_does_not_leak_a_slot(server: Server) -> None:
     port = server.server.sockets[0].getsockname()[1]
     c = FastRouterClient(f"http://127.0.0.1:{port}", max_connections=1)
     try:
-        first = asyncio.create_task(c.request("s/a", "slow", json={}))
-        await asyncio.sleep(0)
+        first = asyncio.create_task(c.request("s/a", "held", json={}))
+        await until(lambda: server.in_flight == 1)  # the one slot is taken
         waiting = asyncio.create_task(c.request("s/a", "ping", json={}))
-        await asyncio.sleep(0.01)
+        await until(lambda: len(c._waiters) == 1)  # and the second waits for it
         waiting.cancel()
         await asyncio.gather(waiting, return_exceptions=True)
+        server.release.set()
         assert (await first).status == 200
         assert (await c.request("s/a", "ping", json={})).status == 200
         assert server.connections == 1
@@ -479,7 +496,7 @@ async def test_an_endless_answer_stops_at_the_cap_and_its_connection_is_dropped(
         assert caught.value.code == ANSWER_TOO_LARGE
         assert caught.value.failure_class is FailureClass.COUNT
         assert "target.max_answer_bytes" in str(caught.value)
-        await asyncio.wait_for(server.abandoned.wait(), 10)  # the client hung up
+        await asyncio.wait_for(server.abandoned.wait(), 60)  # the client hung up
         assert (await c.request("s/a", "ping", json={})).status == 200
         assert server.connections == 2  # the capped answer's connection was not reused
     finally:
@@ -496,7 +513,7 @@ async def test_a_content_length_over_the_cap_is_refused_before_reading(server: S
         # Not TIMEOUT: the client did not wait for the 16 GiB the server promised.
         assert caught.value.code == ANSWER_TOO_LARGE
         assert "17179869184 bytes" in str(caught.value)
-        await asyncio.wait_for(server.abandoned.wait(), 10)
+        await asyncio.wait_for(server.abandoned.wait(), 60)
         assert (await c.request("s/a", "ping", json={})).status == 200
         assert server.connections == 2
     finally:
@@ -532,7 +549,7 @@ async def test_the_aiohttp_router_client_caps_answers_alike(server: Server, rout
         with pytest.raises(SubstrateError) as caught:
             await c.request("s/a", route, json={})
         assert caught.value.code == ANSWER_TOO_LARGE
-        await asyncio.wait_for(server.abandoned.wait(), 10)
+        await asyncio.wait_for(server.abandoned.wait(), 60)
         assert (await c.request("s/a", "ping", json={})).status == 200
     finally:
         await c.aclose()

@@ -181,9 +181,10 @@ async def test_async_suspend_answers_at_once_and_a_later_request_queues_behind_i
 
 async def test_a_suspend_waits_for_the_request_in_flight() -> None:
     sub = await make("a")
+    await sub.resume_actor(A, "a")
     burn = asyncio.create_task(sub.request(A, "a", "burncpu", json={"millis": 30, "parallel": 2}))
-    await asyncio.sleep(0.005)
-    assert await status(sub, "a") == "RUNNING"
+    await asyncio.sleep(0)  # one turn of the loop: the burn is inside the actor, sleeping
+    assert not burn.done() and await status(sub, "a") == "RUNNING"
     await sub.suspend_actor(A, "a")
     assert burn.done()
     answer = await burn
@@ -263,9 +264,16 @@ async def test_the_engines_ops_and_session_run_on_the_fake() -> None:
     sub = await make("a")
     script = load_script("smoke")
     rng = random.Random(3)
+    sizes: dict[str, list[int]] = {}
     for step in script.steps:
         for op in step.ops:
-            assert await ops.perform(sub, A, "a", op, rng, timeout=5.0) >= 0
+            size = await ops.perform(sub, A, "a", op, rng, timeout=5.0)
+            sizes.setdefault(op.kind, []).append(size)
+    # perform gives the answer's size in bytes: the file itself for read_disk_data (16Ki,
+    # as write_disk wrote it), nothing for a dwell, a JSON answer for every other op.
+    assert sizes.pop("read_disk_data") == [16 * 1024]
+    assert sizes.pop("dwell") == [0]
+    assert all(size > 0 for each in sizes.values() for size in each), sizes
     params = RunParams(script="smoke", think_scale=0.0, seed=7)
     ctx = RunContext(sub, Recorder(), script, params, A, ActorLedger(A))
     session = Session(ctx, 0)
@@ -319,11 +327,13 @@ async def test_crash_on_demand_hits_only_actors_a_worker_holds() -> None:
 
 async def test_a_crash_mid_request_aborts_it_and_the_suspend_waiting_for_it() -> None:
     sub = await make("a")
+    await sub.resume_actor(A, "a")
     burn = asyncio.create_task(sub.request(A, "a", "burncpu", json={"millis": 30}))
-    await asyncio.sleep(0.005)
+    await asyncio.sleep(0)  # one turn: the burn is inside the actor
     suspend = asyncio.create_task(sub.suspend_actor(A, "a"))
-    await asyncio.sleep(0.005)
-    assert await status(sub, "a") == "SUSPENDING"
+    await asyncio.sleep(0)  # one more: the suspend waits for it. No timer ran in between:
+    # the burn's 30 ms can only end on a later turn, however long these took.
+    assert not burn.done() and await status(sub, "a") == "SUSPENDING"
     assert sub.crash(A, "a")
     error = await refused(burn)
     assert (error.code, error.crashed, error.from_router) == ("ABORTED", True, True)

@@ -143,16 +143,19 @@ def test_create_quota_counts_live_actors() -> None:
 
 
 async def test_byte_budget_waits_first_come_first_served_then_refuses() -> None:
-    budget = ByteBudget(total=100, per_request=80, wait=0.2)
+    # A long wait while the queue is served (no load can run it out), a short one to refuse.
+    budget = ByteBudget(total=100, per_request=80, wait=60)
     await budget.acquire(80, "a body")
     waiting = asyncio.create_task(budget.acquire(50, "a body"))
     small = asyncio.create_task(budget.acquire(10, "a body"))  # fits, but must not overtake
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # one turn: both are queued
     assert not waiting.done() and not small.done()
+    assert [n for n, _ in budget._waiters] == [50, 10]
     budget.release(80)
     await waiting
     await small
     assert budget.free == 40
+    budget.wait = 0.2
     with pytest.raises(WireError) as full:
         await budget.acquire(60, "a body")
     assert (full.value.code, full.value.status) == ("RESOURCE_EXHAUSTED", 503)

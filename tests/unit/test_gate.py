@@ -173,7 +173,8 @@ def test_unusable_runs_are_named(tmp_path, setup, fragment):
 
 
 def test_s3_prefixes_read_through_the_upload_module(tmp_path, monkeypatch):
-    upload = pytest.importorskip("agentsession_core.output.upload")
+    from agentsession_core.output import upload  # first-party: a broken import must fail
+
     run = write_run(tmp_path / "run", [verdict(0, "break", missed=True)], gate=False)
     asked = []
 

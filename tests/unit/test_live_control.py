@@ -5,6 +5,7 @@ campaign stopped by hand, and a pause on the closed and turns populations (fake 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -179,13 +180,15 @@ async def test_a_pause_books_no_new_work_and_a_resume_starts_it_again(
     def due() -> int:
         return engine.recorder.totals().row(*due_row).events
 
-    await engine.hold(0.5)
-    assert due() > 0
+    def once_due(above: int) -> Callable[[], str | None]:
+        """Hold until work fell due past `above` (a count: a slow machine takes longer)."""
+        return lambda: "due" if due() > above else None
+
+    assert (await engine.hold(60, should_stop=once_due(0)))[2] == "due"
     engine.population.set_paused(True)
     paused_at = due()
     await engine.hold(0.8)
     assert due() == paused_at  # not one step or arrival fell due while paused
     engine.population.set_paused(False)
-    await engine.hold(0.8)
-    assert due() > paused_at
+    assert (await engine.hold(60, should_stop=once_due(paused_at)))[2] == "due"
     assert await engine.cleanup() == []

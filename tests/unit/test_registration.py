@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,9 +142,11 @@ class CountedCreates(FakeSubstrate):
     def __init__(self) -> None:
         super().__init__()
         self.sent: list[float] = []
+        self.on_send: Callable[[int], None] = lambda sent: None  # told each one's number
 
     async def create_actor(self, *args: Any, **kwargs: Any) -> ActorInfo:
         self.sent.append(asyncio.get_running_loop().time())
+        self.on_send(len(self.sent))
         return await super().create_actor(*args, **kwargs)
 
 
@@ -164,9 +167,10 @@ async def test_once_the_watchdog_failed_the_run_registration_sends_no_create(
         failed_at.append(loop.time())
         engine.watchdog_failed("substrate unreachable for 10s (5 probes in a row …)", True)
 
-    loop.call_later(0.5, fail)
+    # The watchdog fails the run as the fifth CreateActor goes out (a count, not a time).
+    substrate.on_send = lambda sent: fail() if sent == 5 else None
     await asyncio.wait_for(engine.register(), 30)
-    assert failed_at and 0 < len(substrate.sent) < 200
+    assert failed_at and len(substrate.sent) == 5
     assert not [t for t in substrate.sent if t > failed_at[0]], "a CreateActor after the failure"
     assert engine.unreachable is not None
     await engine.cleanup()

@@ -16,7 +16,7 @@ from tests.unit.test_run_seams import ClosingSubstrate, _drive, small_turnover
 def test_a_plain_run_writes_its_report_before_the_manifest(tmp_path: Path) -> None:
     params = small_turnover(tmp_path)
     run = Run(params, substrate=ClosingSubstrate(), handle_signals=False)
-    asyncio.run(_drive(run, 2.5))
+    asyncio.run(_drive(run))
     assert run.result is not None and run.result.status == "completed"
     run_dir = run.result.run_dir
     manifest = json.loads((run_dir / "manifest.json").read_text())

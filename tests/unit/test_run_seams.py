@@ -25,13 +25,27 @@ class ClosingSubstrate(MemorySubstrate):
         self.closed = True
 
 
-async def _drive(run: Run, seconds: float) -> None:
+def _stepped_and_sampled(run: Run) -> str | None:
+    """A hold's end once a step succeeded and two seconds have closed with the gauges
+    sampled (counts: a slow machine takes longer, never fewer)."""
+    totals = run.recorder.totals()
+    stepped = any(
+        kind == "http" and name.startswith("Step_") and row.count > row.failures
+        for (kind, name), row in totals.rows.items()
+    )
+    sampled = [{name for name, _ in snapshot} for snapshot in run.recorder.gauges.values()]
+    gauged = [names for names in sampled if {"sessions", "turnover_sessions"} <= names]
+    return "enough" if stepped and len(gauged) >= 2 else None
+
+
+async def _drive(run: Run) -> None:
     async with run:
         await run.preflight()
         await run.register()
         await run.fill()
-        _, _, reason = await run.hold(seconds)
-        run.finish("completed" if reason is None else "failed", reason)
+        _, _, reason = await run.hold(60, should_stop=lambda: _stepped_and_sampled(run))
+        assert reason == "enough", reason
+        run.finish("completed")
 
 
 def small_turnover(out: Path) -> RunParams:
@@ -56,7 +70,7 @@ def test_a_run_drives_the_substrate_it_is_given(tmp_path: Path) -> None:
     substrate = ClosingSubstrate()
     params = small_turnover(tmp_path)
     run = Run(params, substrate=substrate, handle_signals=False)
-    asyncio.run(_drive(run, 2.5))
+    asyncio.run(_drive(run))
     assert run.result is not None and run.result.status == "completed", run.result
     created = {actor for call, actor in substrate.calls if call == "create"}
     assert len(created) == 4 and set(substrate.deleted) == created  # cleaned up

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentsession_core.engine.pacing import poisson_gap_ns, stream, think_jitter
@@ -44,6 +44,11 @@ def run_params(**population) -> RunParams:
 
 
 # ---------------------------------------------------------------- the split
+# No deadline, no too_slow: on a loaded machine an example's time says nothing about the code.
+UNTIMED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@UNTIMED
 @given(total=st.integers(0, 10_000), count=st.integers(1, 8))
 def test_whole_shares_add_up_and_differ_by_at_most_one(total, count):
     shares = split_int(total, count)
@@ -51,6 +56,7 @@ def test_whole_shares_add_up_and_differ_by_at_most_one(total, count):
     assert max(shares) - min(shares) <= 1
 
 
+@UNTIMED
 @given(total=st.floats(0, 1e6, allow_nan=False, allow_infinity=False), count=st.integers(1, 8))
 def test_rate_shares_add_up_exactly(total, count):
     shares = split_rate(total, count)

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentsession_core.measure.histogram import (
@@ -180,7 +180,7 @@ def test_subtract_recovers_the_other_part():
         assert diff.count_at_or_below(bound) == only_ok.count_at_or_below(bound)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.floats(min_value=0.002, max_value=1e7, allow_nan=False), min_size=1, max_size=300),
     st.sampled_from(QUANTILES),

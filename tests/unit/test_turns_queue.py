@@ -56,7 +56,16 @@ async def test_a_turn_that_waits_books_queue_wait_and_its_wake_from_when_it_coul
     await engine.preflight()
     await engine.register()
     await engine.fill()
-    await engine.hold(1.5)
+
+    def a_turn_waited() -> str | None:
+        """Held until a queued arrival's turn has started and another arrival is queued now
+        (counts: a slow machine takes longer, never fewer)."""
+        waits = spy.of("turns", "QueueWait")
+        waited = any(start > arrival for arrival, start in waits)
+        queued = engine.recorder.totals().row("turns", "Arrivals").events > len(waits)
+        return "a turn waited" if waited and queued else None
+
+    assert (await engine.hold(60, should_stop=a_turn_waited))[2] == "a turn waited"
     assert await engine.cleanup() == []
 
     waits = spy.of("turns", "QueueWait")  # (arrival's intended, when its turn could start)

@@ -9,13 +9,14 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run
 from agentsession_core.output import run_dir as run_dir_module
-from agentsession_core.output.run_dir import MANIFEST_RESERVE, RunDir, verify_manifest
+from agentsession_core.output.run_dir import RunDir, verify_manifest
 from tests.unit.test_session import MemorySubstrate
 
 
@@ -47,7 +48,7 @@ def test_status_and_manifest_fall_back_to_their_own_blocks(
     run_dir.write_json("status.json", {"status": "running"})
     run_dir.write_text("stats.csv", "a,b\n")
     run_dir.reserve_manifest()
-    assert (tmp_path / "manifest.json").stat().st_size == MANIFEST_RESERVE
+    assert (tmp_path / "manifest.json").stat().st_size == 8 * 1024  # MANIFEST_RESERVE
     monkeypatch.setattr(run_dir_module, "atomic_write", enospc)  # no new file fits
     with pytest.raises(OSError):
         run_dir.write_json("gate.json", {})  # a new file: nowhere to go
@@ -72,18 +73,30 @@ def test_a_run_whose_directory_vanishes_ends_failed_with_its_files_remade(
     )
     substrate = MemorySubstrate()
     run = Run(params, substrate=substrate, handle_signals=False)
+    armed: list[bool] = []
+    write_progress = run._write_progress
+
+    def write_then_remove(history: dict[str, str], status: dict[str, Any]) -> None:
+        """An operator's rm -rf, a lost mount: once the sessions run, right after a
+        once-a-second write (so none is half done), and so the next write finds it gone."""
+        write_progress(history, status)
+        if armed == [True]:
+            armed.append(True)
+            shutil.rmtree(run.run_dir.path)
+
+    run._write_progress = write_then_remove  # type: ignore[method-assign]
 
     async def drive() -> str | None:
         async with run:
             assert await run.preflight()
             await run.register()
-            await asyncio.sleep(1.5)
-            shutil.rmtree(run.run_dir.path)  # an operator's rm -rf, a lost mount
-            _, _, reason = await run.hold(30)
+            armed.append(True)
+            _, _, reason = await run.hold(60)
             run.finish("completed" if reason is None else "failed", reason)
         return reason
 
-    reason = asyncio.run(asyncio.wait_for(drive(), 20))
+    reason = asyncio.run(asyncio.wait_for(drive(), 90))
+    assert len(armed) == 2  # it was removed
     assert reason is not None and "removed during the run" in reason
     assert run.result is not None and run.result.status == "failed"
     assert run.result.exit_code == 1 and "cannot write the run directory" in str(run.result.reason)
