@@ -22,6 +22,8 @@ Deployments: `nightly` and `adhoc` in deployments/prefect.yaml, both on this flo
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -29,19 +31,20 @@ from prefect.states import Cancelled, Failed, State
 
 from agentsession_core.campaign.campaign import Campaign, CampaignError, load_baseline
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import retry_delays
+from agentsession_core.campaign.run import retry_delays, upload_with_retries
 from agentsession_core.engine.run import Run
 from agentsession_core.engine.shards import open_run
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.output.upload import UploadResult, record_failed_upload
 from flows.credentials import with_token
+from flows.orchestrator import Orchestrator
 from flows.run_logs import current_flow_run_id, engine_logs_to_flow_run
 from flows.target_limit import hold_target
 from flows.verdict_event import announce_verdict
-from tasks.gate import gate
-from tasks.hold import hold_window, probe_window
+from tasks.gate import gate, read_gate
+from tasks.hold import hold_window, probe_key, probe_window, window_key
 from tasks.phases import fill, preflight, register
-from tasks.publish import hold_progress, publish
+from tasks.publish import ARTIFACT_TIMEOUT_S, hold_progress, publish
 from tasks.upload import upload
 
 # Beyond the window itself: the stop grace and the judging of the window.
@@ -76,9 +79,12 @@ async def _campaign(params: CampaignParams) -> dict[str, Any] | State:
         # A token given as a parameter, a Secret block that cannot be loaded, a bad baseline.
         get_run_logger().error("%s", exc)
         return Failed(message=f"campaign not started: {exc}")
+    # Each step a task while Prefect's API answers, directly once it went away (its load
+    # never needed it): flows/orchestrator.py.
+    api = Orchestrator.current()
     # Before the Run exists, so waiting for another campaign on this target counts against
     # no phase's timeout and the run's clock starts once the target is ours.
-    async with hold_target(params.target, current_flow_run_id()) as target:
+    async with hold_target(params.target, current_flow_run_id(), api) as target:
         try:
             # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation
             # is a SIGTERM to this process): the hold stops, actors are deleted, status:
@@ -90,14 +96,19 @@ async def _campaign(params: CampaignParams) -> dict[str, Any] | State:
             return Failed(message=f"campaign not started: {exc}")
         async with run:
             driver = Campaign(params, run, baseline=baseline)
-            if await preflight(run):  # refused: said once, recorded; straight to the files
-                await _load(run, driver, params)
+            # Refused: said once, recorded; straight to the files.
+            if await api.step("preflight", lambda: preflight(run, api.steps), run.preflight):
+                await _load(run, driver, params, api)
             driver.finish()
     assert run.result is not None
-    uploaded = await _upload(run, params)
-    await publish(driver, uploaded)
-    await announce_verdict(
-        run.result.run_dir, name=params.name, tag=params.tag, target=target, upload=uploaded
+    run_dir = run.result.run_dir
+    uploaded = await _upload(run, params, api)
+    await api.best_effort("the windows and report artifacts", lambda: publish(driver, uploaded))
+    await api.best_effort(
+        "the verdict event",
+        lambda: announce_verdict(
+            run_dir, name=params.name, tag=params.tag, target=target, upload=uploaded
+        ),
     )
     if run.result.status == "cancelled":
         # SIGTERM/SIGINT (Prefect's cancellation among them): actors are gone, artifacts
@@ -110,30 +121,43 @@ async def _campaign(params: CampaignParams) -> dict[str, Any] | State:
             message=f"campaign {run.result.status}: {run.result.reason or 'no verdict'}",
             data=CampaignError(run.result.reason or "no verdict", run_dir=run.result.run_dir),
         )
-    verdict = await gate(run.result.run_dir, params.name, uploaded.to_dict())
-    return {
+    verdict = await api.step(
+        "gate",
+        lambda: gate(run_dir, params.name, uploaded.to_dict(), api.steps),
+        lambda: read_gate(run_dir),
+    )
+    result = {
         "verdict": verdict["verdict"],
         "reason": verdict["reason"],
         "run_status": run.result.status,
-        "run_dir": str(run.result.run_dir),
+        "run_dir": str(run_dir),
         "location": uploaded.location,
         "upload": uploaded.to_dict(),
     }
+    api.left_behind = result  # `agentsession campaign` prints it when the API is gone
+    return result
 
 
-async def _load(run: Run, driver: Campaign, params: CampaignParams) -> None:
+async def _load(run: Run, driver: Campaign, params: CampaignParams, api: Orchestrator) -> None:
     """Register, fill, every judged window (ending early when one ends the campaign) and
-    the capacity search's probes, one task each."""
+    the capacity search's probes, one task each while the API answers."""
     population = params.population
-    await register.with_options(
+    steps = api.steps
+    register_task = register.with_options(
         timeout_seconds=population.registration_deadline()
         + population.registration_quiet_seconds
         + PHASE_TIMEOUT_MARGIN_S
-    )(run)
-    await fill.with_options(timeout_seconds=population.fill_deadline() + PHASE_TIMEOUT_MARGIN_S)(
-        run
     )
-    progress = await hold_progress(driver)
+    await api.step("register", lambda: register_task(run, steps), run.register)
+    fill_task = fill.with_options(
+        timeout_seconds=population.fill_deadline() + PHASE_TIMEOUT_MARGIN_S
+    )
+    await api.step("fill", lambda: fill_task(run, steps), run.fill)
+    progress = None
+    if api.lost is None:
+        with contextlib.suppress(Exception):  # a view of the hold, never worth holding it up
+            async with asyncio.timeout(ARTIFACT_TIMEOUT_S):
+                progress = await hold_progress(driver)
     hold = hold_window.with_options(
         timeout_seconds=params.window_seconds
         + params.cleanup.stop_grace_seconds
@@ -142,7 +166,12 @@ async def _load(run: Run, driver: Campaign, params: CampaignParams) -> None:
     for window in driver.plan:
         if driver.stopped:
             break
-        await hold(driver, window.index, progress)
+        index = window.index
+        await api.step(
+            window_key(index),
+            functools.partial(hold, driver, index, steps, progress),
+            functools.partial(driver.hold_window, index),
+        )
     probe = probe_window.with_options(
         timeout_seconds=params.search.settle_seconds
         + params.search_window_seconds
@@ -151,11 +180,15 @@ async def _load(run: Run, driver: Campaign, params: CampaignParams) -> None:
     )
     number = 0
     while driver.searching:  # the capacity search, once the first level held
-        await probe(driver, number)
+        await api.step(
+            probe_key(number),
+            functools.partial(probe, driver, number, steps),
+            functools.partial(driver.probe, number),
+        )
         number += 1
 
 
-async def _upload(run: Run, params: CampaignParams) -> UploadResult:
+async def _upload(run: Run, params: CampaignParams, api: Orchestrator) -> UploadResult:
     assert run.result is not None
     run_dir = run.result.run_dir
     if run.write_failure is not None:  # the local copy is incomplete: nothing to send
@@ -163,9 +196,12 @@ async def _upload(run: Run, params: CampaignParams) -> UploadResult:
     attempts = params.upload.attempts
     task = upload.with_options(retries=attempts - 1, retry_delay_seconds=retry_delays(params) or 0)
     # The task's last attempt returns the failure rather than raising it (tasks/upload.py):
-    # Prefect would log a task that fails for good with its traceback.
-    result = await task(run_dir, params)
-    if not result.ok:
+    # Prefect would log a task that fails for good with its traceback. Without the API, the
+    # engine's own attempts (the same count and delays) record a failure themselves.
+    result = await api.task_or_direct(
+        "upload", lambda: task(run_dir, params), lambda: upload_with_retries(run_dir, params)
+    )
+    if not result.ok and api.lost is None:
         error = result.error or "upload failed"
         get_run_logger().error(
             "upload to %s failed after %d attempts: %s; local copy kept at %s",

@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import os
 import signal
@@ -45,6 +46,8 @@ from flows.credentials import token_in_environment, without_token
 if TYPE_CHECKING:
     from prefect.states import State
 
+    from flows.orchestrator import Orchestrator
+
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",
@@ -53,6 +56,9 @@ PREFECT_DEFAULTS = {
 }
 # The flow's last log lines and events, sent before the temporary API stops.
 DRAIN_TIMEOUT_S = 10.0
+# A campaign that finished without its Prefect API gives Prefect this long to tell the API its
+# flow run's final state (it retries for minutes against an API that is gone), then exits.
+FINAL_STATE_GRACE_S = 10.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -199,6 +205,10 @@ def _drain_prefect() -> None:
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
 
+    from flows.orchestrator import left_behind
+
+    if left_behind() is not None:  # nothing of it would reach an API that is gone
+        return
     APILogWorker.drain_all(timeout=DRAIN_TIMEOUT_S)
     EventsWorker.drain_all(timeout=DRAIN_TIMEOUT_S)
 
@@ -221,17 +231,46 @@ def _run_flow(params: CampaignParams, started: float) -> int:
     from prefect.exceptions import TerminationSignal
 
     from flows.campaign import campaign  # Prefect's console handler shows the run's log
+    from flows.orchestrator import left_behind, orchestration_error
 
-    async def run_campaign() -> State[Any]:
+    async def run_campaign() -> State[Any] | None:
         # Prefect types a flow call as Awaitable; asyncio.run wants a coroutine. A completed
         # state's result is the flow's dict (a State the flow returns is the final state).
-        return await campaign(params=params, return_state=True)
+        # None: the flow ended without its Prefect API (flows/orchestrator.py), and Prefect's
+        # retries of the flow run's final state were not waited out.
+        call = asyncio.ensure_future(campaign(params=params, return_state=True))
+        while True:
+            finished, _ = await asyncio.wait({call}, timeout=1.0)
+            if finished:
+                break
+            gone = left_behind()
+            if gone is not None and gone.left_behind is not None:
+                finished, _ = await asyncio.wait({call}, timeout=FINAL_STATE_GRACE_S)
+                if finished:
+                    break
+                # Prefect retries the flow run's final state for minutes, in this loop, in
+                # its own threads and again at exit, against an API that is gone. The
+                # campaign is over (actors deleted, files sealed, the target's slot let go):
+                # say how it ended and leave without them. A temporary API of ours stops
+                # with its pipe from this process (flows/api_server.py).
+                code = _ended_without_api(gone, _newest_run(params, since=started))
+                _leave(code)
+        try:
+            return call.result()
+        except Exception as exc:
+            if left_behind() is None or not orchestration_error(exc):
+                raise
+            return None  # the final state could not be told: the campaign had ended
 
     try:
         state = asyncio.run(run_campaign())
     except TerminationSignal as exc:  # Prefect's SIGTERM bridge, outside the Run
         raise Interrupted(exc.signal) from None
     run_dir = _newest_run(params, since=started)
+    gone = left_behind()
+    if gone is not None:
+        return _ended_without_api(gone, run_dir)
+    assert state is not None
     if state.is_cancelled():
         # The Run took the signal: the load stopped, actors were deleted, files written.
         print(
@@ -270,6 +309,49 @@ def _run_flow(params: CampaignParams, started: float) -> int:
         return 1
     print(run_dir)
     return 1
+
+
+def _ended_without_api(gone: Orchestrator, run_dir: Path | None) -> int:
+    """The campaign went on after its Prefect API went away: its verdict and run directory
+    as it ended, said beside the orchestrator's loss (never blamed on the substrate)."""
+    when = time.strftime("%H:%M:%S", time.localtime(gone.lost_at or time.time()))
+    _flush()
+    print(
+        f"agentsession campaign: {gone.lost} at {when}; the campaign finished without it "
+        "(this flow run's state, logs and artifacts since then are not in Prefect)",
+        file=sys.stderr,
+    )
+    result = gone.left_behind
+    if result is None:  # it failed or was cancelled after the loss: its own line said why
+        if run_dir is None:
+            return 1
+        print(run_dir)
+        return _signal_exit(run_dir) or 1
+    print(f"verdict: {result['verdict']} ({result['reason']})", file=sys.stderr)
+    print(result["run_dir"])
+    return LEAKED_EXIT if _status(Path(result["run_dir"])).get("leaked_actors") else 0
+
+
+def _leave(code: int) -> None:
+    """Exit now, without Python's exit handlers (Prefect's would retry a gone API): every
+    logging handler and stream flushed first, so no line still in a buffer is lost."""
+    logging.shutdown()
+    _flush()
+    os._exit(code)
+
+
+def _flush() -> None:
+    """Every log line and print written so far, out: Prefect's console handler keeps a
+    buffer of its own, and the command's last lines must come after the run's."""
+    for ref in list(getattr(logging, "_handlerList", [])):
+        handler = ref()
+        if handler is not None:
+            with contextlib.suppress(Exception):
+                handler.flush()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.flush()
 
 
 def _status(run_dir: Path) -> dict[str, Any]:

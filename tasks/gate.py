@@ -13,7 +13,8 @@ from prefect.artifacts import acreate_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from agentsession_core.judge.gate import summary
-from tasks.publish import artifact_key
+from tasks.publish import artifact_key, best_effort
+from tasks.steps import Steps
 
 
 def comparison_lines(comparison: dict[str, Any]) -> list[str]:
@@ -94,10 +95,19 @@ def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+async def read_gate(run_dir: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(
+        await asyncio.to_thread((Path(run_dir) / "gate.json").read_bytes)
+    )
+    return doc
+
+
 @task(name="gate", cache_policy=NO_CACHE, persist_result=False)
-async def gate(run_dir: Path, name: str, upload: dict[str, Any]) -> dict[str, Any]:
-    doc = json.loads(await asyncio.to_thread((Path(run_dir) / "gate.json").read_bytes))
-    await acreate_markdown_artifact(
-        verdict_markdown(doc, upload), key=artifact_key(name, "gate"), description=summary(doc)
+async def gate(run_dir: Path, name: str, upload: dict[str, Any], steps: Steps) -> dict[str, Any]:
+    doc = await steps.once("gate", lambda: read_gate(run_dir))
+    await best_effort(
+        lambda: acreate_markdown_artifact(
+            verdict_markdown(doc, upload), key=artifact_key(name, "gate"), description=summary(doc)
+        )
     )
     return doc

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 from uuid import UUID
 
 from prefect import task
@@ -16,42 +17,49 @@ from prefect.artifacts import acreate_table_artifact, aupdate_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
 from agentsession_core.campaign.campaign import Campaign
+from tasks.publish import best_effort
+from tasks.steps import Steps
 
 PROGRESS_EVERY_S = 10.0
 log = logging.getLogger("agentsession")
 
 
+def window_key(index: int) -> str:
+    return f"hold-{index}"
+
+
+def probe_key(number: int) -> str:
+    return f"probe-{number}"
+
+
 @task(name="hold_window", task_run_name="hold-{index}", cache_policy=NO_CACHE, persist_result=False)
-async def hold_window(campaign: Campaign, index: int, progress: UUID | None = None) -> str | None:
+async def hold_window(
+    campaign: Campaign, index: int, steps: Steps, progress: UUID | None = None
+) -> str | None:
     """The window's outcome (pass / break / void / aborted), None when already stopped."""
     ticker = asyncio.create_task(_progress(campaign, index, progress)) if progress else None
     try:
-        verdict = await campaign.hold_window(index)
+        verdict = await steps.once(window_key(index), lambda: campaign.hold_window(index))
     finally:
         if ticker is not None:
             ticker.cancel()
             await asyncio.gather(ticker, return_exceptions=True)
     if verdict is None:
         return None
-    await acreate_table_artifact(
-        [
-            {
-                "threshold": r.threshold,
-                "observed": r.observed,
-                "samples": r.samples,
-                "passed": r.passed,
-                "detail": r.detail,
-            }
-            for r in verdict.results
-        ],
-        description=f"window {index} at {verdict.level:g}x: **{verdict.outcome}**",
+    await best_effort(
+        lambda: acreate_table_artifact(
+            result_rows(verdict.results),
+            description=f"window {index} at {verdict.level:g}x: **{verdict.outcome}**",
+        )
     )
     if progress is not None:
         done = len(campaign.verdicts)
-        await aupdate_progress_artifact(
-            progress,
-            100.0 * done / len(campaign.plan),
-            description=f"{done}/{len(campaign.plan)} windows judged",
+        await best_effort(
+            lambda: aupdate_progress_artifact(
+                progress,
+                100.0 * done / len(campaign.plan),
+                description=f"{done}/{len(campaign.plan)} windows judged",
+            )
         )
     return verdict.outcome
 
@@ -59,29 +67,36 @@ async def hold_window(campaign: Campaign, index: int, progress: UUID | None = No
 @task(
     name="probe_window", task_run_name="probe-{number}", cache_policy=NO_CACHE, persist_result=False
 )
-async def probe_window(campaign: Campaign, number: int) -> str | None:
+async def probe_window(campaign: Campaign, number: int, steps: Steps) -> str | None:
     """One probe of the capacity search (settle, then a judged window): its outcome (held /
     broke / void / aborted), None when the search is over."""
-    record = await campaign.probe(number)
+    record = await steps.once(probe_key(number), lambda: campaign.probe(number))
     if record is None:
         return None
     unit = campaign.search.dimension.unit if campaign.search else ""
-    await acreate_table_artifact(
-        [
-            {
-                "threshold": r.threshold,
-                "observed": r.observed,
-                "samples": r.samples,
-                "passed": r.passed,
-                "detail": r.detail,
-            }
-            for r in record.verdict.results
-        ],
-        description=(
-            f"probe {number} at {record.level:.3g}x ({record.rate:g} {unit}): **{record.outcome}**"
-        ),
+    await best_effort(
+        lambda: acreate_table_artifact(
+            result_rows(record.verdict.results),
+            description=(
+                f"probe {number} at {record.level:.3g}x ({record.rate:g} {unit}): "
+                f"**{record.outcome}**"
+            ),
+        )
     )
     return record.outcome
+
+
+def result_rows(results: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "threshold": r.threshold,
+            "observed": r.observed,
+            "samples": r.samples,
+            "passed": r.passed,
+            "detail": r.detail,
+        }
+        for r in results
+    ]
 
 
 def held_percent(campaign: Campaign, index: int, into_window_s: float) -> float:

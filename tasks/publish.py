@@ -6,6 +6,10 @@ campaign has a versioned history on the Artifacts page.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 from uuid import UUID
 
 from prefect import task
@@ -18,6 +22,20 @@ from prefect.cache_policies import NO_CACHE
 
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.output.upload import UploadResult
+
+# An artifact is a view of the verdict, never worth holding the campaign up for: an API that
+# is slow or gone (flows/orchestrator.py) gets this long, then the task goes on without it.
+ARTIFACT_TIMEOUT_S = 10.0
+log = logging.getLogger("agentsession")
+
+
+async def best_effort(create: Callable[[], Awaitable[Any]]) -> None:
+    """Write one artifact, or say in one line why not."""
+    try:
+        async with asyncio.timeout(ARTIFACT_TIMEOUT_S):
+            await create()
+    except Exception as exc:  # the verdict stands without its view in the UI
+        log.warning("artifact not written: %s", " ".join(str(exc).split())[:200] or exc)
 
 
 def artifact_key(name: str, what: str) -> str:
@@ -55,17 +73,21 @@ def window_rows(campaign: Campaign) -> list[dict]:
 @task(name="publish", cache_policy=NO_CACHE, persist_result=False)
 async def publish(campaign: Campaign, uploaded: UploadResult) -> None:
     name = campaign.params.name
-    await acreate_table_artifact(
-        window_rows(campaign),
-        key=artifact_key(name, "windows"),
-        description=f"{name}/{campaign.params.tag}: one row per judged window",
+    await best_effort(
+        lambda: acreate_table_artifact(
+            window_rows(campaign),
+            key=artifact_key(name, "windows"),
+            description=f"{name}/{campaign.params.tag}: one row per judged window",
+        )
     )
     report = f"{uploaded.location}/report.html"
     link = report if report.startswith("s3://") else f"file://{report}"
-    await acreate_link_artifact(
-        link,
-        link_text="report.html",
-        key=artifact_key(name, "report"),
-        description=("uploaded to " if uploaded.ok else "upload FAILED; local copy: ")
-        + (uploaded.location if uploaded.ok else uploaded.local_dir),
+    await best_effort(
+        lambda: acreate_link_artifact(
+            link,
+            link_text="report.html",
+            key=artifact_key(name, "report"),
+            description=("uploaded to " if uploaded.ok else "upload FAILED; local copy: ")
+            + (uploaded.location if uploaded.ok else uploaded.local_dir),
+        )
     )

@@ -26,6 +26,7 @@ from typing import Any
 from agentsession_core.campaign.campaign_files import write_campaign_files
 from agentsession_core.campaign.capacity import CapacitySearch, ProbeRecord
 from agentsession_core.campaign.params import CampaignParams, WindowPlan
+from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.run import Run
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.abort import AbortMonitor
@@ -40,6 +41,8 @@ from agentsession_core.judge.verdict import WindowVerdict, headline, intended_ra
 from agentsession_core.measure.stats import CANDIDATE, Window
 from agentsession_core.output.upload import is_s3, run_location
 
+# A window that starts this long after the last one ended started late (its task did).
+LATE_START_NS = 1_000_000_000
 log = logging.getLogger("agentsession")
 
 
@@ -111,6 +114,7 @@ class Campaign:
         self.verdicts: list[WindowVerdict] = []
         self.spans: list[Span] = []  # of the planned windows, as self.verdicts
         self.held_until_ns: int | None = None  # where the last hold ended: the next starts there
+        self.load_level: float | None = None  # the rate's level the last hold ran at
         self.level = self.plan[0].level if self.plan else 1.0
         self.stop_reason: str | None = None
         self.monitor: AbortMonitor | None = None
@@ -185,16 +189,23 @@ class Campaign:
             "seconds": seconds,
             "started_unix": time.time(),
         }
+        load_level = level if rate_level is None else rate_level
+        # Windows tile the hold, unless this one moves the load's level and starts late: the
+        # seconds since the last window ended ran at the old level and must not be judged
+        # against the new level's target (an orchestrator slow to start the window's task,
+        # or one lost, flows/orchestrator.py); the window then starts when its level does.
+        late = self.held_until_ns is not None and now_ns() - self.held_until_ns > LATE_START_NS
+        tiles = not late or load_level == self.load_level
         try:
             start, end, reason = await self.run.hold(
                 seconds,
-                level=level if rate_level is None else rate_level,
+                level=load_level,
                 should_stop=self._monitor().check,
-                start_ns=self.held_until_ns,  # windows tile the hold
+                start_ns=self.held_until_ns if tiles else None,
             )
         finally:
             self.run.current_window = None
-        self.held_until_ns = end
+        self.held_until_ns, self.load_level = end, load_level
         return start, end, reason
 
     async def _judge(

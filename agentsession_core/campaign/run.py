@@ -93,7 +93,7 @@ async def run_campaign(
         run_dir = str(run.result.run_dir)
         uploaded = UploadResult(False, params.destination, run_dir, error=run.write_failure)
     else:
-        uploaded = await _upload(run.result.run_dir, params)
+        uploaded = await upload_with_retries(run.result.run_dir, params)
     gate = await asyncio.to_thread(_read_gate, run.result.run_dir)
     return CampaignResult(
         verdict=gate.get("verdict", "void"),
@@ -128,7 +128,7 @@ def retry_delays(params: CampaignParams) -> list[float]:
     return [first * 2**i for i in range(params.upload.attempts - 1)]
 
 
-async def _upload(run_dir: Path, params: CampaignParams) -> UploadResult:
+async def upload_with_retries(run_dir: Path, params: CampaignParams) -> UploadResult:
     """Every attempt `upload.attempts` allows; a failure keeps the local copy and is
     recorded in status.json, as the flow does."""
     attempts = params.upload.attempts
