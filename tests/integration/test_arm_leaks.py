@@ -49,7 +49,8 @@ def test_a_reference_arm_that_leaks_exits_3(tmp_path: Path) -> None:
         reader.start()
         assert holding.wait(300), "\n".join(said[-40:])
         reference.kill()  # SIGKILL: nothing of it deletes anything
-        out, _ = campaign.communicate(timeout=300)
+        campaign.wait(timeout=300)  # not communicate(): it would race the reader for stderr
+        out = campaign.stdout.read() if campaign.stdout else ""
         reader.join(10)
     finally:
         reference.stop()

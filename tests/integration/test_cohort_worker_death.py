@@ -77,7 +77,8 @@ def test_a_worker_killed_mid_cohort_books_a_crash_for_each_ready_actor_it_held(
                 time.sleep(0.2)
             (victim, _) = [w for w in sub.debug_workers()["workers"] if len(w["running"]) == 4]
             os.kill(victim["pid"], signal.SIGKILL)
-            out, _ = run.communicate(timeout=240)
+            run.wait(timeout=240)  # not communicate(): it would race the reader for stderr
+            out = run.stdout.read() if run.stdout else ""
         finally:
             if run.poll() is None:
                 run.kill()
