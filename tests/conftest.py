@@ -22,7 +22,45 @@ if os.environ.get("PREFECT_HOME", os.environ.get(_OURS)) == os.environ.get(_OURS
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Everything under tests/integration runs real processes and servers: the slow tier."""
+    """Everything under tests/integration runs real processes and servers: the slow tier;
+    its longest modules first (LONGEST_FIRST, below)."""
     for item in items:
         if "integration" in item.path.parts:
             item.add_marker(pytest.mark.slow)
+    longest_first(items)
+
+
+# The slow tier's longest modules, longest first (test-seconds with six xdist workers on two
+# cores, 2026-12-06: test_prefect_api_gone 157 s, test_sharded_run 124 s, …). `--dist
+# loadfile` hands modules to the workers in collection order, and a long module handed out
+# last is the tier's tail: shuffled into the end, the longest one alone ran two minutes past
+# the rest. So these go first (longest-processing-time first), each module's tests still in
+# pytest-randomly's shuffled order, and every other module after them in its shuffled order.
+LONGEST_FIRST = (
+    "test_prefect_api_gone",
+    "test_sharded_run",
+    "test_hostile_runs",
+    "test_control_hostile",
+    "test_run_readers",
+    "test_engine_recovery",
+    "test_report_browser",
+    "test_capacity_search",
+    "test_signals_in_terminal",
+    "test_worker_pools_cli",
+    "test_gate_noise",
+    "test_flow_artifacts",
+    "test_flow_credentials",
+    "test_flow_stops",
+    "test_flow_target_limit",
+    "test_generator_stall",
+    "test_density_search",
+    "test_arm_leaks",
+    "test_flow_judging",
+    "test_paired_campaign",
+)
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    # A stable sort: the other modules, and each module's tests, keep the shuffled order.
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
