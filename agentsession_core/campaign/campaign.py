@@ -325,10 +325,13 @@ class Campaign:
         if reason is not None and stopped is None:
             log.error("%s ended early: %s", what, reason)
             search.stop(f"an abort rule tripped at {level:g}x: {reason}")
-        else:
+        elif reason is not None:
             self._ended(reason, verdict, what)
             if self.stop_reason is not None:
                 search.stop(self.stop_reason)
+        else:  # the search's word for the probe, not the window's: a thin pass is void
+            why = f" ({record.why})" if record.why else ""
+            log.info("%s: %s%s", what, record.outcome, why)
         return record
 
     async def _sample_density(self, level: float | None, probe: int | None) -> None:

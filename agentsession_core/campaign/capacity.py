@@ -163,7 +163,16 @@ class CapacitySearch:
             self.probes.append(record)
             self.stop(f"the probe at {level:g}x was cut short, not a break: {stopped}")
             return record
-        if outcome == "held" and (mine is None or mine.passed is None):
+        if outcome == "held" and mine is not None and 0 < mine.samples < self.slo.min_samples:
+            # The window was too short for the SLO's minimum: a shortfall of the plan, not of
+            # the substrate. Booked broke, it stopped the density search short (issue 38).
+            outcome = "void"
+            why = (
+                f"too few samples to judge the SLO: {mine.samples} < its min "
+                f"{self.slo.min_samples} in the probe's {self.params.search_window_seconds:g} s "
+                "window (lengthen search.window_seconds or lower the SLO's min)"
+            )
+        elif outcome == "held" and (mine is None or mine.passed is None):
             # An SLO that could not be judged (no wake answered) did not hold.
             outcome = "broke"
             why = f"the SLO was not judged: {mine.detail if mine else 'no result'}"
@@ -269,6 +278,9 @@ class CapacitySearch:
         if end.status == "void":
             last = self.probes[-1]
             floor = f"; at least {dim.load(end.capacity):g} {dim.unit}" if end.capacity else ""
+            if last.verdict.void_reason is None:  # judged too thin, not saturated
+                where = f"the probe at {last.level:g}x ({last.rate:g} {dim.unit})"
+                return f"void: {where} had {last.why}{floor}"
             return (
                 f"void: the probe at {last.level:g}x ({last.rate:g} {dim.unit}) saturated the "
                 f"load generator ({last.why}): the generator, not the substrate, was the "

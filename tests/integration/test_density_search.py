@@ -38,7 +38,11 @@ MI = 1 << 20
 
 
 def density_search(
-    out: Path, *, target: dict[str, Any] | None = None, **search: Any
+    out: Path,
+    *,
+    target: dict[str, Any] | None = None,
+    target_rps: float = 0.5,
+    **search: Any,
 ) -> CampaignParams:
     """A turnover of 12 sessions, 2 awake at 1x, whose resident set the search grows: 2x = 4
     residents, 4x = 8, then bisection."""
@@ -57,7 +61,7 @@ def density_search(
         population={
             "sessions": 12,
             "awake": 2,
-            "target_rps": 0.5,
+            "target_rps": target_rps,
             "spawn_rate": 50,
             "registration_quiet_seconds": 0.5,
         },
@@ -187,3 +191,28 @@ async def test_the_density_search_on_multi_actor_workers_finds_the_memory_fronti
     assert campaign.run.result is not None and campaign.run.result.leaks == []
     row = density_row(campaign)
     assert row["predicted_actors"] == "6" and row["actors_per_gb_ram"]
+
+
+async def test_a_probe_too_short_for_the_slo_minimum_is_void_not_a_break(tmp_path: Path) -> None:
+    """Issue 38: the capacity preset's SLO wants 50 wakes a window; a 6 s probe at 2 swaps/s
+    holds about 12. Booked `broke`, such probes stopped the density search at 4 of the 6
+    residents the memory predicts, and the console said `pass`. The probe is void, the search
+    ends void, and the reason says what to lengthen."""
+    params = density_search(
+        tmp_path,
+        target={"local_workers": 2, "local_worker_capacity": 4, "local_worker_memory": "3Gi"},
+        threshold="TimeToWake: p99 < 2s (min 50)",
+        window_seconds=6,
+        target_rps=2.0,
+    )
+    _, gate = await tolerant(params)
+    capacity = gate["capacity"]
+    print(said(capacity))
+    assert capacity["status"] == "void", said(capacity)
+    (probe,) = capacity["probes"]  # a void probe ends the search
+    assert probe["outcome"] == "void" and probe["figure"] is None, probe
+    assert probe["why"].startswith("too few samples to judge the SLO: "), probe["why"]
+    assert "< its min 50 in the probe's 6 s window" in probe["why"]
+    assert capacity["broke_at_level"] is None and capacity["level"] is None
+    assert "lengthen search.window_seconds" in capacity["reason"], capacity["reason"]
+    assert "saturated" not in capacity["reason"]  # not blamed on the generator
