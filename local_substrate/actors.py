@@ -247,6 +247,12 @@ class ActorLifecycle:
         return store.actor_dir(self.store_root, actor.atespace, actor.name)
 
     async def admin(self, worker: WorkerProc, op: str, **body: Any) -> dict[str, Any]:
+        if not self.pool.data_plane:
+            # A pod-less worker (pool.py): the state change is the control plane's record
+            # alone; no bytes move, so a snapshot is counted with none.
+            answer: dict[str, Any] = {"bytes": 0}
+            self.metrics.worker_answered(op, body, answer)
+            return answer
         try:
             async with self.session.post(
                 f"{worker.url}{WORKER_ADMIN_PREFIX}/{op}",

@@ -178,6 +178,13 @@ def add_commands(group: argparse.ArgumentParser) -> None:
         "none: the engine then learns them only from INVALID_ARGUMENT answers)",
     )
     serve.add_argument(
+        "--no-data-plane",
+        action="store_true",
+        help="the control plane alone: pod-less workers (placed on and listed, running "
+        "nothing), actors created, suspended and resumed as records only, and a router that "
+        "answers every actor request 503 UNAVAILABLE (docs/SPEC.md §2.4)",
+    )
+    serve.add_argument(
         "--pause-budget",
         default="4Gi",
         help="paused state a worker may hold before a pause becomes a suspend",
@@ -421,6 +428,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         faults=[rule.strip() for rule in args.fault],
         fault_seed=args.fault_seed,
         embedded=args.embedded,
+        data_plane=not args.no_data_plane,
     )
 
 

@@ -77,6 +77,7 @@ class LocalSubstrateProcess:
         router_client_ca: Path | str | None = None,
         faults: list[str] | None = None,
         fault_seed: int | None = None,
+        data_plane: bool = True,
         extra_args: list[str] | None = None,
         log_path: Path | str | None = None,
         start_timeout: float = 60.0,
@@ -124,6 +125,8 @@ class LocalSubstrateProcess:
             self.args += ["--fault", rule]
         if fault_seed is not None:
             self.args += ["--fault-seed", str(fault_seed)]
+        if not data_plane:
+            self.args += ["--no-data-plane"]
         self.args += extra_args or []
         self.token = token
         # The launcher's token is the child's, set or not: one inherited from our own

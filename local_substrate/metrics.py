@@ -222,7 +222,9 @@ class SubstrateCollector(Collector):
                 )
             ],
         )
-        rss = [(w, self._rss(w.pid)) for w in sorted(alive, key=lambda w: w.slot)]
+        # A pod-less worker (pid 0, pool.py) has no memory of its own to measure.
+        ordered = sorted(alive, key=lambda w: w.slot)
+        rss = [(w, self._rss(w.pid) if w.pid else None) for w in ordered]
         measured = [(w, value) for w, value in rss if value is not None]
         yield _gauge(
             "worker_rss_bytes",

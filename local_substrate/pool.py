@@ -23,6 +23,11 @@ new placements; its actors stay until they park.
 A watcher per process notices its exit; unless the pool is stopping, the worker is
 reported to `on_crash` (the server marks every actor it held CRASHED) and a replacement is
 started in the same slot, so the pool returns to full size.
+
+Without a data plane (`data_plane=False`, `serve --no-data-plane`, docs/SPEC.md §2.4) the
+workers are pod-less: slots with their capacity and memory, placed on and listed as any
+worker, and no process behind them (PodlessProcess), as a platform's control plane is load
+tested alone with workers that run nothing.
 """
 
 from __future__ import annotations
@@ -58,11 +63,27 @@ class WorkerShape:
 ONE_ACTOR = WorkerShape()  # one actor per worker, no memory limit: the default
 
 
+class PodlessProcess:
+    """The process a pod-less worker does not have: no pid, never exits on its own."""
+
+    pid = 0
+    returncode: int | None = None
+
+    async def wait(self) -> int:
+        return 0
+
+    def kill(self) -> None:
+        """Nothing to kill."""
+
+    def close_pipe(self) -> None:
+        """No pipe."""
+
+
 @dataclass(eq=False)
 class WorkerProc:
     slot: int
     generation: int
-    process: WorkerProcess
+    process: WorkerProcess | PodlessProcess
     port: int
     scratch: Path
     capacity: int = 1  # running actors it may hold at once
@@ -98,7 +119,9 @@ class Pool:
         pools: dict[str, int] | None = None,
         shape: WorkerShape = ONE_ACTOR,
         shapes: dict[str, WorkerShape] | None = None,
+        data_plane: bool = True,
     ) -> None:
+        self.data_plane = data_plane  # False: pod-less workers (the module docstring)
         self.pools = dict(pools or {})
         self.shape = shape  # every worker's, unless its pool has its own in `shapes`
         self.shapes = dict(shapes or {})
@@ -128,6 +151,20 @@ class Pool:
         seed = self.seed * 1_000_003 + slot * 1009 + generation
         pool = self._pool_of[slot] if self._pool_of else ""
         shape = self.shape_of(pool)
+        if not self.data_plane:
+            worker = WorkerProc(
+                slot,
+                generation,
+                PodlessProcess(),
+                0,
+                scratch,
+                capacity=shape.capacity,
+                memory=shape.memory,
+                pool=pool,
+                freed_seq=next(self._freed),
+            )
+            self.workers[slot] = worker
+            return worker
         argv = ["--scratch", str(scratch), "--seed", str(seed), "--capacity", str(shape.capacity)]
         try:
             process, port = await worker_process.start(

@@ -92,6 +92,15 @@ class Router:
         declared = request.content_length
         if declared is not None and declared > self.buffers.per_request:
             raise self.buffers.too_large(declared)  # before waking an actor for nothing
+        if not lifecycle.pool.data_plane:
+            # `serve --no-data-plane` (docs/SPEC.md §2.4): no worker runs an actor, so no
+            # request is routed and none wakes one.
+            raise WireError(
+                "UNAVAILABLE",
+                "router: no data plane (the substrate serves its control plane alone, "
+                "--no-data-plane): no actor answers requests",
+                router=True,
+            )
         actor = lifecycle.lookup(atespace, name, router=True)
         worker = await lifecycle.begin_request(actor)
         try:

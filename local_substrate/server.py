@@ -112,6 +112,9 @@ class ServerConfig:
     faults: list[str] = field(default_factory=list)  # fault_rules.py's language
     fault_seed: int = 0
     embedded: bool = False  # stop, and wipe the store, when the parent goes (lifeline.py)
+    # False: pod-less workers and a router that routes nothing (`--no-data-plane`, pool.py):
+    # the control plane alone, as a platform load tests it (docs/SPEC.md §2.4).
+    data_plane: bool = True
 
     @property
     def op_limits(self) -> OpLimits | None:
@@ -189,6 +192,7 @@ class LocalSubstrateServer:
             pools=cfg.pools,
             shape=cfg.worker_shape,
             shapes=cfg.pool_shapes,
+            data_plane=cfg.data_plane,
         )
         self.lifecycle.bind(self.pool, self.session)
         await self.pool.start()
@@ -358,7 +362,8 @@ async def serve_forever(config: ServerConfig) -> None:
         print(
             f"agentsession: local substrate serving on {url} "
             f"({server.pool.size} workers{f' in pools {pools}' if pools else ''}, "
-            f"{_shape_text(server.pool)}store {server.store_root})",
+            f"{_shape_text(server.pool)}store {server.store_root}"
+            f"{'' if config.data_plane else ', no data plane'})",
             flush=True,
         )
         if server.tls_url:  # between the two lines above: launcher.py reads it when present
