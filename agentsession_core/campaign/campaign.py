@@ -38,6 +38,7 @@ from agentsession_core.judge.gate_schema import GateInputError
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.thresholds import Threshold, parse_threshold
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
+from agentsession_core.measure.health import exhausted_reason
 from agentsession_core.measure.stats import CANDIDATE, Window
 from agentsession_core.output.upload import is_s3, run_location
 
@@ -129,6 +130,8 @@ class Campaign:
         target_rps × level; closed and turns: the steps or turns the load model put due in
         the window; awake: turnover's resident set (none for other populations)."""
         population = self.run.params.population
+        if population.kind == "cold-resume":  # resumes per second, as turnover's swaps
+            return {"target": population.target_rps * self.run.current_level, "awake": None}
         if population.kind == "turnover":  # the level now: a live change moves the target too
             rate_level = self.plan[0].level if self.params.search.dimension == "awake" else None
             target = population.target_rps * (rate_level if rate_level else self.run.current_level)
@@ -224,6 +227,8 @@ class Campaign:
             void, aborted = f"cut short: {reason}", None
         elif reason is None and (manual := self.manual_void(start, end)) is not None:
             void, aborted = manual, None  # the load was not the plan's (docs/SPEC.md §5.10)
+        elif reason is None and (exhausted := self._exhausted(start, end)) is not None:
+            void, aborted = exhausted, None  # a cold-resume's fleet ran out (§4.7)
         else:
             void = self._void_reason(window, saturated) if reason is None else None
             aborted = reason
@@ -251,6 +256,10 @@ class Campaign:
             return rec.window_seconds(first, last), len(saturated)
         window = rec.window_seconds(first, last, leave_out=saturated).arm(CANDIDATE)
         return window, len(saturated)
+
+    def _exhausted(self, start: int, end: int) -> str | None:
+        rec = self.run.recorder
+        return exhausted_reason(rec, rec.second_of(start), rec.second_of(end))
 
     def _void_reason(self, window: Window, saturated: int) -> str | None:
         if self.run.reference is None:

@@ -47,6 +47,8 @@ def dimension_of(params: CampaignParams) -> Dimension:
         return Dimension(float(population.awake), "residents", True)
     if population.kind == "turnover":
         return Dimension(population.target_rps, "swaps/s", False)
+    if population.kind == "cold-resume":
+        return Dimension(population.target_rps, "resumes/s", False)
     if population.kind == "turns":
         return Dimension(population.turns_per_hour / 3600.0, "turns/s", False)
     return Dimension(float(population.sessions), "sessions", True)

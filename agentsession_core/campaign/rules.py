@@ -47,6 +47,14 @@ DEFAULT_THRESHOLDS_BY_KIND: dict[str, tuple[str, ...]] = {
         "TimeToAllResumed: count >= 1",
         "Step_*: failure_ratio < 0.01",
     ),
+    # Resumes at a rate (docs/SPEC.md §4.7): no step, so the wake is the whole figure, and
+    # the rate is resumes per second against target_rps (a second whose fleet ran out is
+    # void, never judged).
+    "cold-resume": (
+        "TimeToWake: p99 < 2s",
+        "TimeToWake: failure_ratio < 0.01",
+        "achieved_rps >= 0.95 * target",
+    ),
 }
 DEFAULT_THRESHOLDS = DEFAULT_THRESHOLDS_BY_KIND["turnover"]  # the campaign's default kind
 DEFAULT_ABORT_RULES = ("Step_*: failure_ratio < 0.5 (min 20)",)

@@ -40,7 +40,12 @@ STATUS_PATH = "/v1/status"
 FIELDS = ("level", "paused", "stopped")
 MAX_BODY = 4096  # bytes: a change is one small object
 ENDING = ("stopping", "stopped", "cleanup", "done")  # Engine / ShardedRun phases after the load
-RATE_UNIT = {"turnover": "wakes/s", "closed": "steps/s", "turns": "turns/s"}
+RATE_UNIT = {
+    "turnover": "wakes/s",
+    "closed": "steps/s",
+    "turns": "turns/s",
+    "cold-resume": "resumes/s",
+}
 
 
 class BadBody(ValueError):
@@ -221,7 +226,7 @@ class ControlAPI:
             stats = rows.get(key)
             return float(stats.events) if stats else 0.0
 
-        if population.kind == "turnover":
+        if population.kind in ("turnover", "cold-resume"):
             intended = 0.0 if self.run.paused else population.target_rps * self.run.current_level
             return intended, ok(TIME_TO_WAKE_ROW)
         steps = sum(ok(k) for k in rows if k[0] == ROUTER_KIND and k[1].startswith("Step_"))

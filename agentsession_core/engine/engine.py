@@ -20,6 +20,7 @@ from agentsession_core.engine.populations.base import Population
 from agentsession_core.engine.populations.burst import BurstPopulation
 from agentsession_core.engine.populations.closed import ClosedPopulation
 from agentsession_core.engine.populations.spawn import SpawnPopulation
+from agentsession_core.engine.populations.cold_resume import ColdResumePopulation
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
 from agentsession_core.engine.populations.turns import TurnsPopulation
 from agentsession_core.engine.script_mix import assign
@@ -49,6 +50,7 @@ POPULATIONS: dict[str, type[Population]] = {
     "spawn": SpawnPopulation,
     "burst": BurstPopulation,
 }
+    "cold-resume": ColdResumePopulation,
 
 
 def _preflight_error(exc: SubstrateError, where: str) -> PreflightError:

@@ -18,10 +18,11 @@ from agentsession_core.script.quantity import (
     seconds,
 )
 
-PopulationKind = Literal["closed", "turnover", "turns", "spawn", "burst"]
+PopulationKind = Literal["closed", "turnover", "turns", "spawn", "burst", "cold-resume"]
 LifecycleMode = Literal["suspend", "suspend-async", "pause", "none"]
 ResumeMode = Literal["implicit", "explicit"]
 SwapPacing = Literal["tick", "even"]
+WakeProbe = Literal["ping", "none"]
 WireForm = Literal["ate", "json"]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")

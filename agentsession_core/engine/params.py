@@ -350,6 +350,18 @@ class RunParams(Section):
         return self
 
     @model_validator(mode="after")
+    def _data_plane_for_requests(self) -> RunParams:
+        # Without a data plane nothing answers a router request (docs/SPEC.md §2.4): every
+        # first touch, wake probe and step would fail 503, measuring nothing.
+        if not self.target.local_data_plane and self.population.wake_probe != "none":
+            raise ValueError(
+                "target.local_data_plane false: no actor answers a router request; set "
+                "population.wake_probe none (and resume_mode explicit) to drive the control "
+                "plane alone"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _server_sources(self) -> RunParams:
         if self.server.preset and not self.target.prometheus_url:
             raise ValueError(

@@ -1,7 +1,8 @@
 """PopulationParams: who wakes when (docs/SPEC.md §4), a section of RunParams (params.py).
 
-One model for every kind (closed, turnover, turns, and the cohorts spawn and burst); only the
-fields of the chosen kind matter, and each rule that ties fields together lives here.
+One model for every kind (closed, turnover, turns, the cohorts spawn and burst, and
+cold-resume); only the fields of the chosen kind matter, and each rule that ties fields
+together lives here.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from agentsession_core.engine.param_types import (
     Seconds,
     Section,
     SwapPacing,
+    WakeProbe,
 )
 
 COHORT_KINDS = ("spawn", "burst")
@@ -68,7 +70,10 @@ class PopulationParams(Section):
         description="turnover: sessions kept resident (at most sessions)",
     )
     target_rps: Number = Field(
-        1.0, ge=0, le=MAX_RATE, description="turnover: swaps per second at 1x"
+        1.0,
+        ge=0,
+        le=MAX_RATE,
+        description="turnover: swaps per second at 1x; cold-resume: resumes per second at 1x",
     )
     registration_quiet_seconds: Annotated[
         Seconds, Flag("--registration-quiet-seconds", "--registration-quiet")
@@ -85,6 +90,12 @@ class PopulationParams(Section):
         60.0, gt=0, le=MAX_WAIT_S, description="turns: mean turn length"
     )
     resume_mode: ResumeMode = Field("implicit", description="explicit: ResumeActor before a wake")
+    wake_probe: WakeProbe = Field(
+        "ping",
+        description="ping: a wake ends at the first router request's answer; none: at "
+        "ResumeActor's answer, and no request goes through the router (no first touch, no "
+        "step): the control plane alone (needs resume_mode explicit)",
+    )
     lifecycle_mode: LifecycleMode = Field("suspend", description="how an actor is parked")
     registration_deadline_seconds: OptionalSeconds = Field(
         None,
@@ -106,7 +117,7 @@ class PopulationParams(Section):
     )
     swap_pacing: SwapPacing = Field(
         "tick",
-        description="turnover: tick = a second's swaps start together on the tick; "
+        description="turnover, cold-resume: tick = a second's swaps start together on the tick; "
         "even = spread evenly over the second, each from its own intended time",
     )
 
@@ -165,6 +176,38 @@ class PopulationParams(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _probe(self) -> PopulationParams:
+        """What wake_probe none cannot do: every scripted op, and a first touch, goes through
+        the router it leaves alone (docs/SPEC.md §3)."""
+        if self.wake_probe == "ping":
+            return self
+        if self.resume_mode != "explicit":
+            raise ValueError(
+                "population.wake_probe none: the wake is ResumeActor alone; set "
+                "population.resume_mode explicit (implicit wakes by a router request)"
+            )
+        if self.lifecycle_mode == "none":
+            raise ValueError(
+                "population.wake_probe none: lifecycle_mode none parks nothing, so nothing "
+                "is ever resumed (use suspend, suspend-async or pause)"
+            )
+        if self.kind == "spawn":
+            raise ValueError(
+                "population.wake_probe none: a spawn actor is ready when its first step "
+                "succeeds, which goes through the router (use wake_probe ping)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _cold_resume_parks(self) -> PopulationParams:
+        if self.kind == "cold-resume" and self.lifecycle_mode == "none":
+            raise ValueError(
+                "population.kind cold-resume resumes suspended actors and suspends them "
+                "again: lifecycle_mode none parks nothing (use suspend, suspend-async or pause)"
+            )
+        return self
+
     @property
     def level(self) -> float:
         """The population's load level (docs/SPEC.md §4.4) at 1×."""
@@ -174,6 +217,7 @@ class PopulationParams(Section):
             "turns": self.turns_per_hour,
             "spawn": float(self.sessions),
             "burst": float(self.sessions),
+            "cold-resume": self.target_rps,
         }[self.kind]
 
     @property

@@ -46,7 +46,7 @@ from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.measure.prometheus import MetricsServer
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_sources import ServerMetrics
-from agentsession_core.measure.stats import ROUTER_KIND
+from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND
 from agentsession_core.output.run_dir import RunDir, describe_os_error, one_line
 from agentsession_core.output.stats_files import HistoryWriter
 from agentsession_core.report.context import ThresholdRule
@@ -455,7 +455,10 @@ class Run:
 
     def no_step_succeeded(self) -> str | None:
         """One line when not one scripted step succeeded in the whole run (registration's
-        step 1 included); None otherwise."""
+        step 1 included); None otherwise. With wake_probe none no step runs: the same of
+        its wakes, the ResumeActor calls."""
+        if self.params.population.wake_probe == "none":
+            return self._no_resume_succeeded()
         steps = [
             stats
             for (kind, name), stats in self.recorder.totals().rows.items()
@@ -469,6 +472,17 @@ class Run:
         errors = sum((s.errors for s in steps), Counter[str]())
         common = errors.most_common(1)[0][0] if errors else "no error recorded"
         return f"no step succeeded: all {tried} steps failed (most often {common})"
+
+    def _no_resume_succeeded(self) -> str | None:
+        resumes = self.recorder.totals().rows.get((CONTROL_KIND, "ResumeActor"))
+        if resumes is not None and resumes.count > resumes.failures:
+            return None
+        if resumes is None or not resumes.count:
+            return "no wake succeeded: no ResumeActor was sent (wake_probe none)"
+        common = resumes.errors.most_common(1)
+        most = common[0][0] if common else "no error recorded"
+        tried = resumes.count
+        return f"no wake succeeded: all {tried} ResumeActor calls failed (most often {most})"
 
     def _settle(self) -> None:
         if self.refusal is not None:  # it happened first: nothing else ran

@@ -162,6 +162,12 @@ class Session(Recovery):
                 raise StepFailed(again, f"{self.actor}: CreateActor") from None
         ctx.ledger.created_actor(self.actor)
         self.created = True
+        if ctx.params.population.wake_probe == "none":
+            # No request through the router (docs/SPEC.md §3.2): no first touch, no step 1;
+            # parked at once, so its first wake is a resume like every later one.
+            self.awake = True
+            await self.hibernate(register=ctx.registers, may_replace=False)
+            return
         await self._first_touch()
         self.awake = True
         if prime:
@@ -315,6 +321,9 @@ class Session(Recovery):
                 self.state = "parked"
                 raise
             self.awake = True  # RUNNING now, holding a worker, whatever the probe says
+            if population.wake_probe == "none":  # the wake ends at ResumeActor's answer
+                self._resumed(rows, sent)
+                return
             probe_intended = now_ns()
         else:
             probe_intended = intended_ns
@@ -341,6 +350,14 @@ class Session(Recovery):
         for row, intended in rows:
             row.ok(intended, sent, done, nbytes, server_us)
         self.awake = True
+        self.state = "idle"
+
+    def _resumed(self, rows: list[tuple[Row, int]], sent: int) -> None:
+        """wake_probe none: the wake's rows booked at ResumeActor's answer, with its server
+        time (docs/SPEC.md §3.3)."""
+        done, server_us = now_ns(), server_time_us()
+        for row, intended in rows:
+            row.ok(intended, sent, done, 0, server_us)
         self.state = "idle"
 
     async def run_step(self, intended_ns: int) -> None:
@@ -403,7 +420,10 @@ class Session(Recovery):
                 await self.run_step(intended_ns)
             else:
                 await self.wake(intended_ns, first_touch=first_touch, time_to_wake=time_to_wake)
-                await self.run_step(now_ns())
+                if self.ctx.params.population.wake_probe == "none":
+                    self.failures_in_a_row = 0  # no step: the wake is the whole turn
+                else:
+                    await self.run_step(now_ns())
         except StepFailed as failed:
             await self.handle(failed, park=park)
             return False

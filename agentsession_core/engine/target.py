@@ -36,15 +36,17 @@ async def local_substrate(target: TargetParams, log_path: Path) -> AsyncIterator
             token=target.token,
             log_path=log_path,
             start_timeout=target.local_start_timeout_seconds,
+            data_plane=target.local_data_plane,
         )
         async with local:
             shown = ", ".join(f"{name}={n}" for name, n in (pools or {}).items())
             log.info(
-                "local substrate on %s (%d workers%s, %d actors each)",
+                "local substrate on %s (%d workers%s, %d actors each%s)",
                 local.url,
                 target.local_workers,
                 f" in pools {shown}" if shown else "",
                 target.local_worker_capacity,
+                "" if target.local_data_plane else ", no data plane",
             )
             yield local
 

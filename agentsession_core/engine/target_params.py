@@ -216,6 +216,12 @@ class TargetParams(Section):
         "wake whose template memory limit would take a worker past it is refused, "
         "RESOURCE_EXHAUSTED (none: no limit)",
     )
+    local_data_plane: bool = Field(
+        True,
+        description="false: the embedded local substrate serves its control plane alone "
+        "(--no-data-plane: pod-less workers, a router that answers no actor request); with "
+        "population.wake_probe none (docs/SPEC.md §2.4)",
+    )
     local_start_timeout_seconds: Seconds = Field(
         60.0,
         gt=0,

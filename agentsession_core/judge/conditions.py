@@ -19,12 +19,15 @@ COMMON = (
     "population.kind",
     "population.sessions",
     "population.resume_mode",
+    "population.wake_probe",
     "population.lifecycle_mode",
     "levels",
     "window_seconds",
     "target.template",
     "wire",
 )
+# Fields runs did not always have, and the value a run from before them had.
+LATER_FIELDS = {"population.wake_probe": "ping"}
 # The rate and the resident set, by population kind (a closed population's rate is its
 # sessions, already above).
 BY_KIND = {
@@ -39,6 +42,7 @@ BY_KIND = {
         "population.cohort_percentiles",
     ),
     "burst": ("population.cohort_period_seconds", "population.cohort_percentiles"),
+    "cold-resume": ("population.target_rps", "population.swap_pacing"),
 }
 
 
@@ -75,6 +79,8 @@ def conditions(params: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for path in (*COMMON, *BY_KIND.get(kind, ())):
         out[path] = wire(params) if path == "wire" else _get(params, path)
+        if out[path] is None and path in LATER_FIELDS:  # a run from before the field
+            out[path] = LATER_FIELDS[path]
     out["script"] = script_mix(out["script"])
     return out
 

@@ -9,6 +9,10 @@ Saturation rules, applied per whole second while health monitoring ran:
 A window is **void** when more than ``void_fraction`` (1 %) of its seconds are saturated, and
 always when any is in a window shorter than 100 s (a short window cannot absorb one).
 
+A cold-resume's fleet (docs/SPEC.md §4.7) voids a second of its own: one in which a resume the
+rate asked for found no suspended actor left (``cold_resume``/FleetExhausted) measured the
+fleet's size, not the platform, and the window holding it is void (``exhausted_reason``).
+
 The engine's sessions import this module for DISPATCH_LAG_ROW, so it stays cheap to import:
 the Prometheus view (prometheus_client, aiohttp.web) lives in ``measure.prometheus``.
 """
@@ -25,6 +29,7 @@ import psutil
 from agentsession_core.measure.histogram import PERCENTILES
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 from agentsession_core.measure.stats import (
+    FLEET_EXHAUSTED_ROW,
     HEALTH_KIND,  # the kind of every row this module books
     LOAD_KINDS,
     RowKey,
@@ -55,6 +60,32 @@ def counts_requests(key: RowKey) -> bool:
     """A request row whose requests no other row counts (not a breakdown, not a cohort's
     figure, stats.py): the rows a total of requests adds up."""
     return is_request_row(key) and not is_breakdown(key) and not is_cohort_figure(key)
+
+
+def exhausted_seconds(recorder: Recorder, first: int, last: int) -> list[tuple[int, int]]:
+    """(unix second, resumes not made) of every second in [first, last) in which a
+    cold-resume found no cold actor left."""
+    out = []
+    for second in range(first, last):
+        booked = recorder.intervals.get(second, {}).get(FLEET_EXHAUSTED_ROW)
+        if booked is not None and booked.events:
+            out.append((second, booked.events))
+    return out
+
+
+def exhausted_reason(recorder: Recorder, first: int, last: int) -> str | None:
+    """Why the window [first, last) is void for its fleet, or None: any second in which no
+    cold actor was left voids it (its rate was the fleet's, not the platform's)."""
+    seconds = exhausted_seconds(recorder, first, last)
+    if not seconds:
+        return None
+    stamp = time.strftime("%H:%M:%S", time.gmtime(seconds[0][0]))
+    missed = sum(n for _, n in seconds)
+    return (
+        f"fleet exhausted: no cold actor was left in {len(seconds)} of {last - first} s "
+        f"({missed} resumes not made; first at {stamp} UTC): register more sessions or "
+        "lower target_rps"
+    )
 
 
 class GeneratorHealth:
@@ -184,5 +215,7 @@ __all__ = [
     "VOID_FRACTION",
     "GeneratorHealth",
     "counts_requests",
+    "exhausted_reason",
+    "exhausted_seconds",
     "is_request_row",
 ]

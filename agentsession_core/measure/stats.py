@@ -42,12 +42,15 @@ TIME_TO_WAKE_ROW: RowKey = ("rps", "TimeToWake")
 # judged against (docs/SPEC.md §6). QueueWait: how long a turn arrival waited for the
 # session's previous turn (docs/SPEC.md §4.3). Backlog: swaps a tick could not start;
 # ResidentShortfall: each second, awake minus the residents (docs/SPEC.md §4.2).
-LOAD_KINDS = ("closed", "turns", "turnover")
+# FleetExhausted: a cold resume the rate asked for with no suspended actor left to resume
+# (docs/SPEC.md §4.7); a second that books one is void.
+LOAD_KINDS = ("closed", "turns", "turnover", "cold_resume")
 STEPS_DUE_ROW: RowKey = ("closed", "StepsDue")
 ARRIVALS_ROW: RowKey = ("turns", "Arrivals")
 QUEUE_WAIT_ROW: RowKey = ("turns", "QueueWait")
 BACKLOG_ROW: RowKey = ("turnover", "Backlog")
 RESIDENT_SHORTFALL_ROW: RowKey = ("turnover", "ResidentShortfall")
+FLEET_EXHAUSTED_ROW: RowKey = ("cold_resume", "FleetExhausted")
 INTENDED_ROWS: tuple[RowKey, ...] = (STEPS_DUE_ROW, ARRIVALS_ROW)
 
 # A cohort's figures (docs/SPEC.md §4.5, §4.6) under the upstream runner's names and its
@@ -372,6 +375,7 @@ __all__ = [
     "CANDIDATE",
     "CONTROL_KIND",
     "CRASH_ROW",
+    "FLEET_EXHAUSTED_ROW",
     "HEALTH_KIND",
     "INTENDED_ROWS",
     "JSONL_PERCENTILES",

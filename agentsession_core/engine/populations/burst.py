@@ -182,6 +182,8 @@ class BurstPopulation(Population):
         except Stopped:
             return
         book.done(start_ns, sent, now_ns())
+        if self.ctx.params.population.wake_probe == "none":
+            return  # no step through the router: parked again as it is
         try:
             await session.run_step(now_ns())
         except StepFailed as failure:
