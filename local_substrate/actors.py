@@ -35,7 +35,8 @@ wakes are counted per pool (`placements`, kept after delete for the debug view),
 substrate's own record of where every actor ran.
 
 Faults (docs/SPEC.md §2.4): every wake asks `faults` (faults.py) first, which may delay it,
-refuse it, or have its worker killed once it has loaded; every create asks it for room.
+refuse it, or have its worker killed once it has loaded; every create asks it for room; a
+SuspendActor may be answered OK and ignored; a snapshot write or read may be throttled.
 What the store keeps across a restart (actor.json, the LIVE marker) is persist.py's.
 
 SuspendActor `?async=true` takes the lock at once if it is free (so a later call queues
@@ -165,9 +166,14 @@ class ActorLifecycle:
             _, resumed = await self.wake(actor, router=False)
         return resumed
 
-    async def suspend(self, actor: Actor) -> None:
+    async def suspend(self, actor: Actor, *, faults: bool = True) -> None:
+        """SuspendActor; `faults=False` for the server's own parks at a clean stop."""
         async with actor.lock:
             self.usable(actor, router=False)
+            if faults and actor.status in ("RUNNING", "PAUSED"):
+                if self.faults.suspend_ignored():
+                    return  # answered OK; the actor keeps running (`suspend:ignore`)
+                self.faults.check_store(actor, "writing", router=False)
             await self._suspend_locked(actor)
 
     async def pause(self, actor: Actor) -> None:
@@ -176,6 +182,9 @@ class ActorLifecycle:
             await self._pause_locked(actor)
 
     async def suspend_in_background(self, actor: Actor) -> None:
+        if actor.status == "RUNNING" and self.faults.suspend_ignored():
+            self.usable(actor, router=False)
+            return  # answered 202; nothing is suspended (`suspend:ignore`)
         held = not actor.lock.locked()
         if held:
             # A free lock is taken without suspending, so later calls queue behind us.
@@ -294,6 +303,8 @@ class ActorLifecycle:
         pool = self.pool
         wanted = pool_for(actor, pool, router=router)
         fault = await self.faults.before_wake(actor, router=router)
+        if actor.status == "SUSPENDED" and actor.version:  # its snapshot is in the store
+            self.faults.check_store(actor, "reading", router=router)
         before = actor.status
         actor.status = "RESUMING"
         # Reserved on its worker while it runs: what its template lets it grow to.

@@ -25,6 +25,7 @@ from agentsession_core.substrate.protocol import (
     OPENAPI_PATH,
     PAGE_SIZE_PARAM,
     PAGE_TOKEN_PARAM,
+    RESUMED_FIELD,
     WORKER_ACTORS_FIELD,
     WORKER_ALLOCATED_FIELD,
     WORKER_CAPACITY_FIELD,
@@ -222,8 +223,9 @@ class ControlAPI:
         if verb is None or method != "POST":
             raise WireError("NOT_FOUND", f"no route {method} {request.path}")
         if verb == "resume":
-            await lifecycle.resume(actor)
-        elif verb == "pause":
+            resumed = await lifecycle.resume(actor)
+            return json_response({**actor.describe(), RESUMED_FIELD: resumed})
+        if verb == "pause":
             await lifecycle.pause(actor)
         elif request.query.get(ASYNC_PARAM, "").lower() in ("1", "true"):
             await lifecycle.suspend_in_background(actor)

@@ -13,7 +13,8 @@ from agentsession_core.errors import UsageError
 from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
 
 LANGUAGE = """\
-RULE  := SCOPE:ACTION[:ARG]          SCOPE := wake | create | control | router | op:/ROUTE
+RULE  := SCOPE:ACTION[:ARG]
+SCOPE := wake | create | suspend | store | control | router | op:/ROUTE
 
 wake:refuse:SHARE     a wake (ResumeActor, or a router request's implicit wake) is refused
                       with RESOURCE_EXHAUSTED, as when no worker frees up in time
@@ -22,6 +23,11 @@ wake:crash:SHARE      the actor is loaded, then its worker is killed: the actor 
 wake:latency:DIST     every wake takes DIST longer (a slow snapshot restore)
 create:quota:N        CreateActor beyond N live actors is RESOURCE_EXHAUSTED
 create:refuse:SHARE   CreateActor is RESOURCE_EXHAUSTED
+suspend:ignore:SHARE  SuspendActor answers OK but the actor keeps running (a suspend that
+                      silently did not happen): its next ResumeActor answers resumed=false
+store:throttle:SHARE  the snapshot store refuses a snapshot write (a suspend) or read (a
+                      wake's restore) as a throttled bucket does: RESOURCE_EXHAUSTED
+                      "snapshot store throttled: SlowDown ..." (JSON 429, router 503)
 control:ACTION        calls of both control APIs (JSON and gRPC), ACTION as below
 router:ACTION         every router request
 op:/ROUTE:ACTION      router requests to one glutton route, e.g. op:/writeram:fail:1%
@@ -46,6 +52,8 @@ order) that fires decides. Every choice is drawn from the rule's own stream, see
 ACTIONS_OF = {
     "wake": ("refuse", "crash", "latency"),
     "create": ("quota", "refuse"),
+    "suspend": ("ignore",),
+    "store": ("throttle",),
     "control": ("fail", "latency", "hang", "reset"),
     # unavailable: only a router has a verdict of its own to give (the control API's 503 is
     # what reset shows on gRPC, and a wake's is wake:refuse).
@@ -53,7 +61,10 @@ ACTIONS_OF = {
     "op": ("fail", "latency", "hang", "reset", "unavailable"),
 }
 DISTRIBUTIONS = ("fixed", "uniform", "exp")
-EXAMPLES = "e.g. wake:refuse:0.2, op:/writeram:fail:1%, router:latency:exp:50ms, create:quota:100"
+EXAMPLES = (
+    "e.g. wake:refuse:0.2, op:/writeram:fail:1%, router:latency:exp:50ms, create:quota:100, "
+    "suspend:ignore:5%, store:throttle:0.5"
+)
 
 
 class FaultRuleError(UsageError):
@@ -79,10 +90,10 @@ class Delay:
 @dataclass(frozen=True)
 class Rule:
     text: str  # as given, stripped: what GET /v1/debug/faults shows
-    scope: str  # wake | create | control | router | op
+    scope: str  # wake | create | suspend | store | control | router | op
     action: str
     route: str | None = None  # op's route, "/writeram"
-    share: float = 0.0  # refuse / crash / fail / hang / reset / unavailable
+    share: float = 0.0  # refuse / crash / fail / hang / reset / unavailable / ignore / throttle
     delay: Delay | None = None  # latency
     quota: int = 0  # create:quota
 

@@ -7,6 +7,10 @@
   router, the gRPC status), a crash (the worker is really killed after the load, so the pool
   marks the actor CRASHED and replaces the worker, as after any worker death);
 - creates (actors.py `add`): a quota of live actors, a refused share;
+- suspends (actors.py `suspend`): one answered OK that leaves the actor running;
+- the snapshot store (actors.py, before a snapshot is written or read): a throttling refusal,
+  RESOURCE_EXHAUSTED whose message starts with protocol.STORE_THROTTLED_PREFIX, so a client
+  tells it from a pool with no room (errors.says_store_throttled);
 - control calls: the JSON middleware here, the gRPC wrapper in ate_control.py (`enact_grpc`);
 - router requests: latency / hang / reset / unavailable on arrival (the middleware here: the
   router's own 503 verdict, in the wire's form), a failed op after the wake (router.py,
@@ -36,6 +40,7 @@ from agentsession_core.substrate.protocol import (
     DEBUG_FAULTS_PATH,
     HEALTHZ_PATH,
     OPENAPI_PATH,
+    STORE_THROTTLED_PREFIX,
     is_control_path,
 )
 from local_substrate.fault_rules import FaultRuleError, Rule, parse_rules
@@ -65,7 +70,7 @@ class Verdict:
     """What to do to one request: wait `delay` seconds, then `action` (None: serve it)."""
 
     delay: float = 0.0
-    action: str | None = None  # fail | hang | reset | unavailable | refuse | crash
+    action: str | None = None  # fail | hang | reset | unavailable | refuse | crash | ignore | …
     rule: str = ""
 
     @property
@@ -134,6 +139,22 @@ class Faults:
 
     def wake(self) -> Verdict:
         return self._decide("wake", ("latency", "refuse", "crash"))
+
+    def suspend_ignored(self) -> bool:
+        """SuspendActor answers OK and does nothing (`suspend:ignore`)."""
+        return self._decide("suspend", ("ignore",)).action == "ignore"
+
+    def check_store(self, actor: Actor, what: str, *, router: bool) -> None:
+        """RESOURCE_EXHAUSTED in the words of a throttled bucket (`store:throttle`) before the
+        snapshot of `actor` is written or read (`what`)."""
+        verdict = self._decide("store", ("throttle",))
+        if verdict.action == "throttle":
+            raise WireError(
+                "RESOURCE_EXHAUSTED",
+                f"{STORE_THROTTLED_PREFIX}: SlowDown: please reduce your request rate "
+                f"({what} the snapshot of actor {actor.key}; {verdict.injected})",
+                router=router,
+            )
 
     def control(self) -> Verdict:
         return self._decide("control", ("latency", "fail", "hang", "reset"))

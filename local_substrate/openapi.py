@@ -170,7 +170,10 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {**_ok(_obj()), **_errors(401, 404)},
                 },
             },
-            f"{actor}:resume": _actor_verb("ResumeActor: returns when RUNNING"),
+            f"{actor}:resume": _actor_verb(
+                "ResumeActor: returns when RUNNING; the actor with `resumed` (false: it was "
+                "already running, its suspend never happened)"
+            ),
             f"{actor}:suspend": _actor_verb(
                 f"SuspendActor: returns when SUSPENDED; {ASYNC_PARAM}=true answers 202 at once",
                 {

@@ -280,7 +280,7 @@ class LocalSubstrateServer:
         live = [a for a in self.lifecycle.actors.values() if a.status in _LIVE]
         if not live:
             return
-        tasks = [asyncio.ensure_future(self.lifecycle.suspend(a)) for a in live]
+        tasks = [asyncio.ensure_future(self.lifecycle.suspend(a, faults=False)) for a in live]
         done, pending = await asyncio.wait(tasks, timeout=PARK_AT_STOP)
         for task in pending:
             task.cancel()

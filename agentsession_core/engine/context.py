@@ -29,6 +29,7 @@ from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate
 
 if TYPE_CHECKING:
+    from agentsession_core.engine.park_check import ParkCheck
     from agentsession_core.measure.recorder import Recorder, Row
     from agentsession_core.script import Script
 
@@ -130,6 +131,8 @@ class RunContext:
     # The script of each session id (engine/script_mix.py assign) in a mix; None: all run
     # the one script. Ids past its end (a closed population grown by a level) repeat it.
     labels: Sequence[int] | None = None
+    # A sample of parks read back in implicit mode (park_check.py); None: not checked.
+    park_check: ParkCheck | None = None
     dispatch_lag: Row = field(init=False)
     # Each actor name's worker pool (target.worker_pools; None: no pools, no selector).
     pools: PoolDraw | None = field(init=False)

@@ -16,11 +16,12 @@ from agentsession_core.engine.backoff import Backoff, transient
 from agentsession_core.engine.context import RunContext, credential_refused_line, now_ns
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
+from agentsession_core.engine.park_check import ParkCheck
 from agentsession_core.engine.populations.base import Population
 from agentsession_core.engine.populations.burst import BurstPopulation
 from agentsession_core.engine.populations.closed import ClosedPopulation
-from agentsession_core.engine.populations.spawn import SpawnPopulation
 from agentsession_core.engine.populations.cold_resume import ColdResumePopulation
+from agentsession_core.engine.populations.spawn import SpawnPopulation
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
 from agentsession_core.engine.populations.turns import TurnsPopulation
 from agentsession_core.engine.script_mix import assign
@@ -49,8 +50,8 @@ POPULATIONS: dict[str, type[Population]] = {
     "turns": TurnsPopulation,
     "spawn": SpawnPopulation,
     "burst": BurstPopulation,
-}
     "cold-resume": ColdResumePopulation,
+}
 
 
 def _preflight_error(exc: SubstrateError, where: str) -> PreflightError:
@@ -88,6 +89,7 @@ class Engine:
         self.ctx = RunContext(
             substrate, recorder, self.mix, params, atespace, self.ledger, labels=labels
         )
+        self.ctx.park_check = ParkCheck.of(self.ctx)
         self.population = POPULATIONS[params.population.kind](self.ctx)
         self.phase = "created"
         self.template: Template | None = None
@@ -276,6 +278,8 @@ class Engine:
             return
         self.phase = "stopping"
         await self.population.stop(self.params.cleanup.stop_grace_seconds)
+        if self.ctx.park_check is not None:
+            self.ctx.park_check.stop()
         self.phase = "stopped"
 
     async def cleanup(self) -> list[dict[str, str]]:

@@ -90,6 +90,13 @@ class PopulationParams(Section):
         60.0, gt=0, le=MAX_WAIT_S, description="turns: mean turn length"
     )
     resume_mode: ResumeMode = Field("implicit", description="explicit: ResumeActor before a wake")
+    park_check_share: Number = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="implicit resume: the share of parks read back with GetActor (off the "
+        "wake path, seeded) to find suspends that did not happen (NOT_SUSPENDED); 0: none",
+    )
     wake_probe: WakeProbe = Field(
         "ping",
         description="ping: a wake ends at the first router request's answer; none: at "

@@ -26,8 +26,13 @@ from agentsession_core.engine.recovery import (
     Stopped,
 )
 from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND, TIME_TO_WAKE_ROW
-from agentsession_core.substrate.errors import TIMEOUT, FailureClass, SubstrateError
-from agentsession_core.substrate.interface import reset_server_time, server_time_us
+from agentsession_core.substrate.errors import (
+    NOT_SUSPENDED,
+    TIMEOUT,
+    FailureClass,
+    SubstrateError,
+)
+from agentsession_core.substrate.interface import ActorInfo, reset_server_time, server_time_us
 
 if TYPE_CHECKING:
     from agentsession_core.measure.recorder import Row
@@ -60,10 +65,12 @@ class Session(Recovery):
         "generation",
         "id",
         "needs_hibernate",
+        "not_suspended",
         "part",
         "ready_ns",
         "state",
         "wake_given_up",
+        "wakes",
     )
 
     def __init__(self, ctx: RunContext, sid: int) -> None:
@@ -80,6 +87,10 @@ class Session(Recovery):
         # The last wake timed out on the client's side: the substrate may still complete it,
         # and then the actor holds a worker no resident counts (turnover parks it at once).
         self.wake_given_up = False
+        # Wakes begun, and whether the last park was read back still RUNNING (park_check.py):
+        # the next implicit wake is then no wake (docs/SPEC.md §3.4 NOT_SUSPENDED).
+        self.wakes = 0
+        self.not_suspended = False
         self.ready_ns = now_ns()  # when the current think started
         self.state = "new"  # for the sessions-by-state gauge
         self._think_rng: random.Random | None = None
@@ -272,21 +283,49 @@ class Session(Recovery):
         self.awake = False
         self.state = "parked"
         self.ready_ns = now_ns()
+        self.not_suspended = False
+        if ctx.park_check is not None:  # a sample of parks read back, off this path
+            ctx.park_check.after_park(self)
         return True
 
     async def resume(self, intended_ns: int) -> None:
-        ctx = self.ctx
         try:
-            await self._booked(
-                CONTROL_KIND,
-                "ResumeActor",
-                intended_ns,
-                lambda: ctx.substrate.resume_actor(ctx.atespace, self.actor),
-            )
+            await self._booked(CONTROL_KIND, "ResumeActor", intended_ns, self._resume_call)
         except SubstrateError as exc:
             if exc.crashed:
                 self.row("actor", "CrashCount").event(now_ns())
             raise StepFailed(exc, f"{self.actor}: ResumeActor") from None
+
+    async def _resume_call(self) -> ActorInfo:
+        """ResumeActor; `resumed: false` (the actor was already running: its suspend never
+        happened) is a failure, NOT_SUSPENDED, never a wake (docs/SPEC.md §3.4)."""
+        ctx = self.ctx
+        info = await ctx.substrate.resume_actor(ctx.atespace, self.actor)
+        if info.resumed is False:
+            raise SubstrateError(
+                NOT_SUSPENDED,
+                f"ResumeActor answered resumed=false: actor {self.actor} was already "
+                f"{info.status} (its suspend did not happen)",
+            )
+        return info
+
+    def _not_suspended(
+        self, rows: list[tuple[Row, int]], intended_ns: int, first_touch: bool
+    ) -> None:
+        """Implicit mode: the last park was read back still RUNNING (park_check.py), so this
+        wake would wake nothing: booked failed NOT_SUSPENDED, no request sent."""
+        self.not_suspended = False
+        self.awake = True
+        self.state = "idle"
+        done = now_ns()
+        if first_touch:
+            rows.append((self.row(ROUTER_KIND, "WakeFirstTouch"), intended_ns))
+        for row, intended in rows:
+            row.fail(intended, done, done, NOT_SUSPENDED)
+        error = SubstrateError(
+            NOT_SUSPENDED, f"actor {self.actor} was read back RUNNING after its park"
+        )
+        raise StepFailed(error, f"{self.actor}: wake")
 
     async def wake(
         self, intended_ns: int, *, first_touch: bool = True, time_to_wake: bool = False
@@ -298,6 +337,7 @@ class Session(Recovery):
             raise Stopped
         self.state = "waking"
         self.wake_given_up = False
+        self.wakes += 1
         rows = []
         if time_to_wake:
             rows.append((self.row(*TIME_TO_WAKE_ROW), intended_ns))
@@ -318,7 +358,11 @@ class Session(Recovery):
                     self.row(ROUTER_KIND, "WakeFirstTouch").fail(
                         intended_ns, sent, now_ns(), failed.error.code
                     )
-                self.state = "parked"
+                if failed.error.code == NOT_SUSPENDED:  # running all along, on its worker
+                    self.awake = True
+                    self.state = "idle"
+                else:
+                    self.state = "parked"
                 raise
             self.awake = True  # RUNNING now, holding a worker, whatever the probe says
             if population.wake_probe == "none":  # the wake ends at ResumeActor's answer
@@ -326,6 +370,8 @@ class Session(Recovery):
                 return
             probe_intended = now_ns()
         else:
+            if self.not_suspended:
+                self._not_suspended(rows, intended_ns, first_touch)
             probe_intended = intended_ns
         if first_touch:
             rows.append((self.row(ROUTER_KIND, "WakeFirstTouch"), probe_intended))

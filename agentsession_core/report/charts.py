@@ -27,6 +27,7 @@ from agentsession_core.report.context import (
     sum_points,
 )
 from agentsession_core.report.data import AGGREGATED_ROW, Points, RowKey, number
+from agentsession_core.report.failure_table import failure_table
 from agentsession_core.report.svg_chart import Chart, Line, Rule, esc, render_charts
 
 # Row kinds often run at the same rate (a swap is a park and a wake): one solid, two dashed.
@@ -127,7 +128,7 @@ def failures(ctx: ReportContext) -> str:
     counts.empty = "none recorded: no backlog, no shortfall, no crash" if data.rows else "no data"
     judged = [r.text for r in ctx.untracked_rules()]
     note = "judged per window (see Windows): " + "; ".join(esc(t) for t in judged) if judged else ""
-    body = grid(render_charts([chart, counts], [note]), 2)
+    body = grid(render_charts([chart, counts], [note]), 2) + failure_table(data)
     return section("failures", "Failures over time", body)
 
 

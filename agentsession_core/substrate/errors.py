@@ -10,6 +10,7 @@ before `classify` decides.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 
 import orjson
@@ -20,6 +21,7 @@ from agentsession_core.substrate.protocol import (
     ERROR_FIELD,
     MESSAGE_FIELD,
     STALE_ASSIGNMENT_HEADER,
+    STORE_THROTTLED_PREFIX,
     router_says_actor_gone,
     says_no_pool_matches,
 )
@@ -45,12 +47,26 @@ ANSWER_TOO_LARGE = "ANSWER_TOO_LARGE"
 ASSIGNMENT_STALE = "ASSIGNMENT_STALE"
 
 HTTP_503 = "HTTP_503"  # the ate router's 503, whose text names the refusal
+# A ResumeActor answered `resumed: false`, or a park read back still RUNNING: the suspend
+# before the wake never happened, so the wake is no wake (docs/SPEC.md §3.4). A client code:
+# the call itself succeeded.
+NOT_SUSPENDED = "NOT_SUSPENDED"
+# The snapshot store refused for throttling (HTTP 429, S3 503 SlowDown, gRPC
+# RESOURCE_EXHAUSTED naming the store): a fresh bucket refusing a burst, not a platform out
+# of room, so it is a class of its own (says_store_throttled reads the answer's words).
+STORE_THROTTLED = "STORE_THROTTLED"
 
 # A refused credential: no retry can fix it, so the run stops (docs/SPEC.md §3.4).
 CREDENTIAL_CODES = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
 CREDENTIAL_STATUSES = frozenset({401, 403})
 
-_RETRY_LATER_CODES = {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED", ASSIGNMENT_STALE}
+_RETRY_LATER_CODES = {
+    "RESOURCE_EXHAUSTED",
+    "UNAVAILABLE",
+    "DEADLINE_EXCEEDED",
+    ASSIGNMENT_STALE,
+    STORE_THROTTLED,
+}
 _RETRY_LATER_STATUSES = {429, 503, 504}
 _MISCONFIGURED_CODES = {"INVALID_ARGUMENT", *CREDENTIAL_CODES}
 # A request no actor can ever serve, whoever answered it: the glutton's own INVALID_ARGUMENT
@@ -58,6 +74,31 @@ _MISCONFIGURED_CODES = {"INVALID_ARGUMENT", *CREDENTIAL_CODES}
 # a 413 (a body over the router's per-request cap). Replacing the actor cannot fix the
 # request, so these never count toward a replacement (docs/SPEC.md §3.4).
 _BAD_REQUEST_STATUSES = {400, 413}
+
+
+# What a throttling answer says, in the words of the stores and platforms that give it (S3's
+# SlowDown, GCS's and HTTP's 429, a gRPC status naming the store); an answer is the store's
+# when it also names the store, so an ingress's own 429 is not taken for it.
+_THROTTLE_WORDS = (
+    "slowdown",
+    "slow down",
+    "throttl",
+    "too many requests",
+    "reduce your request rate",
+    "rate exceeded",
+)
+_STORE_WORDS = ("snapshot", "storage", "store", "bucket", "s3", "gcs")
+# The codes a throttling answer arrives under, on either wire (the JSON control API's 429 is
+# RESOURCE_EXHAUSTED; the ate router's 429 and 503 are HTTP_<status>).
+_THROTTLE_CODES = {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "HTTP_429", HTTP_503}
+
+
+def says_store_throttled(message: str) -> bool:
+    """The answer's text says the snapshot store throttled the platform."""
+    text = message.lower()
+    if STORE_THROTTLED_PREFIX in text:
+        return True
+    return any(w in text for w in _THROTTLE_WORDS) and any(w in text for w in _STORE_WORDS)
 
 
 def classify(code: str, status: int, *, from_router: bool, message: str = "") -> FailureClass:
@@ -100,6 +141,10 @@ class SubstrateError(AgentsessionError):
         check: str | None = None,
         by: str | None = None,
     ) -> None:
+        # Both wires' answers pass here, so storage throttling gets its own code whatever
+        # status it came under; the status and message keep what the wire said.
+        if from_router and code in _THROTTLE_CODES and says_store_throttled(message):
+            code = STORE_THROTTLED
         super().__init__(f"{code} ({status}): {message}" if status else f"{code}: {message}")
         self.code = code
         self.status = status
@@ -168,3 +213,90 @@ def ate_router_error(status: int, body: bytes, headers: Mapping[str, str]) -> Su
         return SubstrateError("FAILED_PRECONDITION", text, status=status)
     router = status in CREDENTIAL_STATUSES or status in _RETRY_LATER_STATUSES
     return SubstrateError(f"HTTP_{status}", text, status=status, from_router=router)
+
+
+# ---- the failure codes a row can book, each with its class (docs/reference/failures.md) ----
+
+
+@dataclass(frozen=True)
+class FailureCode:
+    """One code a failure is booked under: the class the report groups it in, and the status
+    it typically comes with (which, with the code, decides the action: `classify`)."""
+
+    code: str
+    kind: str  # the class: capacity, throttled, not_suspended, transient, gone, ...
+    meaning: str
+    status: int = 0
+
+    @property
+    def action(self) -> FailureClass:
+        return classify(self.code, self.status, from_router=True)
+
+
+FAILURE_CODES: tuple[FailureCode, ...] = (
+    FailureCode(
+        NOT_SUSPENDED,
+        "not_suspended",
+        "ResumeActor answered `resumed: false` (the actor was already running), or a park "
+        "read back still RUNNING: the suspend never happened, so the wake is booked failed, "
+        "never as a TimeToWake sample",
+    ),
+    FailureCode(
+        STORE_THROTTLED,
+        "throttled",
+        "the snapshot store refused for throttling (HTTP 429, S3 503 SlowDown, gRPC "
+        "RESOURCE_EXHAUSTED naming the store): a cold bucket, not a platform out of room",
+        429,
+    ),
+    FailureCode(
+        "RESOURCE_EXHAUSTED", "capacity", "no worker had room (before the park timeout)", 429
+    ),
+    FailureCode("UNAVAILABLE", "transient", "the control API or router is unavailable", 503),
+    FailureCode("DEADLINE_EXCEEDED", "transient", "the server's own deadline passed", 504),
+    FailureCode(
+        ASSIGNMENT_STALE,
+        "transient",
+        "the ate router's 421: the actor left its worker before the request reached it",
+        421,
+    ),
+    FailureCode("HTTP_503", "transient", "the ate router's 503 (its text names why)", 503),
+    FailureCode("HTTP_504", "transient", "the ate router's 504", 504),
+    FailureCode("HTTP_429", "transient", "a router's 429 that names no store", 429),
+    FailureCode("ACTOR_NOT_FOUND", "gone", "the router has no such actor", 404),
+    FailureCode("NOT_FOUND", "gone", "the control API has no such actor (or atespace)", 404),
+    FailureCode(
+        "FAILED_PRECONDITION",
+        "gone",
+        "the actor is in no state for the call (or, with "
+        '"no worker pool matches", no pool serves its selector: misconfigured)',
+        412,
+    ),
+    FailureCode(
+        "ABORTED",
+        "crash",
+        '"crashed": the actor\'s worker died; else a concurrent update that outlived its retries',
+        409,
+    ),
+    FailureCode("UNAUTHENTICATED", "credential", "the credential was refused", 401),
+    FailureCode("PERMISSION_DENIED", "credential", "the credential may not do this", 403),
+    FailureCode(
+        "INVALID_ARGUMENT", "misconfigured", "a request no actor can serve (also any 400, 413)", 400
+    ),
+    FailureCode(TRANSPORT, "client", "no answer: connection refused or reset, DNS, protocol"),
+    FailureCode(TIMEOUT, "client", "the client gave up waiting (target.request_timeout_seconds)"),
+    FailureCode(BAD_BODY, "client", "an answer the client could not decode"),
+    FailureCode(ANSWER_TOO_LARGE, "client", "an answer over target.max_answer_bytes"),
+    FailureCode("INTERNAL", "server", "the server failed (a 500)", 500),
+)
+_KIND_OF = {entry.code: entry.kind for entry in FAILURE_CODES}
+
+
+def failure_kind(booked: str) -> str:
+    """The class of a booked failure code (a step's `op 2 writeram: HTTP_500` is its last
+    part's): `other` for a code outside FAILURE_CODES."""
+    code = booked.rsplit(": ", 1)[-1].strip()
+    if code in _KIND_OF:
+        return _KIND_OF[code]
+    if code.startswith("HTTP_5"):
+        return "server"
+    return "other"

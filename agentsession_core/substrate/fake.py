@@ -27,13 +27,16 @@ shares of wakes (explicit or implicit) that fail with RESOURCE_EXHAUSTED (the ac
 parked) or crash the actor, drawn once per wake from a stream seeded by `seed`; crash()
 kills one actor's worker on demand, restart() every worker (or, without the store, forgets
 everything); `max_actors` is a quota: a CreateActor that would hold more actors at once is
-refused with RESOURCE_EXHAUSTED.
+refused with RESOURCE_EXHAUSTED; `ignore_suspends` is the share of SuspendActor calls answered
+OK while the actor keeps running (its next ResumeActor answers `resumed: false`), as the local
+substrate's `suspend:ignore` rule.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import random
 import time
@@ -128,7 +131,10 @@ class FakeSubstrate(Substrate):
         workers: int | None = None,
         worker_capacity: int = 1,
         worker_memory: int | None = None,
+        ignore_suspends: float = 0.0,
     ) -> None:
+        if not 0.0 <= ignore_suspends <= 1.0:
+            raise ValueError("ignore_suspends is a share: between 0 and 1")
         if min(fail_wakes, crash_wakes) < 0 or fail_wakes + crash_wakes > 1:
             raise ValueError("fail_wakes and crash_wakes are shares: >= 0 and at most 1 together")
         self._workers = (
@@ -145,6 +151,9 @@ class FakeSubstrate(Substrate):
         self.wakes = 0  # wakes that brought an actor to RUNNING
         self._actors: dict[tuple[str, str], _Actor] = {}
         self._rng = random.Random(seed)
+        # A stream of its own, so the wakes' draws are the same with or without it.
+        self.ignore_suspends = ignore_suspends
+        self._ignore_rng = random.Random(f"{seed}/ignore-suspends")
         self._background: set[asyncio.Task[None]] = set()
 
     def crash(self, atespace: str, name: str) -> bool:
@@ -233,12 +242,17 @@ class FakeSubstrate(Substrate):
     @_control_call
     async def resume_actor(self, atespace: str, name: str) -> ActorInfo:
         actor = self._actor(atespace, name)
+        before = actor.version
         await self._wake(actor, "control")
-        return actor.info()
+        # False when it was already running: a suspend `ignore_suspends` dropped (§3.4).
+        return dataclasses.replace(actor.info(), resumed=actor.version != before)
 
     @_control_call
     async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
         actor = self._actor(atespace, name)
+        if self.ignore_suspends and self._ignore_rng.random() < self.ignore_suspends:
+            _usable(actor, "control")
+            return  # answered OK; the actor keeps running
         if not wait:
             await self._suspend_in_background(actor)
             return

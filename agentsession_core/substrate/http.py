@@ -17,6 +17,7 @@ with each is decided in errors.py, not here. Each answer's server time is noted 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -46,6 +47,7 @@ from agentsession_core.substrate.protocol import (
     ELAPSED_HEADER,
     MATCH_LABELS_FIELD,
     PAGE_TOKEN_PARAM,
+    RESUMED_FIELD,
     TARGET_HEADER,
     WORKER_ACTORS_FIELD,
     WORKER_ALLOCATED_FIELD,
@@ -292,7 +294,10 @@ class HttpSubstrate:
 
     async def resume_actor(self, atespace: str, name: str) -> ActorInfo:
         _, body = await self._call("POST", actor_path(atespace, name, "resume"))
-        return self._actor(body)
+        resumed = body.get(RESUMED_FIELD)
+        if resumed is not None and not isinstance(resumed, bool):
+            raise SubstrateError(BAD_BODY, f"ResumeActor: {RESUMED_FIELD} is {resumed!r}")
+        return dataclasses.replace(self._actor(body), resumed=resumed)
 
     async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
         params = None if wait else {ASYNC_PARAM: "true"}

@@ -62,6 +62,10 @@ class ActorInfo:
     worker: str | None = None
     version: int = 0
     pool: str | None = None  # the worker pool it runs on or is bound to, when the answer says
+    # ResumeActor's answer only: whether it resumed the actor (False: it was already running,
+    # its suspend never happened; docs/SPEC.md §3.4). None: not a ResumeActor answer, or one
+    # that does not say.
+    resumed: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

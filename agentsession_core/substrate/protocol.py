@@ -72,6 +72,18 @@ ACTOR_STATUSES = (
     "CRASHED",
 )
 
+# ResumeActor's answer says whether it resumed anything (the ate wire's
+# ResumeActorResponse.resumed): false when the actor was already RUNNING, so the suspend
+# before it never happened (docs/SPEC.md §3.4: NOT_SUSPENDED). The JSON wire's ResumeActor
+# answer is the actor object with this field beside its own.
+RESUMED_FIELD = "resumed"
+
+# The snapshot store's throttling, as the local substrate words it when its store refuses a
+# write or a read (`store:throttle:SHARE`, docs/SPEC.md §2.4): RESOURCE_EXHAUSTED (429 on the
+# JSON control API, a 503 router verdict, the gRPC status) whose message starts with this.
+# Clients also know a real store's words (errors.says_store_throttled).
+STORE_THROTTLED_PREFIX = "snapshot store throttled"
+
 # Atespace and actor names become path segments (in URLs and in the local snapshot store),
 # so they are held to a DNS-label-like pattern; glutton keys (§1.2) become file names.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")

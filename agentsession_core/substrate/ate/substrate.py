@@ -178,7 +178,8 @@ class AteSubstrate:
 
     async def resume_actor(self, atespace: str, name: str) -> ActorInfo:
         answer = self._noted(await self.control.resume_actor(atespace, name))
-        return codec.actor_info(answer.actor, atespace=atespace, name=name)
+        info = codec.actor_info(answer.actor, atespace=atespace, name=name)
+        return dataclasses.replace(info, resumed=answer.resumed)
 
     async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
         if not wait:
