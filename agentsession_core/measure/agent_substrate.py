@@ -87,7 +87,8 @@ PHASES = (
         "ate_scheduler_assignment_duration_seconds",
         'ate_scheduler_outcome="assigned"',
         "resume",
-        "finding a worker for the actor (assigned ones; no_free_worker is counted apart)",
+        "finding a worker for the actor (assigned ones; a scheduling that found no room is "
+        "counted apart, as no_free_worker)",
     ),
     Phase(
         "restore",
@@ -108,13 +109,18 @@ PHASES = (
 # Counters of the window beside the phases (gauges of one point each: the window's increase).
 RESUME_FAILURES = "resume_failures"
 NO_FREE_WORKER = "no_free_worker"
+# The scheduler's outcome when no worker had room, under both of its names: `no_capacity` on
+# newer platforms, `no_free_worker` on older ones. Read together (and split by name in the
+# count's `by`), a newer platform's capacity faults are not read as 0.
+NO_ROOM_OUTCOMES = ("no_capacity", "no_free_worker")
 CRASHES = "crashes"
 SNAPSHOT_BYTES = "snapshot_bytes"
 COUNTS = {
     RESUME_FAILURES: "sum by (error_type) (increase(ate_actor_lifecycle_operation_duration_seconds"
     f'_count{{{_RESUME}, error_type!=""}}[{WINDOW}]))',
-    NO_FREE_WORKER: "sum (increase(ate_scheduler_assignment_duration_seconds_count"
-    f'{{ate_scheduler_outcome="no_free_worker"}}[{WINDOW}]))',
+    NO_FREE_WORKER: "sum by (ate_scheduler_outcome) (increase("
+    "ate_scheduler_assignment_duration_seconds_count"
+    f'{{ate_scheduler_outcome=~"{"|".join(NO_ROOM_OUTCOMES)}"}}[{WINDOW}]))',
     CRASHES: f"sum by (ate_failure_reason) (increase(ate_actor_crashes_total[{WINDOW}]))",
     # Checkpoint MB/s is this over the checkpoint's seconds (both the window's increase).
     SNAPSHOT_BYTES: f"sum by (file_name) (increase(atelet_snapshot_size_bytes_sum[{WINDOW}]))",
@@ -139,6 +145,7 @@ __all__ = [
     "COUNTS",
     "CRASHES",
     "NO_FREE_WORKER",
+    "NO_ROOM_OUTCOMES",
     "PHASES",
     "PRESET",
     "RECORDS_PHASE",

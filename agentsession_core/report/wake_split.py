@@ -145,7 +145,7 @@ def _counts_line(split: dict[str, Any]) -> str:
     counts: dict[str, Any] = found if isinstance(found, dict) else {}
     parts = []
     for name, label in (
-        ("no_free_worker", "scheduling found no free worker"),
+        ("no_free_worker", "scheduling found no room (no_capacity / no_free_worker)"),
         ("resume_failures", "failed resumes (left out above)"),
         ("crashes", "actor crashes"),
     ):

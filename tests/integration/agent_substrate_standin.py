@@ -11,7 +11,9 @@ Each successful wake observes the phases with durations drawn from a seeded stre
 on the platform (scheduling and restore inside the resume, inside the parking, inside the
 router's wake); every `lose_every`-th resume record is dropped (lost telemetry); a failed wake
 observes a long failed resume (error_type set) and restore (ate_failure_reason set) that the
-preset must leave out; every `slow_every`-th checkpoint takes 4 s, past the last bucket.
+preset must leave out; every `slow_every`-th checkpoint takes 4 s, past the last bucket; a
+fifth of the wakes first find no room, exported under `no_room_outcome` (the scheduler's
+older `no_free_worker` or newer `no_capacity`)
 """
 
 from __future__ import annotations
@@ -104,10 +106,15 @@ class ObservedSubstrate(FakeSubstrate):
         seed: int = 3,
         lose_every: int = 0,
         slow_every: int = 0,
+        no_room_outcome: str = "no_free_worker",
         **kwargs: Any,
     ) -> None:
         super().__init__(seed=seed, **kwargs)
         self.series = series
+        # The scheduler's outcome when a try found no room: `no_free_worker` on older
+        # platforms, `no_capacity` on newer ones; counted in `no_room` as exported.
+        self.no_room_outcome = no_room_outcome
+        self.no_room = 0
         self.lose_every = lose_every
         self.slow_every = slow_every
         self.resumes = 0  # successful resumes, whether recorded or lost
@@ -146,7 +153,8 @@ class ObservedSubstrate(FakeSubstrate):
             )
         self.series.observe(SCHEDULER, {"ate_scheduler_outcome": "assigned"}, scheduling)
         if draw.random() < 0.2:  # a first try found no room, then a worker freed
-            self.series.observe(SCHEDULER, {"ate_scheduler_outcome": "no_free_worker"}, 0.001)
+            self.no_room += 1
+            self.series.observe(SCHEDULER, {"ate_scheduler_outcome": self.no_room_outcome}, 0.001)
         self.series.observe(
             RESTORE, {"ate_snapshot_phase": "total", "ate_failure_reason": ""}, restore
         )

@@ -184,3 +184,25 @@ async def test_a_real_prometheus_answers_the_preset(tmp_path: Path) -> None:
     assert said["server_resumes"] == pytest.approx(said["client_wakes"], rel=0.5)
     assert 0.1 <= phases["restore"]["p50"] <= 0.3
     assert phases["scheduling"]["mean"] < phases["resume"]["mean"]
+
+
+async def test_a_newer_platforms_no_capacity_is_read_as_the_capacity_fault(
+    tmp_path: Path,
+) -> None:
+    """The scheduler's outcome was renamed (`no_capacity` beside the older `no_free_worker`):
+    a stand-in that exports only the newer name still gives the capacity-fault figure."""
+    series = platform_histograms()
+    fake = ObservedSubstrate(series, no_room_outcome="no_capacity")
+    async with serving(series) as standin:
+        params = _params(
+            tmp_path,
+            "no-capacity",
+            standin.url,
+            server={"preset": "agent-substrate", "interval_seconds": 0.5},
+        )
+        await run_campaign(params, substrate=fake, handle_signals=False)
+    assert fake.no_room > 0
+    doc = json.loads((_run_dir(tmp_path, "no-capacity") / "server_summary.json").read_text())
+    counts = doc["steady"]["wake_split"]["counts"]["no_free_worker"]
+    assert 0 < counts["total"] <= fake.no_room
+    assert set(counts["by"]) == {"no_free_worker_no_capacity"}
