@@ -46,7 +46,39 @@ log = logging.getLogger("agentsession")
 
 
 class UploadError(AgentsessionError):
-    """The run could not be copied to its destination (the local copy is intact)."""
+    """The run could not be copied to its destination (the local copy is intact).
+    `throttled`: the store refused for throttling (S3 503 SlowDown, a 429), a class of its
+    own that the campaign's retries back off from with jitter (docs/SPEC.md §7)."""
+
+    def __init__(self, message: str, *, throttled: bool = False) -> None:
+        super().__init__(message)
+        self.throttled = throttled
+
+
+# What a store says when it throttles: S3's SlowDown (503), the 429s and throttling codes of
+# S3-compatible stores and of GCS's XML API.
+THROTTLE_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "TooManyRequests",
+        "TooManyRequestsException",
+        "429",
+    }
+)
+
+
+def is_throttling(exc: BaseException) -> bool:
+    """A boto3 error that is the store throttling us (by its error code or a 429)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return False
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in THROTTLE_CODES or status == 429
 
 
 @dataclass
@@ -59,6 +91,7 @@ class UploadResult:
     error: str | None = None
     attempts: int = 1
     uploaded_unix: float = field(default_factory=time.time)
+    throttled: int = 0  # attempts the store refused for throttling
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -234,7 +267,7 @@ def _claim(client: Any, location: str, owner: str) -> bool:
             client.delete_object(Bucket=bucket, Key=key)
             return False
     except (BotoCoreError, ClientError) as exc:
-        raise UploadError(f"s3://{bucket}/{key}: {exc}") from None
+        raise UploadError(f"s3://{bucket}/{key}: {exc}", throttled=is_throttling(exc)) from None
     return True
 
 
@@ -255,7 +288,7 @@ def _put_verified(client: Any, bucket: str, key: str, data: bytes, sha256_hex: s
         )
         head = client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
     except (BotoCoreError, ClientError) as exc:
-        raise UploadError(f"{where}: {exc}") from None
+        raise UploadError(f"{where}: {exc}", throttled=is_throttling(exc)) from None
     stored = head.get("Metadata", {}).get("sha256")
     stored_checksum = head.get("ChecksumSHA256")
     if (
