@@ -5,10 +5,11 @@
 
 Each page is rendered from the tables the code itself runs on: the parameter models
 (RunParams, CampaignParams), the argparse parsers of `agentsession`, the threshold and fault
-parsers' vocabularies, the run directory's file list and caps, the row names of stats.jsonl,
-and the built-in scripts. tests/unit/test_docs_generated.py fails when a committed page
-differs from what this script renders now. The output depends on nothing but the code (no
-dates, no terminal width, no machine), so it is the same on every machine.
+parsers' vocabularies, the failure codes and their classes, the run directory's file list
+and caps, the row names of stats.jsonl, and the built-in scripts.
+tests/unit/test_docs_generated.py fails when a committed page differs from what this script
+renders now. The output depends on nothing but the code (no dates, no terminal width, no
+machine), so it is the same on every machine.
 """
 
 from __future__ import annotations
@@ -434,6 +435,27 @@ def faults_page() -> str:
     return text
 
 
+# ------------------------------------------------------------------ failure codes
+def failures_page() -> str:
+    from agentsession_core.substrate import errors
+
+    text = header("Failure codes", "agentsession_core/substrate/errors.py")
+    text += (
+        "Every failure a row books has a code: the wire's (a control API's or router's error "
+        "code, a gRPC status, `HTTP_<status>` for an answer without one) or the client's own. "
+        "Its **class** is what report.html's failure table groups it under; its **action** is "
+        "what a session does on it (docs/SPEC.md §3.4: retry later, uncounted; count, three "
+        "in a row replace; replace now; misconfigured). A step's failures are booked as "
+        "`op N <kind>: <code>`. Codes outside the table are class `other` (a 5xx: `server`) "
+        "and counted.\n\n"
+        "| code | class | action | meaning |\n|---|---|---|---|\n"
+    )
+    for entry in errors.FAILURE_CODES:
+        action = entry.action.value.replace("_", " ")
+        text += f"| `{entry.code}` | {entry.kind} | {action} | {cell(entry.meaning)} |\n"
+    return text
+
+
 # ------------------------------------------------------------------ artifacts and rows
 def artifacts_page() -> str:
     from agentsession_core.measure import health, stats
@@ -537,6 +559,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "reference/cli.md": cli_page,
     "reference/thresholds.md": thresholds_page,
     "reference/faults.md": faults_page,
+    "reference/failures.md": failures_page,
     "reference/artifacts.md": artifacts_page,
     "reference/scripts.md": scripts_page,
 }
