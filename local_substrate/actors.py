@@ -225,7 +225,8 @@ class ActorLifecycle:
             if holder is not None and holder.alive:
                 with contextlib.suppress(WorkerFailed):
                     await self.admin(holder, "drop", actor=actor.key)
-                holder.paused.pop(actor.key, None)
+                if holder.paused.pop(actor.key, None) is not None:
+                    self.pool.freed(holder)
             if actor.worker is not None:
                 self.pool.release(actor.worker, actor.key)
             actor.worker = actor.paused_on = None
@@ -313,6 +314,12 @@ class ActorLifecycle:
             worker = await pool.acquire(need, self.park_timeout)
         except TimeoutError:
             actor.status = before
+            if (short := pool.shortage(need)) is not None:
+                raise WireError(
+                    "RESOURCE_EXHAUSTED",
+                    f"{short} within the park timeout of {self.park_timeout}s",
+                    router=router,
+                ) from None
             which = f"the {pool.pool_size(wanted)} workers of pool {wanted}" if wanted else None
             raise WireError(
                 "RESOURCE_EXHAUSTED",
@@ -369,6 +376,7 @@ class ActorLifecycle:
             version=actor.version + 1,
         )
         holder.paused.pop(actor.key, None)
+        self.pool.freed(holder)
         actor.paused_on = None
         actor.version += 1
 

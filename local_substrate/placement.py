@@ -17,9 +17,14 @@ The choice, among the workers of the actor's pool that are alive, not draining, 
 slot and the memory: the worker holding the actor's paused state first (its resume is a local
 swap), then the most free slots (spread), then the fewest paused bytes, then the one that has
 had room longest. With capacity 1 this is exactly the choice of one actor per worker. When
-workers have free slots but none has the memory, the placement is refused at once
-(`NoMemory`: RESOURCE_EXHAUSTED, as the platform refuses it); when no worker has a free slot
-the caller waits for one (pool.py), bounded by the park timeout.
+no worker has a free slot, or some have a slot and none the memory, the caller waits for
+room (pool.py), bounded by the park timeout, as the platform parks a wake while its pool is
+saturated: memory is freed as surely as slots are, by the park in flight beside the wake (a
+turnover swap at the memory's frontier needs both reservations for the moment the one parks
+while the other wakes; refused at once, such wakes held a density search at 4 of the 6
+residents the memory predicts: issue 38). Only an actor that no worker of its pool could hold
+even empty is refused at once (`NoMemory`: RESOURCE_EXHAUSTED); a wait that times out says
+which it lacked (`shortage`).
 
 Which pool (`pool_for`): the actor's selector picks it, and once it has run on a pool it is
 bound there (docs/SPEC.md §2.6).
@@ -67,16 +72,25 @@ class Need:
 
 
 class NoMemory(Exception):
-    """Workers had a free slot, none had the memory for the actor."""
+    """No worker of the actor's pool has the memory for it: now (`shortage`, said when a wait
+    times out) or ever (`choose` refuses at once)."""
 
-    def __init__(self, need: Need, nearest: Placeable) -> None:
+    def __init__(self, need: Need, nearest: Placeable, *, ever: bool = False) -> None:
         self.need = need
-        free = free_memory(nearest, need.actor)
-        super().__init__(
-            f"no worker has memory for actor {need.actor} (it reserves {need.reserve} bytes, "
-            f"its template's memory limit); the most any worker with a free slot has free is "
-            f"{free} bytes (worker {nearest.name}, memory {nearest.memory} bytes)"
-        )
+        if ever:
+            said = (
+                f"no worker can hold actor {need.actor} (it reserves {need.reserve} bytes, its "
+                f"template's memory limit); the largest worker of its pool has "
+                f"{nearest.memory} bytes (worker {nearest.name})"
+            )
+        else:
+            said = (
+                f"no worker has memory for actor {need.actor} (it reserves {need.reserve} "
+                f"bytes, its template's memory limit); the most any worker with a free slot "
+                f"has free is {free_memory(nearest, need.actor)} bytes (worker {nearest.name}, "
+                f"memory {nearest.memory} bytes)"
+            )
+        super().__init__(said)
 
 
 def reserved(worker: Placeable) -> int:
@@ -107,17 +121,26 @@ def fits(worker: Placeable, need: Need) -> bool:
 
 
 def choose(workers: Iterable[Placeable], need: Need) -> Placeable | None:
-    """The worker to place `need` on; None when no worker of its pool has a free slot (wait
-    for one); NoMemory when some have a slot and none the memory."""
-    open_ = [w for w in workers if takes_placements(w, need.pool) and free_slots(w) > 0]
-    if not open_:
-        return None
-    fitting = [w for w in open_ if fits(w, need)]
+    """The worker to place `need` on; None when none of its pool has room now (wait for a
+    slot or the memory); NoMemory when none could hold it even empty."""
+    candidates = [w for w in workers if takes_placements(w, need.pool)]
+    if candidates and all(w.memory is not None and need.reserve > w.memory for w in candidates):
+        raise NoMemory(need, max(candidates, key=lambda w: w.memory or 0), ever=True)
+    fitting = [w for w in candidates if free_slots(w) > 0 and fits(w, need)]
     if not fitting:
-        raise NoMemory(need, max(open_, key=lambda w: free_memory(w, need.actor) or 0))
+        return None
     if need.prefer is not None and need.prefer in fitting:
         return need.prefer
     return min(fitting, key=lambda w: (-free_slots(w), sum(w.paused.values()), w.freed_seq))
+
+
+def shortage(workers: Iterable[Placeable], need: Need) -> NoMemory | None:
+    """Why `need` still has no room after its wait: NoMemory when some worker of its pool has
+    a free slot and none the memory; None when every slot is taken."""
+    open_ = [w for w in workers if takes_placements(w, need.pool) and free_slots(w) > 0]
+    if not open_ or any(fits(w, need) for w in open_):
+        return None
+    return NoMemory(need, max(open_, key=lambda w: free_memory(w, need.actor) or 0))
 
 
 def pool_for(actor: Actor, pool: Pool, *, router: bool) -> str | None:

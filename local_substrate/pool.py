@@ -6,11 +6,12 @@ own loopback port (handshake: `LISTENING <port>` down its pipe). The pipe's othe
 with us; when we go, it goes.
 
 `acquire` takes a slot on a worker with room for the actor (placement.py decides which: the
-one holding its paused state first, then the most free slots; a worker whose memory cannot
-take the actor's reservation is refused at once with `NoMemory`). When no worker has a free
-slot it waits: waiters are served first come, first served as slots come free; `acquire`
-gives up after its timeout (the caller turns that into RESOURCE_EXHAUSTED). `release` gives
-the actor's slot back.
+one holding its paused state first, then the most free slots). When no worker has room (a
+free slot and the memory) it waits: waiters are served first come, first served as slots and
+memory come free; `acquire` gives up after its timeout (the caller turns that into
+RESOURCE_EXHAUSTED, saying which it lacked: `shortage`). Only an actor no worker could hold
+even empty is refused at once (`NoMemory`). `release` gives the actor's slot and reservation
+back; `freed` says a worker's paused state went (its memory is free for a waiter).
 
 Worker pools (docs/SPEC.md §2.6): started with `pools` ({name: workers}), the slots are cut
 into named pools in order and each worker carries the label `pool: NAME`, as a platform's
@@ -253,8 +254,8 @@ class Pool:
 
     async def acquire(self, need: Need, timeout: float) -> WorkerProc:
         """A slot for `need.actor` on a worker with room (placement.choose), waiting up to
-        `timeout` for a slot to come free; placement.NoMemory at once when workers have a
-        slot and none has the memory."""
+        `timeout` for a slot and the memory to come free; placement.NoMemory at once when no
+        worker could ever hold it."""
         worker = self._take(need)
         if worker is not None:
             return worker
@@ -287,14 +288,23 @@ class Pool:
         if worker.running.pop(actor, None) is None:
             return
         worker.freed_seq = next(self._freed)
+        self.freed(worker)
+
+    def freed(self, worker: WorkerProc) -> None:
+        """Room came free on `worker` (a slot, a reservation, a paused state): serve the
+        waiters it lets in."""
         if worker.alive and not self._stopping:
             self._give(worker)
+
+    def shortage(self, need: Need) -> placement.NoMemory | None:
+        """What `need` lacked when its wait timed out: the memory (NoMemory) or a slot (None)."""
+        return placement.shortage(self.workers.values(), need)
 
     def drain(self, worker: WorkerProc) -> None:
         worker.draining = True
 
     def _give(self, worker: WorkerProc) -> None:
-        """A slot came free on `worker` (or it is new): serve the waiters it lets in, first
+        """Room came free on `worker` (or it is new): serve the waiters it lets in, first
         come first served; one that can never fit is refused."""
         for entry in list(self._waiters):
             future, need = entry

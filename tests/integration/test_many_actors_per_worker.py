@@ -1,7 +1,8 @@
 """Many actors per worker process on the local substrate (docs/SPEC.md §2.7), over real
 processes: four actors in one worker process (one pid, its resident memory growing with each
 actor's filled bytes, each actor's bytes its own), a fifth refused for want of a slot and a
-larger one for want of memory (RESOURCE_EXHAUSTED), the capacity and allocation on the JSON
+larger one for want of memory after the park timeout (RESOURCE_EXHAUSTED, naming which), a
+wake short of memory served by the park beside it, the capacity and allocation on the JSON
 wire (HttpSubstrate.list_workers), a drained worker taking no new placements, and a worker
 killed with SIGKILL taking every actor it held down with it (each CRASHED)."""
 
@@ -102,16 +103,17 @@ async def test_four_actors_in_one_worker_process(tmp_path: Path) -> None:
             assert "4 slots, all busy" in no_slot.value.message
             assert "within the park timeout" in no_slot.value.message
 
-            # A slot free, but not the memory for a 128Mi actor: refused at once. Nothing
-            # frees a slot meanwhile, so a resume that had waited would have ended with the
-            # park timeout's words (as a4's did), not these.
+            # A slot free, but not the memory for a 128Mi actor: it waits for the memory as
+            # for a slot (issue 38), and nothing frees any within the park timeout.
             await client.suspend_actor("many", "a0")
             await client.create_actor("many", "big", "t", "big")
             with pytest.raises(SubstrateError) as no_memory:
                 await client.resume_actor("many", "big")
             assert no_memory.value.code == "RESOURCE_EXHAUSTED"
-            assert "no worker has memory for actor many/big" in no_memory.value.message
-            assert "park timeout" not in no_memory.value.message
+            assert no_memory.value.message.startswith(
+                "no worker has memory for actor many/big (it reserves 134217728 bytes"
+            ), no_memory.value.message
+            assert no_memory.value.message.endswith("within the park timeout of 1.0s")
             await client.resume_actor("many", "a4")  # 3 x 64Mi + 64Mi fits in 288Mi
             (listed,) = await client.list_workers()
             assert listed.allocated == 4 and "many/a0" not in listed.actors
@@ -124,6 +126,48 @@ async def test_four_actors_in_one_worker_process(tmp_path: Path) -> None:
                 assert answer.result["sha256"] == sums[name], name
                 if name == "a1":
                     await client.suspend_actor("many", "a1")  # a slot for a0
+        finally:
+            await client.aclose()
+
+
+async def test_a_wake_short_of_memory_waits_for_the_park_beside_it(tmp_path: Path) -> None:
+    """Issue 38: a turnover swap at the memory's frontier wakes one actor while another
+    parks. The wake waits for the memory as for a slot and runs once the park frees it;
+    refused at once, such wakes held a density search at 4 of the 6 residents the memory
+    predicts. The park timeout is far beyond any wait here: the order is what is tested."""
+    with LocalSubstrateProcess(
+        workers=1,
+        worker_capacity=4,
+        worker_memory="192Mi",  # three 64Mi reservations, and a slot to spare
+        templates=TEMPLATES,
+        park_timeout=300.0,
+        log_path=tmp_path / "substrate.log",
+    ) as sub:
+        client = HttpSubstrate(sub.url)
+        try:
+            await client.ensure_atespace("many")
+            for name in ("a0", "a1", "a2", "a3"):
+                await client.create_actor("many", name, "t", "small")
+            for name in ("a0", "a1", "a2"):
+                await client.resume_actor("many", name)
+            waking = asyncio.create_task(client.resume_actor("many", "a3"))
+
+            async def queued() -> str:
+                async with httpx.AsyncClient(base_url=sub.url, timeout=10) as raw:
+                    return (await raw.get("/metrics")).text
+
+            # Parked in the substrate's wake queue, not refused: a slot is free, the memory
+            # is not.
+            await until(queued, lambda text: "agentsession_substrate_wake_queue 1" in text)
+            assert not waking.done()
+            (listed,) = await client.list_workers()
+            assert listed.allocated == 3 and "many/a3" not in listed.actors
+            await client.suspend_actor("many", "a0")  # the park beside the wake
+            woken = await asyncio.wait_for(waking, 120)
+            assert woken.status == "RUNNING"
+            (listed,) = await client.list_workers()
+            assert listed.actors == ("many/a1", "many/a2", "many/a3")
+            assert listed.memory_used_bytes == 3 * 64 * MI
         finally:
             await client.aclose()
 

@@ -10,7 +10,14 @@ import pytest
 
 from agentsession_core.errors import UsageError
 from local_substrate.cli import parse_pool_specs
-from local_substrate.placement import Need, NoMemory, choose, free_memory, reserved
+from local_substrate.placement import (
+    Need,
+    NoMemory,
+    choose,
+    free_memory,
+    reserved,
+    shortage,
+)
 from local_substrate.pool import WorkerShape
 
 MI = 1 << 20
@@ -58,23 +65,44 @@ def test_capacity_one_is_todays_choice() -> None:
 
 def test_no_free_slot_means_wait_not_refuse() -> None:
     full = FakeWorker("f", capacity=2, memory=10 * MI, running={"s/1": 5 * MI, "s/2": 5 * MI})
-    assert choose([full], Need("s/new", 64 * MI)) is None
+    assert choose([full], Need("s/new", 5 * MI)) is None
+    assert shortage([full], Need("s/new", 5 * MI)) is None  # a slot is what it lacks
 
 
-def test_a_slot_without_the_memory_is_refused_at_once() -> None:
+def test_a_slot_without_the_memory_means_wait_and_the_wait_names_the_memory() -> None:
+    """Issue 38: memory comes free as surely as a slot (the park beside a swap's wake);
+    refused at once, a turnover at the memory's frontier lost every swap's wake."""
     w = FakeWorker("w", capacity=4, memory=288 * MI, running={f"s/{i}": 64 * MI for i in range(3)})
     assert reserved(w) == 192 * MI
     assert choose([w], Need("s/small", 64 * MI)) is w
-    with pytest.raises(NoMemory, match=r"no worker has memory for actor s/big"):
-        choose([w], Need("s/big", 128 * MI))
+    assert choose([w], Need("s/big", 128 * MI)) is None
+    short = shortage([w], Need("s/big", 128 * MI))
+    assert short is not None
+    assert str(short) == (
+        "no worker has memory for actor s/big (it reserves 134217728 bytes, its template's "
+        "memory limit); the most any worker with a free slot has free is 100663296 bytes "
+        "(worker w, memory 301989888 bytes)"
+    )
+
+
+def test_an_actor_no_worker_could_hold_even_empty_is_refused_at_once() -> None:
+    small = FakeWorker("s", capacity=4, memory=100 * MI)
+    larger = FakeWorker("l", capacity=4, memory=200 * MI, running={"s/0": 150 * MI})
+    with pytest.raises(NoMemory) as never:
+        choose([small, larger], Need("s/huge", 256 * MI))
+    assert str(never.value) == (
+        "no worker can hold actor s/huge (it reserves 268435456 bytes, its template's memory "
+        "limit); the largest worker of its pool has 209715200 bytes (worker l)"
+    )
+    assert choose([small, larger], Need("s/fits-later", 150 * MI)) is None  # l, once s/0 goes
 
 
 def test_paused_state_counts_against_memory_except_the_actors_own() -> None:
     w = FakeWorker("w", capacity=2, memory=100 * MI, paused={"s/p": 60 * MI})
     assert free_memory(w, "s/other") == 40 * MI
     assert free_memory(w, "s/p") == 100 * MI  # its own state turns into its reservation
-    with pytest.raises(NoMemory):
-        choose([w], Need("s/other", 64 * MI))
+    assert choose([w], Need("s/other", 64 * MI)) is None  # until the paused state goes
+    assert shortage([w], Need("s/other", 64 * MI)) is not None
     assert choose([w], Need("s/p", 64 * MI, prefer=w)) is w
 
 
