@@ -212,6 +212,6 @@ def test_parameter_schema_is_a_form():
     schema = CampaignParams.model_json_schema()
     assert schema["properties"]["hold_minutes"]["exclusiveMinimum"] == 0
     kind = schema["$defs"]["CampaignPopulationParams"]["properties"]["kind"]
-    assert set(kind["enum"]) == {"closed", "turnover", "turns", "spawn", "burst"}
+    assert set(kind["enum"]) == {"closed", "turnover", "turns", "spawn", "burst", "cold-resume"}
     assert kind["default"] == "turnover"
     assert "run: closed" in kind["description"]
