@@ -36,11 +36,11 @@ from agentsession_core.judge.compare import (
 from agentsession_core.judge.conditions import differences
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.drift import drift, ramp_result
+from agentsession_core.judge.gate_document import GATE_SCHEMA
 from agentsession_core.judge.gate_schema import GateInputError
 from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 from agentsession_core.judge.verdict import WindowVerdict
 
-GATE_SCHEMA = 2
 EXIT_CODES = {"pass": 0, "fail": 1, "void": 2}
 DEFAULT_MAX_REGRESSION = 0.2
 # A baseline with one of these verdicts or run states measured nothing to compare against.
