@@ -1,12 +1,13 @@
 """Writes the documentation site's reference pages from the code, never by hand.
 
-    python docs/gen/references.py            # rewrite docs/reference/*.md
+    python docs/gen/references.py            # rewrite docs/reference/*.md (and *.json)
     python docs/gen/references.py --check    # exit 1 naming the stale pages
 
 Each page is rendered from the tables the code itself runs on: the parameter models
 (RunParams, CampaignParams), the argparse parsers of `agentsession`, the threshold and fault
 parsers' vocabularies, the failure codes and their classes, the run directory's file list
-and caps, the row names of stats.jsonl, and the built-in scripts.
+and caps, the row names of stats.jsonl, the built-in scripts, and gate.json's models (its
+page and its published JSON Schema, docs/reference/gate.schema.json).
 tests/unit/test_docs_generated.py fails when a committed page differs from what this script
 renders now. The output depends on nothing but the code (no dates, no terminal width, no
 machine), so it is the same on every machine.
@@ -15,6 +16,7 @@ machine), so it is the same on every machine.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import types
@@ -484,7 +486,10 @@ def artifacts_page() -> str:
     for name in sorted(set(FILES) | set(run_reader.CAPS)):
         cap = run_reader.cap_of(name) // run_reader.MiB
         gate = "yes" if name in (*run_reader.GATE_FILES, run_dir.MANIFEST) else ""
-        text += f"| `{name}` | {cell(about.get(name, ''))} | {cap} MiB | {gate} |\n"
+        holds = cell(about.get(name, ""))
+        if name == "gate.json":
+            holds += " ([its fields](gate.md); [JSON Schema](gate.schema.json))"
+        text += f"| `{name}` | {holds} | {cap} MiB | {gate} |\n"
     kinds = [
         ("control call (any wire)", f"{stats.CONTROL_KIND}_<Call>"),
         ("router request", f"{stats.ROUTER_KIND}_<Name>"),
@@ -526,6 +531,79 @@ def artifacts_page() -> str:
     return text
 
 
+# ------------------------------------------------------------------ gate.json
+def gate_schema_file() -> str:
+    """docs/reference/gate.schema.json: the JSON Schema of gate.json, from its models."""
+    from agentsession_core.judge.gate_document import gate_json_schema
+
+    return json.dumps(gate_json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _schema_type(node: dict[str, Any], nested: bool = False) -> str:
+    """A JSON Schema fragment as a table cell's words: list of Window, number or null …"""
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        return f"[{name}](#{name.lower()})"
+    if "anyOf" in node:
+        either = " or ".join(_schema_type(n, True) for n in node["anyOf"])
+        return f"({either})" if nested else either
+    if "enum" in node:
+        return ", ".join(code(json_text(v)) for v in node["enum"])
+    if "const" in node:
+        return code(json_text(node["const"]))
+    kind = node.get("type")
+    if kind == "array":
+        return f"list of {_schema_type(node.get('items', {}), True)}"
+    if kind == "object":
+        values = node.get("additionalProperties")
+        return f"map of {_schema_type(values, True)}" if isinstance(values, dict) else "object"
+    words = {"string": "text", "integer": "whole number", "boolean": "true/false"}
+    text = words.get(str(kind), str(kind or "any"))
+    bounds = [
+        f"{op} {number(node[key])}"
+        for key, op in (("exclusiveMinimum", ">"), ("exclusiveMaximum", "<"))
+        if key in node
+    ]
+    return f"{text} ({', '.join(bounds)})" if bounds else text
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value)
+
+
+def _schema_table(node: dict[str, Any]) -> str:
+    required = set(node.get("required", []))
+    text = "| field | type | required | what |\n|---|---|---|---|\n"
+    for name, field in node.get("properties", {}).items():
+        text += (
+            f"| `{name}` | {cell(_schema_type(field))} | {'yes' if name in required else ''} "
+            f"| {cell(field.get('description', ''))} |\n"
+        )
+    return text
+
+
+def gate_page() -> str:
+    from agentsession_core.judge import gate_document
+    from agentsession_core.judge.gate_document import GATE_SCHEMA, gate_json_schema
+
+    schema = gate_json_schema()
+    text = header("gate.json", "agentsession_core/judge/gate_document.py")
+    text += (
+        f"Every run's verdict, in `gate.json` (schema {GATE_SCHEMA}; docs/SPEC.md §6). Its "
+        "JSON Schema, generated from the models below, is "
+        "[gate.schema.json](gate.schema.json): a release pipeline can validate what it "
+        "consumes against it. Every reader of a stored run (`gate`, `report`, `history`, "
+        "a baseline) validates gate.json against the same models and refuses a document of "
+        "another shape in one line naming the file and the field.\n\n"
+    )
+    text += docstring_markdown((gate_document.__doc__ or "").split("\n\n", 1)[1]) + "\n"
+    text += f"## gate.json\n\n{_schema_table(schema)}"
+    for name, node in schema.get("$defs", {}).items():
+        about = " ".join((node.get("description") or "").split())
+        text += f"\n## {name}\n\n{about}\n\n{_schema_table(node)}"
+    return text
+
+
 # ------------------------------------------------------------------ scripts
 def scripts_page() -> str:
     from agentsession_core.cli.scripts import _size as readable
@@ -562,6 +640,8 @@ PAGES: dict[str, Callable[[], str]] = {
     "reference/failures.md": failures_page,
     "reference/artifacts.md": artifacts_page,
     "reference/scripts.md": scripts_page,
+    "reference/gate.md": gate_page,
+    "reference/gate.schema.json": gate_schema_file,
 }
 
 
