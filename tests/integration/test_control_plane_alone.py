@@ -18,6 +18,8 @@ from __future__ import annotations
 import csv
 import json
 import re
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,3 +151,31 @@ async def test_a_cold_resume_whose_fleet_runs_out_is_void(
         assert window["void_reason"].startswith("fleet exhausted: no cold actor was left"), window
     gate = json.loads((result.run_dir / "gate.json").read_text())
     assert gate["verdict"] != "pass", gate["verdict"]
+
+
+def test_the_embedded_substrate_without_a_data_plane_from_the_command_line(
+    tmp_path: Path,
+) -> None:
+    """As a person starts it: `agentsession run … --local-data-plane false` starts the
+    embedded substrate `--no-data-plane` and says so; every wake is a ResumeActor (one
+    TimeToWake sample each) and no request of the run's went through a router."""
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "agentsession_core", "run", "--hold", "6s",
+            "--population", "cold-resume", "--sessions", "12", "--target-rps", "5",
+            "--registration-quiet-seconds", "0.5", "--wake-probe", "none",
+            "--resume-mode", "explicit", "--local-data-plane", "false", "--local-workers", "4",
+            "--set", "generator.void_when_saturated=false",
+            "--out", str(tmp_path), "--progress", "plain",
+        ],
+        capture_output=True, text=True, timeout=110, check=False,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "(4 workers, 1 actors each, no data plane)" in said
+    (stats,) = tmp_path.glob("runs/*/*/*/*/stats.csv")
+    rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(stats.open())}
+    assert not [key for key in rows if key[0] == "http"], sorted(rows)  # no router request
+    resumes = int(rows[("grpc", "ResumeActor")]["Request Count"])
+    assert resumes > 0 and rows[("grpc", "ResumeActor")]["Failure Count"] == "0"
+    assert int(rows[("rps", "TimeToWake")]["Request Count"]) == resumes
