@@ -31,6 +31,7 @@ import aiohttp
 import orjson
 import psutil
 import uvloop
+from aiohttp_router_client import AiohttpRouterClient
 
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import Engine
@@ -39,7 +40,7 @@ from agentsession_core.engine.populations.turns import TurnsPopulation
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.errors import BAD_BODY, SubstrateError
-from agentsession_core.substrate.http import HttpSubstrate, RouterClient
+from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.router_client import FastRouterClient
 
 PING_SCRIPT = str(Path(__file__).parent / "ping.yaml")
@@ -115,7 +116,7 @@ class BenchSubstrate(HttpSubstrate):
         # Bounded pools: registering 100k sessions at once must not open 100k sockets.
         self._fast_control = FastRouterClient(url, max_connections=POOL)
         if client == "aiohttp":
-            self.router = RouterClient(url, max_connections=POOL)  # type: ignore[assignment]
+            self.router = AiohttpRouterClient(url, max_connections=POOL)  # type: ignore[assignment]
         elif client == "fast":
             self.router = FastRouterClient(url, max_connections=POOL)  # type: ignore[assignment]
         else:

@@ -1,15 +1,15 @@
 """The Substrate interface over HTTP (docs/SPEC.md §2): control calls with httpx, router requests
 through the router client, the one small class the hot path goes through: FastRouterClient
 (router_client.py, a lean keep-alive HTTP/1.1 client) for http:// and https:// routers (its
-TLS settings: router_tls.py). The aiohttp `RouterClient` below is what bench/ compares it
-with. Paths and header names come from protocol.py.
+TLS settings: router_tls.py). The aiohttp client bench/ compares it with lives in bench/
+(bench/aiohttp_router_client.py). Paths and header names come from protocol.py.
 
 Every failure becomes a SubstrateError: an error body's code and message when the server
 answered, `from_router` true for control answers and router verdicts (`x-ate-router: 1`),
 false for the glutton's own answers; TRANSPORT for connection failures, TIMEOUT when the
 client gave up, BAD_BODY for an answer that could not be decoded (a control answer that is
 not JSON, a router 2xx that is not its route's answer: router_wire.py), ANSWER_TOO_LARGE for a
-router answer over the size cap (docs/SPEC.md §2.2; both router clients). What a session does
+router answer over the size cap (docs/SPEC.md §2.2). What a session does
 with each is decided in errors.py, not here. Each answer's server time is noted for booking
 (interface.note_server_time).
 """
@@ -22,12 +22,9 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 import httpx
-import orjson
 
 from agentsession_core.substrate.errors import (
-    ANSWER_TOO_LARGE,
     BAD_BODY,
     TIMEOUT,
     TRANSPORT,
@@ -48,7 +45,6 @@ from agentsession_core.substrate.protocol import (
     MATCH_LABELS_FIELD,
     PAGE_TOKEN_PARAM,
     RESUMED_FIELD,
-    TARGET_HEADER,
     WORKER_ACTORS_FIELD,
     WORKER_ALLOCATED_FIELD,
     WORKER_CAPACITY_FIELD,
@@ -69,90 +65,7 @@ from agentsession_core.substrate.protocol import (
 )
 from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES, FastRouterClient
 from agentsession_core.substrate.router_tls import RouterTls
-from agentsession_core.substrate.router_wire import router_answer, server_elapsed_us
-
-
-class RouterClient:
-    """POSTs to actors through the router over keep-alive connections."""
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | None = None,
-        timeout: float = 120.0,
-        max_connections: int = 0,
-        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
-        self.max_connections = max_connections
-        self.max_answer_bytes = max_answer_bytes
-        self._auth = {"Authorization": f"Bearer {token}"} if token else {}
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.max_connections),
-                auto_decompress=False,
-                json_serialize=lambda v: orjson.dumps(v).decode(),
-            )
-        return self._session
-
-    async def request(
-        self,
-        target: str,
-        route: str,
-        *,
-        json: Any = None,
-        body: bytes | None = None,
-        params: dict[str, str] | None = None,
-        timeout: float | None = None,
-        method: str = "POST",
-    ) -> RouterResponse:
-        headers = {TARGET_HEADER: target, **self._auth}
-        if json is not None:
-            data: bytes | None = orjson.dumps(json)
-            headers["Content-Type"] = "application/json"
-        else:
-            data = body
-            if body is not None:
-                headers["Content-Type"] = "application/octet-stream"
-        url = f"{self.base_url}/{route.lstrip('/')}"
-        limit = aiohttp.ClientTimeout(total=timeout if timeout is not None else self.timeout)
-        try:
-            async with self._client().request(
-                method, url, data=data, params=params, headers=headers, timeout=limit
-            ) as answer:
-                body = await self._read_capped(answer, route)
-                return router_answer(answer.status, body, answer.headers, route)
-        except TimeoutError:
-            raise SubstrateError(TIMEOUT, f"router {route}: no answer within the timeout") from None
-        except aiohttp.ClientError as exc:
-            raise SubstrateError(TRANSPORT, f"router {route}: {exc!r}") from None
-
-    async def _read_capped(self, answer: aiohttp.ClientResponse, route: str) -> bytes:
-        """The body, refused past max_answer_bytes as FastRouterClient refuses it (a declared
-        length at once, an undeclared one where it crosses the cap); leaving the `async with`
-        unread closes the connection, so what remains of the body is never read."""
-        cap = self.max_answer_bytes
-        too_large = SubstrateError(
-            ANSWER_TOO_LARGE,
-            f"router {route}: answer body past the cap of {cap} bytes (target.max_answer_bytes)",
-        )
-        if answer.content_length is not None and answer.content_length > cap:
-            raise too_large
-        body = bytearray()
-        async for part in answer.content.iter_any():
-            body += part
-            if len(body) > cap:
-                raise too_large
-        return bytes(body)
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+from agentsession_core.substrate.router_wire import server_elapsed_us
 
 
 def router_client(
@@ -164,8 +77,7 @@ def router_client(
     tls: RouterTls | None = None,
 ) -> FastRouterClient:
     """The router client: FastRouterClient, for http:// and https:// (≈3× aiohttp's requests
-    per core, bench/RESULTS.md; over TLS too, bench/wire.py). RouterClient above is the
-    aiohttp one the bench compares it with."""
+    per core, bench/RESULTS.md; over TLS too, bench/wire.py)."""
     return FastRouterClient(
         base_url, token=token, timeout=timeout, max_answer_bytes=max_answer_bytes, tls=tls
     )

@@ -34,7 +34,7 @@ Content-Length is refused before any of it is read, a chunked or read-to-EOF bod
 at the cap, and either way the request fails with ANSWER_TOO_LARGE and the connection, with
 the rest of the body still on it, is closed.
 
-Failures are SubstrateErrors exactly as RouterClient raises them (http.py): an error answer
+Failures are SubstrateErrors (router_wire.py decodes every answer): an error answer
 keeps its body's code and `from_router` from `x-ate-router: 1`; TRANSPORT for connection
 failures and malformed answers; TIMEOUT when the per-request deadline passes;
 ANSWER_TOO_LARGE for an answer over the cap.
@@ -281,7 +281,7 @@ class _Deadlines:
 
 
 class FastRouterClient:
-    """POSTs to actors through the router; the same interface as http.RouterClient."""
+    """POSTs to actors through the router: the product's one router client."""
 
     def __init__(
         self,

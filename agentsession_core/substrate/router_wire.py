@@ -1,8 +1,8 @@
 """The router's answers as the clients see them (docs/SPEC.md §2.2): how an answer becomes a
-RouterResponse or a SubstrateError, shared by both router clients (http.RouterClient,
-router_client.FastRouterClient) and the in-memory fake (fake.py). The header names are in
-protocol.py; the local server's side is local_substrate/protocol.py. The ate wire's answers
-are read in ate/substrate.py.
+RouterResponse or a SubstrateError, shared by the router client (router_client.py), the
+in-memory fake (fake.py) and the bench's aiohttp client (bench/aiohttp_router_client.py). The
+header names are in protocol.py; the local server's side is local_substrate/protocol.py. The
+ate wire's answers are read in ate/substrate.py.
 
 A 2xx answer is decoded too (docs/SPEC.md §2.3): a glutton route's answer must be the JSON
 object that route answers with, so a proxy's HTML page or a truncated body is a BAD_BODY

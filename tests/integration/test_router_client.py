@@ -22,9 +22,9 @@ from agentsession_core.substrate.errors import (
     FailureClass,
     SubstrateError,
 )
-from agentsession_core.substrate.http import RouterClient
 from agentsession_core.substrate.router_client import FastRouterClient
 from agentsession_core.substrate.router_tls import RouterTls
+from bench.aiohttp_router_client import AiohttpRouterClient
 
 BIG = 4 * 1024 * 1024 + 17
 IDLE_408 = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
@@ -544,7 +544,7 @@ async def test_an_answer_of_exactly_the_cap_is_read(server: Server) -> None:
 async def test_the_aiohttp_router_client_caps_answers_alike(server: Server, route: str) -> None:
     assert server.server is not None
     port = server.server.sockets[0].getsockname()[1]
-    c = RouterClient(f"http://127.0.0.1:{port}", timeout=30, max_answer_bytes=1 << 20)
+    c = AiohttpRouterClient(f"http://127.0.0.1:{port}", timeout=30, max_answer_bytes=1 << 20)
     try:
         with pytest.raises(SubstrateError) as caught:
             await c.request("s/a", route, json={})
