@@ -215,6 +215,31 @@ class ActorLifecycle:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    async def revert(self, actor: Actor) -> None:
+        """RevertActor: a CRASHED actor back to SUSPENDED at its last snapshot (the state its
+        dead worker held is gone; the store still has what its last suspend wrote, or the
+        empty golden state). A SUSPENDED one is FAILED_PRECONDITION, as on the platform. A
+        RUNNING or PAUSED one is UNIMPLEMENTED: throwing its live state away needs a hand-back
+        from the worker that this lifecycle does not offer; suspend it instead."""
+        async with actor.lock:
+            if actor.deleted:
+                raise WireError("NOT_FOUND", f"actor {actor.key} not found")
+            if actor.status == "SUSPENDED":
+                raise WireError(
+                    "FAILED_PRECONDITION", f"actor {actor.key} is SUSPENDED: nothing to revert"
+                )
+            if actor.status != "CRASHED" or actor.worker or actor.paused_on:
+                raise WireError(
+                    "UNIMPLEMENTED",
+                    f"actor {actor.key} is {actor.status}: the local substrate reverts only "
+                    "crashed actors (suspend a running or paused one)",
+                )
+            # The LIVE marker said its state was in a worker; now the store's snapshot is it.
+            live = self.snapshot_dir(actor) / store.LIVE
+            await asyncio.to_thread(live.unlink, missing_ok=True)
+            actor.status = "SUSPENDED"
+            actor.version += 1
+
     async def delete(self, actor: Actor) -> None:
         async with actor.lock:
             if actor.deleted:

@@ -2,9 +2,10 @@
 (docs/SPEC.md §2, §2.4; the ate wire notes §2, §3, §7), served beside the JSON control API
 (control.py) over the same actors, in the same process and event loop.
 
-Every state change goes through ActorLifecycle (actors.py), so an actor created over gRPC is
-driven by the router and by the JSON API exactly like one created over JSON, and the other
-way round. Answers:
+A thin adapter, as control.py is for JSON: every operation is ControlPlane's
+(control_plane.py) and every state change ActorLifecycle's (actors.py), so an actor created
+over gRPC is driven by the router and by the JSON API exactly like one created over JSON,
+and the other way round; here only the messages are decoded and encoded. Answers:
 - status codes as docs/SPEC.md §2.1 names them (NOT_FOUND, ALREADY_EXISTS,
   FAILED_PRECONDITION, ABORTED "... crashed" for a crashed actor, RESOURCE_EXHAUSTED when no
   worker frees up within the park timeout, INVALID_ARGUMENT, UNAUTHENTICATED); any other
@@ -21,8 +22,7 @@ Decisions where the notes are silent:
   "ensure" treat ALREADY_EXISTS as success.
 - DeleteActor without any_state deletes only a SUSPENDED or CRASHED actor
   (FAILED_PRECONDITION otherwise); DeleteOptions version/uid that do not match are ABORTED
-  (a precondition on the resource's version, like a concurrent update, but not worded as
-  one so no client retries it). The answer is the actor in state DELETING.
+  (ControlPlane.delete). The answer is the actor in state DELETING.
 - A paused actor keeps its worker_assignment: its state is held on that worker, as the JSON
   API's `worker` field says too. worker_pod_ip is 127.0.0.1: workers listen on loopback.
 
@@ -30,11 +30,8 @@ Both layouts (docs/SPEC.md §2.5). Servicer and messages are ateapi.proto's, a s
 newest layout with the same numbers, so a client built from either is served alike:
 - the workers (ListWorkers, GetWorker, DrainWorker, ListWorkerActorAssignments) answer from
   the lifecycle's WorkerFacts (ate_workers.py encodes them), as the JSON wire does;
-- RevertActor takes a CRASHED actor back to SUSPENDED at its last snapshot (the state its
-  dead worker held is gone; the store still has what its last suspend wrote, or the empty
-  golden state). A SUSPENDED one is FAILED_PRECONDITION, as on the platform. A RUNNING or
-  PAUSED one is UNIMPLEMENTED: throwing its live state away needs a hand-back from the worker
-  that the lifecycle does not offer; suspend it instead;
+- RevertActor takes a CRASHED actor back to SUSPENDED at its last snapshot
+  (ActorLifecycle.revert);
 - an old (August 2026) client's ResumeActorRequest.boot arrives as an unknown field and is
   ignored: a wake always restores the latest snapshot, no client of ours ever asked for a
   cold boot, and the newest layout dropped the flag;
@@ -65,16 +62,12 @@ from agentsession_core.script.quantity import format_quantity
 from agentsession_core.substrate.ate.control_codec import MEMORY_LIMIT
 from agentsession_core.substrate.ate.proto import ateapi_pb2 as pb
 from agentsession_core.substrate.ate.proto import ateapi_pb2_grpc as pb_grpc
-from agentsession_core.substrate.op_limits import OP_LIMITS_TRAILER, OpLimits
-from agentsession_core.substrate.protocol import (
-    ACTOR_STATUSES,
-    DEFAULT_TEMPLATE,
-    ELAPSED_HEADER,
-    NAME_PATTERN,
-)
-from local_substrate import ate_workers, store
-from local_substrate.actors import Actor, ActorLifecycle
+from agentsession_core.substrate.op_limits import OP_LIMITS_TRAILER
+from agentsession_core.substrate.protocol import ACTOR_STATUSES, ELAPSED_HEADER
+from local_substrate import ate_workers
+from local_substrate.actors import Actor
 from local_substrate.ate_workers import WORKER_IP, WORKER_POOL
+from local_substrate.control_plane import ControlPlane
 from local_substrate.protocol import WireError, selector_labels
 
 log = logging.getLogger("agentsession.substrate")
@@ -82,7 +75,6 @@ log = logging.getLogger("agentsession.substrate")
 # The local statuses are the first seven ActorStates by name (docs/SPEC.md §2.1).
 STATE_OF = {name: pb.ActorState.Value(f"ACTOR_STATE_{name}") for name in ACTOR_STATUSES}
 LIST_DEFAULT_PAGE = ate_workers.DEFAULT_PAGE
-LIST_MAX_PAGE = ate_workers.MAX_PAGE  # the cap a real server applies (the notes §3)
 
 R = TypeVar("R", bound=Message)
 Rpc = Callable[[Any, Any, Any], Awaitable[R]]
@@ -130,22 +122,14 @@ def rpc(method: Rpc[R]) -> Rpc[R]:
 class AteControl(pb_grpc.ControlServicer):
     """ateapi.Control over the local substrate's actors."""
 
-    def __init__(
-        self,
-        templates: dict[tuple[str, str], int | None],
-        atespaces: set[str],
-        lifecycle: ActorLifecycle,
-        token: str | None,
-        op_limits: OpLimits | None = None,
-    ) -> None:
-        self.templates = templates
+    def __init__(self, plane: ControlPlane, token: str | None) -> None:
+        self.plane = plane
+        self.lifecycle = plane.lifecycle
         # Trailers one call adds to its answer: GetActorTemplate states the per-op caps in
         # one, so the ActorTemplate message stays the ate wire's own (docs/SPEC.md §2.5).
         self.trailers: dict[str, tuple[tuple[str, str], ...]] = {}
-        if op_limits is not None:
-            self.trailers["GetActorTemplate"] = ((OP_LIMITS_TRAILER, op_limits.to_text()),)
-        self.atespaces = atespaces  # the JSON control API's own set: one set of atespaces
-        self.lifecycle = lifecycle
+        if plane.op_limits is not None:
+            self.trailers["GetActorTemplate"] = ((OP_LIMITS_TRAILER, plane.op_limits.to_text()),)
         self._expected = f"Bearer {token}".encode() if token else None
         self._changes: set[asyncio.Task[Any]] = set()
 
@@ -180,23 +164,17 @@ class AteControl(pb_grpc.ControlServicer):
     # ---- lookups -----------------------------------------------------------------------------
 
     def actor(self, ref: pb.ObjectRef) -> Actor:
-        return self.lifecycle.lookup(ref.atespace, ref.name)
-
-    def atespace(self, name: str) -> str:
-        if name not in self.atespaces:
-            raise WireError("NOT_FOUND", f"atespace {name!r} not found (CreateAtespace first)")
-        return name
+        return self.plane.actor(ref.atespace, ref.name)
 
     # ---- the calls ---------------------------------------------------------------------------
 
     @rpc
     async def GetActorTemplate(self, request: Any, context: Any) -> pb.ActorTemplate:
         ref = request.actor_template
-        key = (ref.atespace, ref.name)
-        if key not in self.templates:
-            raise WireError("NOT_FOUND", f"template {ref.atespace}/{ref.name} not found")
-        limit = self.templates[key]
-        template = pb.ActorTemplate(metadata=pb.ResourceMetadata(atespace=key[0], name=key[1]))
+        limit = self.plane.template_limit(ref.atespace, ref.name)
+        template = pb.ActorTemplate(
+            metadata=pb.ResourceMetadata(atespace=ref.atespace, name=ref.name)
+        )
         if limit is not None:
             template.resources.limits.append(
                 pb.Limits(name=MEMORY_LIMIT, quantity=format_quantity(limit))
@@ -205,28 +183,18 @@ class AteControl(pb_grpc.ControlServicer):
 
     @rpc
     async def CreateAtespace(self, request: Any, context: Any) -> pb.Atespace:
-        name = _name(request.atespace.metadata.name, "atespace metadata.name")
-        if name in self.atespaces:
-            raise WireError("ALREADY_EXISTS", f"atespace {name!r} already exists")
-        self.atespaces.add(name)
+        name = self.plane.create_atespace(request.atespace.metadata.name)
         return pb.Atespace(metadata=pb.ResourceMetadata(name=name))
 
     @rpc
     async def CreateActor(self, request: Any, context: Any) -> pb.Actor:
         meta = request.actor.metadata
-        atespace = self.atespace(_name(meta.atespace, "actor metadata.atespace"))
-        name = _name(meta.name, "actor metadata.name")
         given = request.actor.actor_template
-        ref = (given.atespace, given.name) if given.name else DEFAULT_TEMPLATE
-        if ref not in self.templates:
-            raise WireError("NOT_FOUND", f"template {ref[0]}/{ref[1]} not found")
-        if (atespace, name) in self.lifecycle.actors:
-            raise WireError("ALREADY_EXISTS", f"actor {atespace}/{name} already exists")
         labels = selector_labels(
             dict(request.actor.worker_selector.match_labels), "actor worker_selector"
         )
-        actor = Actor(atespace, name, ref, self.templates[ref], selector=labels)
-        await self.lifecycle.add(actor)
+        ref = (given.atespace, given.name) if given.name else None
+        actor = await self.plane.create_actor(meta.atespace, meta.name, ref, labels)
         return actor_message(actor)
 
     @rpc
@@ -235,70 +203,41 @@ class AteControl(pb_grpc.ControlServicer):
 
     @rpc
     async def ListActors(self, request: Any, context: Any) -> pb.ListActorsResponse:
-        atespace = self.atespace(request.atespace)
-        if request.page_size < 0:
-            raise WireError("INVALID_ARGUMENT", f"page_size {request.page_size} is negative")
-        size = min(request.page_size or LIST_DEFAULT_PAGE, LIST_MAX_PAGE)
-        actors = self.lifecycle.actors
-        # The token is the last name of the previous page: pages stay in name order and an
-        # actor created or deleted between pages moves no other actor across a boundary.
-        names = sorted(n for (a, n) in actors if a == atespace and n > request.page_token)
-        page = names[:size]
-        return pb.ListActorsResponse(
-            actors=[actor_message(actors[(atespace, n)]) for n in page],
-            next_page_token=page[-1] if len(names) > size else "",
+        page, token = self.plane.list_actors(
+            request.atespace, request.page_size or LIST_DEFAULT_PAGE, request.page_token
         )
+        return pb.ListActorsResponse(actors=[actor_message(a) for a in page], next_page_token=token)
 
     @rpc
     async def ResumeActor(self, request: Any, context: Any) -> pb.ResumeActorResponse:
         actor = self.actor(request.actor)
-        resumed = await self.finish(self.lifecycle.resume(actor))
+        resumed = await self.finish(self.plane.resume(actor))
         return pb.ResumeActorResponse(actor=actor_message(actor), resumed=resumed)
 
     @rpc
     async def SuspendActor(self, request: Any, context: Any) -> pb.SuspendActorResponse:
         actor = self.actor(request.actor)
-        await self.finish(self.lifecycle.suspend(actor))
+        await self.finish(self.plane.suspend(actor))
         return pb.SuspendActorResponse(actor=actor_message(actor))
 
     @rpc
     async def PauseActor(self, request: Any, context: Any) -> pb.PauseActorResponse:
         actor = self.actor(request.actor)
-        await self.finish(self.lifecycle.pause(actor))
+        await self.finish(self.plane.pause(actor))
         return pb.PauseActorResponse(actor=actor_message(actor))
 
     @rpc
     async def RevertActor(self, request: Any, context: Any) -> pb.RevertActorResponse:
         actor = self.actor(request.actor)
-        await self.finish(self.revert(actor))
+        await self.finish(self.plane.revert(actor))
         return pb.RevertActorResponse(actor=actor_message(actor))
-
-    async def revert(self, actor: Actor) -> None:
-        async with actor.lock:
-            if actor.deleted:
-                raise WireError("NOT_FOUND", f"actor {actor.key} not found")
-            if actor.status == "SUSPENDED":
-                raise WireError(
-                    "FAILED_PRECONDITION", f"actor {actor.key} is SUSPENDED: nothing to revert"
-                )
-            if actor.status != "CRASHED" or actor.worker or actor.paused_on:
-                raise WireError(
-                    "UNIMPLEMENTED",
-                    f"actor {actor.key} is {actor.status}: the local substrate reverts only "
-                    "crashed actors (suspend a running or paused one)",
-                )
-            # The LIVE marker said its state was in a worker; now the store's snapshot is it.
-            live = self.lifecycle.snapshot_dir(actor) / store.LIVE
-            await asyncio.to_thread(live.unlink, missing_ok=True)
-            actor.status = "SUSPENDED"
-            actor.version += 1
 
     # ---- workers (ate_workers.py) ------------------------------------------------------------
 
     @rpc
     async def ListWorkers(self, request: Any, context: Any) -> pb.ListWorkersResponse:
         chosen, token = ate_workers.page(
-            self.lifecycle.workers(), _name_of, request.page_size, request.page_token
+            self.plane.workers(), _name_of, request.page_size, request.page_token
         )
         return pb.ListWorkersResponse(
             workers=[ate_workers.worker_message(f) for f in chosen], next_page_token=token
@@ -306,22 +245,18 @@ class AteControl(pb_grpc.ControlServicer):
 
     @rpc
     async def GetWorker(self, request: Any, context: Any) -> pb.Worker:
-        facts = ate_workers.find(self.lifecycle.workers(), request.worker)
+        facts = ate_workers.find(self.plane.workers(), request.worker)
         return ate_workers.worker_message(facts)
 
     @rpc
     async def DrainWorker(self, request: Any, context: Any) -> pb.Worker:
-        try:
-            facts = self.lifecycle.drain_worker(request.worker.name)
-        except KeyError:
-            raise WireError("NOT_FOUND", f"worker {request.worker.name!r} not found") from None
-        return ate_workers.worker_message(facts)
+        return ate_workers.worker_message(self.plane.drain_worker(request.worker.name))
 
     @rpc
     async def ListWorkerActorAssignments(
         self, request: Any, context: Any
     ) -> pb.ListWorkerActorAssignmentsResponse:
-        facts = ate_workers.find(self.lifecycle.workers(), request.worker)
+        facts = ate_workers.find(self.plane.workers(), request.worker)
         keys, token = ate_workers.page(facts.actors, str, request.page_size, request.page_token)
         actors = self.lifecycle.actors
         return pb.ListWorkerActorAssignmentsResponse(
@@ -335,20 +270,11 @@ class AteControl(pb_grpc.ControlServicer):
     async def DeleteActor(self, request: Any, context: Any) -> pb.Actor:
         actor = self.actor(request.actor)
         options = request.options
-        if options.uid and options.uid != actor.uid:
-            raise WireError("ABORTED", f"actor {actor.key}: uid precondition failed")
-        if options.version and options.version != actor.version:
-            raise WireError(
-                "ABORTED",
-                f"actor {actor.key}: version precondition failed "
-                f"(asked {options.version}, is {actor.version})",
+        await self.finish(
+            self.plane.delete(
+                actor, any_state=request.any_state, uid=options.uid, version=options.version
             )
-        if not request.any_state and actor.status not in ("SUSPENDED", "CRASHED"):
-            raise WireError(
-                "FAILED_PRECONDITION",
-                f"actor {actor.key} is {actor.status}: suspend it first, or set any_state",
-            )
-        await self.finish(self.lifecycle.delete(actor))
+        )
         gone = actor_message(actor)
         gone.status.state = pb.ACTOR_STATE_DELETING
         return gone
@@ -389,12 +315,6 @@ def _name_of(facts: Any) -> str:
 def _actor_ref(key: str) -> tuple[str, str]:
     atespace, _, name = key.partition("/")
     return atespace, name
-
-
-def _name(value: str, what: str) -> str:
-    if not NAME_PATTERN.match(value):
-        raise WireError("INVALID_ARGUMENT", f"{what} {value!r} must match {NAME_PATTERN.pattern}")
-    return value
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,11 @@
 actor CRUD and the lifecycle verbs, the worker listing and DrainWorker (§2.7), plus
 /openapi.json, healthz and the worker debug view.
 
-Handlers only decode requests and encode answers; every state change is ActorLifecycle's
-(actors.py), so the router's implicit wakes and these calls share one set of rules.
+A thin adapter: handlers only decode JSON requests and encode JSON answers; every operation
+is ControlPlane's (control_plane.py), which ate_control.py serves over gRPC too, and every
+state change ActorLifecycle's (actors.py), so the router's implicit wakes and both wires'
+calls share one set of rules. A lifecycle verb (`POST …/actors/{n}:<verb>`, protocol's
+ACTOR_VERBS) is ControlPlane's method of the same name: a new verb needs no route here.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentsession_core.substrate.op_limits import OP_LIMITS_FIELD, OpLimits
+from agentsession_core.substrate.op_limits import OP_LIMITS_FIELD
 from agentsession_core.substrate.protocol import (
     ACTOR_VERBS,
     ASYNC_PARAM,
@@ -21,7 +24,6 @@ from agentsession_core.substrate.protocol import (
     DEFAULT_TEMPLATE,
     HEALTHZ_PATH,
     MATCH_LABELS_FIELD,
-    NAME_PATTERN,
     OPENAPI_PATH,
     PAGE_SIZE_PARAM,
     PAGE_TOKEN_PARAM,
@@ -44,7 +46,7 @@ from agentsession_core.substrate.protocol import (
     atespace_path,
     template_path,
 )
-from local_substrate.actors import Actor, ActorLifecycle
+from local_substrate.control_plane import ControlPlane
 from local_substrate.openapi import openapi_document
 from local_substrate.protocol import (
     WireError,
@@ -62,16 +64,11 @@ _WORKER_TAIL = re.compile(rf"^([^:]+):({'|'.join(WORKER_VERBS)})$")
 
 
 class ControlAPI:
-    def __init__(
-        self,
-        templates: dict[tuple[str, str], int | None],
-        lifecycle: ActorLifecycle,
-        op_limits: OpLimits | None = None,
-    ) -> None:
-        self.templates = templates
-        self.lifecycle = lifecycle
-        self.op_limits = op_limits
-        self.atespaces: set[str] = set()
+    """The JSON control API over one ControlPlane."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.lifecycle = plane.lifecycle
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_get(OPENAPI_PATH, self.openapi)
@@ -120,7 +117,7 @@ class ControlAPI:
         )
 
     async def list_workers(self, request: web.Request) -> web.Response:
-        return json_response({WORKERS_FIELD: [_worker(f) for f in self.lifecycle.workers()]})
+        return json_response({WORKERS_FIELD: [_worker(f) for f in self.plane.workers()]})
 
     async def worker_call(self, request: web.Request) -> web.Response:
         match = _WORKER_TAIL.match(request.match_info["tail"])
@@ -132,38 +129,23 @@ class ControlAPI:
                 "INVALID_ARGUMENT",
                 f"a worker name of {len(name)} characters: at most {MAX_WORKER_NAME}",
             )
-        try:
-            facts = self.lifecycle.drain_worker(name)
-        except KeyError:
-            raise WireError("NOT_FOUND", f"worker {name!r} not found") from None
-        return json_response(_worker(facts))
+        return json_response(_worker(self.plane.drain_worker(name)))
 
     async def get_template(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]
-        if (ns, name) not in self.templates:
-            raise WireError("NOT_FOUND", f"template {ns}/{name} not found")
-        limit = self.templates[(ns, name)]
+        limit = self.plane.template_limit(ns, name)
         answer: dict[str, Any] = {"namespace": ns, "name": name, "memory_limit_bytes": limit}
-        if self.op_limits is not None:
-            answer[OP_LIMITS_FIELD] = self.op_limits.to_json()
+        if self.plane.op_limits is not None:
+            answer[OP_LIMITS_FIELD] = self.plane.op_limits.to_json()
         return json_response(answer)
 
     async def ensure_atespace(self, request: web.Request) -> web.Response:
-        atespace = _name(request.match_info["a"], "atespace")
-        self.atespaces.add(atespace)
-        return json_response({"name": atespace})
-
-    def _atespace(self, request: web.Request) -> str:
-        atespace = request.match_info["a"]
-        if atespace not in self.atespaces:
-            raise WireError("NOT_FOUND", f"atespace {atespace!r} not found (PUT it first)")
-        return atespace
+        return json_response({"name": self.plane.ensure_atespace(request.match_info["a"])})
 
     async def create_actor(self, request: web.Request) -> web.Response:
-        atespace = self._atespace(request)
+        atespace = self.plane.atespace(request.match_info["a"])
         where = f"CreateActor in {atespace}"
         body = await read_object(request, where)
-        name = _name(body.get("name"), f"{where}: field 'name'")
         template = body.get("template") or {}
         if not isinstance(template, dict):
             raise WireError("INVALID_ARGUMENT", f"{where}: field 'template' must be an object")
@@ -171,8 +153,6 @@ class ControlAPI:
             str(template.get("namespace", DEFAULT_TEMPLATE[0])),
             str(template.get("name", DEFAULT_TEMPLATE[1])),
         )
-        if ref not in self.templates:
-            raise WireError("NOT_FOUND", f"{where}: template {ref[0]}/{ref[1]} not found")
         selector = body.get(WORKER_SELECTOR_FIELD) or {}
         if not isinstance(selector, dict):
             raise WireError(
@@ -181,57 +161,43 @@ class ControlAPI:
         labels = selector_labels(
             selector.get(MATCH_LABELS_FIELD), f"{where}: {WORKER_SELECTOR_FIELD}"
         )
-        if (atespace, name) in self.lifecycle.actors:
-            raise WireError("ALREADY_EXISTS", f"actor {atespace}/{name} already exists")
-        actor = Actor(atespace, name, ref, self.templates[ref], selector=labels)
-        await self.lifecycle.add(actor)
+        actor = await self.plane.create_actor(atespace, body.get("name"), ref, labels)
         return json_response(actor.describe(), status=200)
 
     async def list_actors(self, request: web.Request) -> web.Response:
-        atespace = self._atespace(request)
-        token = request.query.get(PAGE_TOKEN_PARAM, "")
         try:
             size = int(request.query.get(PAGE_SIZE_PARAM, "100"))
         except ValueError:
             raise WireError("INVALID_ARGUMENT", f"{PAGE_SIZE_PARAM} must be an integer") from None
-        size = max(1, min(size, 1000))
-        actors = self.lifecycle.actors
-        names = sorted(n for (a, n) in actors if a == atespace and n > token)
-        page = names[:size]
-        next_token = page[-1] if len(names) > size else ""
+        page, next_token = self.plane.list_actors(
+            request.match_info["a"], max(size, 1), request.query.get(PAGE_TOKEN_PARAM, "")
+        )
         return json_response(
-            {
-                "actors": [actors[(atespace, n)].describe() for n in page],
-                "next_page_token": next_token,
-            }
+            {"actors": [a.describe() for a in page], "next_page_token": next_token}
         )
 
     async def actor_call(self, request: web.Request) -> web.Response:
-        atespace = self._atespace(request)
         match = _ACTOR_TAIL.match(request.match_info["tail"])
         if match is None:
             raise WireError("NOT_FOUND", f"no route {request.method} {request.path}")
         name, verb = match.groups()
-        lifecycle = self.lifecycle
-        actor = lifecycle.lookup(atespace, name)
+        plane = self.plane
+        actor = plane.actor(request.match_info["a"], name)
         method = request.method
         if verb is None and method == "GET":
             return json_response(actor.describe())
         if verb is None and method == "DELETE":
-            await lifecycle.delete(actor)
+            await plane.delete(actor)
             return json_response({})
         if verb is None or method != "POST":
             raise WireError("NOT_FOUND", f"no route {method} {request.path}")
         if verb == "resume":
-            resumed = await lifecycle.resume(actor)
+            resumed = await plane.resume(actor)
             return json_response({**actor.describe(), RESUMED_FIELD: resumed})
-        if verb == "pause":
-            await lifecycle.pause(actor)
-        elif request.query.get(ASYNC_PARAM, "").lower() in ("1", "true"):
-            await lifecycle.suspend_in_background(actor)
+        if verb == "suspend" and request.query.get(ASYNC_PARAM, "").lower() in ("1", "true"):
+            await plane.suspend(actor, wait=False)
             return json_response(actor.describe(), status=202)
-        else:
-            await lifecycle.suspend(actor)
+        await getattr(plane, verb)(actor)
         return json_response(actor.describe())
 
 
@@ -248,12 +214,3 @@ def _worker(facts: WorkerFacts) -> dict[str, Any]:
         WORKER_PAUSED_FIELD: list(facts.paused),
         WORKER_PID_FIELD: facts.pid,
     }
-
-
-def _name(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not NAME_PATTERN.match(value):
-        raise WireError(
-            "INVALID_ARGUMENT",
-            f"{where}: {value!r} must match {NAME_PATTERN.pattern}",
-        )
-    return value

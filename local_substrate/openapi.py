@@ -7,6 +7,7 @@ from typing import Any
 
 from agentsession_core.substrate.protocol import (
     ACTOR_STATUSES,
+    ACTOR_VERBS,
     ASYNC_PARAM,
     BURNCPU,
     CODE_FIELD,
@@ -77,6 +78,18 @@ _GLUTTON_ERRORS = (400, 404, 429)
 _ERROR_BODY = _obj(
     **{ERROR_FIELD: _obj(**{CODE_FIELD: {"enum": _ERROR_CODES}, MESSAGE_FIELD: _STR})}
 )
+
+
+# What a lifecycle verb's summary says beyond its call's name (protocol.ACTOR_VERBS).
+_VERB_NOTES = {
+    "resume": "returns when RUNNING; the actor with `resumed` (false: it was already running, "
+    "its suspend never happened)",
+    "suspend": f"returns when SUSPENDED; {ASYNC_PARAM}=true answers 202 at once",
+    "pause": "node-local snapshot",
+}
+_VERB_EXTRAS = {
+    "suspend": {"parameters": [{"name": ASYNC_PARAM, "in": "query", "schema": {"type": "boolean"}}]}
+}
 
 
 def _actor_verb(summary: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -170,19 +183,13 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {**_ok(_obj()), **_errors(401, 404)},
                 },
             },
-            f"{actor}:resume": _actor_verb(
-                "ResumeActor: returns when RUNNING; the actor with `resumed` (false: it was "
-                "already running, its suspend never happened)"
-            ),
-            f"{actor}:suspend": _actor_verb(
-                f"SuspendActor: returns when SUSPENDED; {ASYNC_PARAM}=true answers 202 at once",
-                {
-                    "parameters": [
-                        {"name": ASYNC_PARAM, "in": "query", "schema": {"type": "boolean"}}
-                    ]
-                },
-            ),
-            f"{actor}:pause": _actor_verb("PauseActor: node-local snapshot"),
+            **{
+                f"{actor}:{verb}": _actor_verb(
+                    f"{call}: {_VERB_NOTES[verb]}" if verb in _VERB_NOTES else call,
+                    _VERB_EXTRAS.get(verb),
+                )
+                for verb, call in ACTOR_VERBS.items()
+            },
             HEALTHZ_PATH: {
                 "get": {
                     "summary": "server liveness",

@@ -41,6 +41,7 @@ from local_substrate import ate_control, http_errors, lifeline, persist
 from local_substrate.actors import Actor, ActorLifecycle
 from local_substrate.buffers import ByteBudget
 from local_substrate.control import ControlAPI
+from local_substrate.control_plane import ControlPlane
 from local_substrate.fault_rules import parse_rules
 from local_substrate.faults import Faults
 from local_substrate.http_errors import MAX_REQUEST_LINE
@@ -146,15 +147,14 @@ class LocalSubstrateServer:
             self.store_root, park_timeout=config.park_timeout, pause_budget=config.pause_budget
         )
         self.faults = self.lifecycle.faults = Faults(parse_rules(config.faults), config.fault_seed)
-        self.control = ControlAPI(config.templates, self.lifecycle, config.op_limits)
+        self.plane = ControlPlane(config.templates, self.lifecycle, config.op_limits)
+        self.control = ControlAPI(self.plane)
         self.buffers = ByteBudget(
             config.max_buffered_bytes, config.max_request_bytes, config.park_timeout
         )
         self.router = Router(self.lifecycle, self.buffers)
         self.metrics = MetricsEndpoint(self.lifecycle)
-        self.ate = ate_control.AteControl(
-            config.templates, self.control.atespaces, self.lifecycle, config.token, config.op_limits
-        )
+        self.ate = ate_control.AteControl(self.plane, config.token)
         self.grpc_server: grpc.aio.Server | None = None
         self.grpc_url = ""  # empty while the ate control API is off
         self.pool: Pool | None = None
@@ -242,7 +242,7 @@ class LocalSubstrateServer:
             actor.status = "CRASHED" if s.live else "SUSPENDED"
             self.lifecycle.actors[(s.atespace, s.name)] = actor
             self.lifecycle.keep_placements(actor)
-            self.control.atespaces.add(s.atespace)
+            self.plane.atespaces.add(s.atespace)
         if saved:
             crashed = sum(s.live for s in saved)
             print(

@@ -104,7 +104,9 @@ HEALTHZ_PATH = f"{CONTROL_PREFIX}/healthz"
 DEBUG_WORKERS_PATH = f"{CONTROL_PREFIX}/debug/workers"
 # The local substrate's fault rules (§2.4): GET reads them, PUT a JSON list replaces them.
 DEBUG_FAULTS_PATH = f"{CONTROL_PREFIX}/debug/faults"
-ACTOR_VERBS = ("resume", "suspend", "pause")  # POST …/actors/{n}:<verb>
+# POST …/actors/{n}:<verb>, each the JSON form of one ateapi.Control call: the local
+# substrate serves a verb of this table as its ControlPlane method of the same name.
+ACTOR_VERBS = {"resume": "ResumeActor", "suspend": "SuspendActor", "pause": "PauseActor"}
 ASYNC_PARAM = "async"  # SuspendActor ?async=true: SuspendActorAsync, 202 at once
 PAGE_TOKEN_PARAM = "page_token"
 PAGE_SIZE_PARAM = "page_size"
