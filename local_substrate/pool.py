@@ -152,27 +152,15 @@ class Pool:
         seed = self.seed * 1_000_003 + slot * 1009 + generation
         pool = self._pool_of[slot] if self._pool_of else ""
         shape = self.shape_of(pool)
-        if not self.data_plane:
-            worker = WorkerProc(
-                slot,
-                generation,
-                PodlessProcess(),
-                0,
-                scratch,
-                capacity=shape.capacity,
-                memory=shape.memory,
-                pool=pool,
-                freed_seq=next(self._freed),
-            )
-            self.workers[slot] = worker
-            return worker
-        argv = ["--scratch", str(scratch), "--seed", str(seed), "--capacity", str(shape.capacity)]
-        try:
-            process, port = await worker_process.start(
-                [*argv, *self.worker_args], self.secret, SPAWN_TIMEOUT
-            )
-        except worker_process.WorkerDidNotStart as exc:
-            raise RuntimeError(f"worker slot {slot} did not start: {exc}") from exc
+        process: WorkerProcess | PodlessProcess = PodlessProcess()
+        port = 0
+        if self.data_plane:
+            argv = ["--scratch", str(scratch), "--seed", str(seed)]
+            argv += ["--capacity", str(shape.capacity), *self.worker_args]
+            try:
+                process, port = await worker_process.start(argv, self.secret, SPAWN_TIMEOUT)
+            except worker_process.WorkerDidNotStart as exc:
+                raise RuntimeError(f"worker slot {slot} did not start: {exc}") from exc
         worker = WorkerProc(
             slot,
             generation,
@@ -185,9 +173,10 @@ class Pool:
             freed_seq=next(self._freed),
         )
         self.workers[slot] = worker
-        task = asyncio.create_task(self._watch(worker))
-        self._watchers.add(task)
-        task.add_done_callback(self._watchers.discard)
+        if self.data_plane:  # a pod-less worker never exits on its own: nothing to watch
+            task = asyncio.create_task(self._watch(worker))
+            self._watchers.add(task)
+            task.add_done_callback(self._watchers.discard)
         return worker
 
     async def _watch(self, worker: WorkerProc) -> None:
