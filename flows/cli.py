@@ -37,6 +37,7 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.preset_files import preset_names, preset_path
 from agentsession_core.engine.params import parse
 from agentsession_core.engine.params_io import apply_settings, load_values
+from agentsession_core.engine.population_params import with_kind_switched
 from agentsession_core.engine.run import LEAKED_EXIT
 from agentsession_core.errors import UsageError
 from agentsession_core.output.run_dir import redact
@@ -109,7 +110,11 @@ def resolve(args: argparse.Namespace) -> CampaignParams:
         values, source = load_values(args.params), args.params
     if args.settings:
         given = _token_of(values)
+        base = values.get("population")
         values = apply_settings(values, args.settings)
+        overrides = apply_settings({}, args.settings).get("population")
+        if "population" in values:
+            values["population"] = with_kind_switched(values["population"], base, overrides)
         if _token_of(values) not in (None, given):
             # Any local user can read a command line (ps, /proc/PID/cmdline).
             raise UsageError(

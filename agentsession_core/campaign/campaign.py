@@ -27,6 +27,7 @@ from agentsession_core.campaign.campaign_files import write_campaign_files
 from agentsession_core.campaign.capacity import CapacitySearch, ProbeRecord
 from agentsession_core.campaign.params import CampaignParams, WindowPlan
 from agentsession_core.engine.context import now_ns
+from agentsession_core.engine.population_params import TurnoverParams
 from agentsession_core.engine.run import Run
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.abort import AbortMonitor
@@ -109,7 +110,8 @@ class Campaign:
             if slo.text not in {t.text for t in self.thresholds}:
                 self.thresholds.append(slo)
             self.search = CapacitySearch.of(params, slo)
-        self.awake = params.population.awake
+        population = params.population
+        self.awake = population.awake if isinstance(population, TurnoverParams) else 0
         self.abort_rules = params.parsed_abort_rules()
         self.baseline = baseline
         self.verdicts: list[WindowVerdict] = []

@@ -15,6 +15,7 @@ from typing import Any
 from agentsession_core.campaign.density import DensityFrontier, node_resources
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.search import Probe, ProbeOutcome, SearchEnd, SearchPlan, decide
+from agentsession_core.engine.population_params import TurnoverParams, settings_of
 from agentsession_core.judge.thresholds import LATENCY_STATS, Threshold
 from agentsession_core.judge.verdict import WindowVerdict
 
@@ -44,7 +45,8 @@ class Dimension:
 def dimension_of(params: CampaignParams) -> Dimension:
     population = params.population
     if params.search.dimension == "awake":
-        return Dimension(float(population.awake), "residents", True)
+        residents = settings_of(population, TurnoverParams).awake  # validated: a turnover
+        return Dimension(float(residents), "residents", True)
     if population.kind == "turnover":
         return Dimension(population.target_rps, "swaps/s", False)
     if population.kind == "cold-resume":

@@ -39,19 +39,22 @@ from agentsession_core.campaign.rules import (
 from agentsession_core.campaign.search_params import SearchParams, check_search_bound, search_bound
 from agentsession_core.campaign.sections import (
     AbortParams,
-    CampaignPopulationParams,
     CampaignTargetParams,
     GateParams,
     UploadParams,
+    campaign_population,
+    with_campaign_defaults,
 )
 from agentsession_core.engine.live_control import MAX_LEVEL  # a live change's bound too
 from agentsession_core.engine.params import (
     MAX_TEXT,
     Number,
+    Population,
     RunParams,
     Seconds,
     form_position,
     reference_value,
+    union_form_position,
 )
 from agentsession_core.script.mix import ScriptSpec
 
@@ -136,10 +139,11 @@ class CampaignParams(RunParams):
         "target, or 'embedded' for a local substrate of its own",
         json_schema_extra=form_position(15),
     )
-    population: CampaignPopulationParams = Field(
-        default_factory=CampaignPopulationParams,
-        description="campaign defaults: turnover, 1000 sessions, 100 awake, 5 swaps/s",
-        json_schema_extra=form_position(16),
+    population: Population = Field(
+        default=campaign_population(),
+        description="who wakes when: one of the kinds, each with its own fields (campaign "
+        "defaults: turnover, 1000 sessions, 100 awake, 5 swaps/s; run: closed, 10 sessions)",
+        json_schema_extra=union_form_position(16),
     )
     abort: AbortParams = Field(default_factory=AbortParams, json_schema_extra=form_position(18))
     upload: UploadParams = Field(default_factory=UploadParams, json_schema_extra=form_position(19))
@@ -176,6 +180,15 @@ class CampaignParams(RunParams):
                 f"out {out!r} (set one of them)"
             )
         return values
+
+    @model_validator(mode="before")
+    @classmethod
+    def _population_defaults(cls, values: Any) -> Any:
+        """The campaign's population defaults (sections.py CAMPAIGN_POPULATION), each where
+        the chosen kind has the field and it was left out."""
+        if not isinstance(values, dict):
+            return values
+        return {**values, "population": with_campaign_defaults(values.get("population"))}
 
     @model_validator(mode="before")
     @classmethod

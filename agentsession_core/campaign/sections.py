@@ -1,30 +1,27 @@
 """The sections of a campaign's parameters beside the engine's (campaign/params.py): the
-target with its credential source, the population with the campaign's defaults, the abort
-rules, the gate's comparison, and the upload.
+target with its credential source, the population's campaign defaults (a table applied
+before validation, not a model of their own), the abort rules, the gate's comparison, and
+the upload.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from agentsession_core.campaign.bounds import MAX_ABORT_DELAY_S, MAX_RETRY_DELAY_S, MAX_RULES
 from agentsession_core.campaign.rules import DEFAULT_ABORT_RULES, Rule
 from agentsession_core.engine.params import (
-    MAX_RATE,
-    MAX_SESSIONS,
     MAX_TEXT,
     MAX_WAIT_S,
-    Flag,
     Number,
-    PopulationKind,
-    PopulationParams,
     Seconds,
     Section,
     TargetParams,
 )
+from agentsession_core.engine.population_params import KIND_PARAMS, AnyPopulation, population_of
 from agentsession_core.errors import clip
 from agentsession_core.judge.compare import DEFAULT_HISTORY, DEFAULT_NIGHT_SPREAD, MAX_HISTORY
 from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, DecisionRule
@@ -79,32 +76,39 @@ class CampaignTargetParams(TargetParams):
         return value
 
 
-class CampaignPopulationParams(PopulationParams):
-    """PopulationParams with the campaign's defaults (a turnover, not a closed loop)."""
+# The campaign's population defaults (`agentsession run`'s are each kind's model's own): a
+# turnover of 1000 sessions, 100 awake, 5 swaps/s. Applied to the values before they are
+# validated, each field only where the chosen kind has it and the caller left it out.
+CAMPAIGN_POPULATION: dict[str, Any] = {
+    "kind": "turnover",
+    "sessions": 1000,
+    "awake": 100,
+    "target_rps": 5.0,
+}
 
-    kind: Annotated[PopulationKind, Flag("--population")] = Field(
-        "turnover", description="population (campaign default: turnover; run: closed)"
-    )
-    sessions: int = Field(
-        1000,
-        ge=1,
-        le=MAX_SESSIONS,
-        description="sessions registered (campaign default: 1000; run: 10)",
-    )
-    awake: int = Field(
-        100,
-        ge=0,
-        le=MAX_SESSIONS,
-        validate_default=True,
-        description="turnover: sessions kept resident, at most sessions (campaign default: 100; "
-        "run: 0)",
-    )
-    target_rps: Number = Field(
-        5.0,
-        ge=0,
-        le=MAX_RATE,
-        description="turnover: swaps per second at 1x (campaign default: 5; run: 1)",
-    )
+
+def with_campaign_defaults(population: Any) -> Any:
+    """`population` as given (a mapping), with the campaign's defaults its kind has filled in;
+    a model already built passes on."""
+    if population is None:
+        population = {}
+    if not isinstance(population, dict):
+        return population
+    kind = population.get("kind", CAMPAIGN_POPULATION["kind"])
+    model = KIND_PARAMS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        return population  # the model names the kinds
+    defaults = {
+        name: value
+        for name, value in CAMPAIGN_POPULATION.items()
+        if name in model.model_fields and name not in population
+    }
+    return {**defaults, **population}
+
+
+def campaign_population() -> AnyPopulation:
+    """The campaign's default population, built."""
+    return population_of(with_campaign_defaults({}))
 
 
 class AbortParams(Section):

@@ -34,18 +34,63 @@ class Leaf:
 
 
 def leaves(model: type[BaseModel], prefix: str = "") -> list[Leaf]:
-    """Every leaf of `model`, sections walked in field order."""
+    """Every leaf of `model`, sections walked in field order. A section that is one of
+    several models (the population's kinds) gives their shared base's leaves, then each
+    member's own, once each: a flag of another kind is the model's to refuse."""
     found: list[Leaf] = []
-    for name, field in model.model_fields.items():
+    for name, field in _fields(model):
         path = f"{prefix}{name}"
         section = _section(field.annotation)
         if section is not None:
             found.extend(leaves(section, f"{path}."))
             continue
-        marked = [m for m in field.metadata if isinstance(m, Flag)]
-        flags = marked[0].names if marked else ("--" + name.replace("_", "-"),)
-        found.append(Leaf(path, field, flags))
+        members = _members(field.annotation)
+        if members:
+            found.extend(_union_leaves(members, f"{path}."))
+            continue
+        found.append(_leaf(path, name, field))
     return found
+
+
+def _fields(model: type[BaseModel]) -> list[tuple[str, FieldInfo]]:
+    return list(model.model_fields.items())
+
+
+def _leaf(path: str, name: str, field: FieldInfo) -> Leaf:
+    marked = [m for m in field.metadata if isinstance(m, Flag)]
+    flags = marked[0].names if marked else ("--" + name.replace("_", "-"),)
+    return Leaf(path, field, flags)
+
+
+def _union_leaves(members: list[type[BaseModel]], prefix: str) -> list[Leaf]:
+    base = next(c for c in members[0].__mro__ if all(issubclass(m, c) for m in members))
+    found = {name: _leaf(prefix + name, name, field) for name, field in _fields(base)}
+    for member in members:
+        for name, field in _fields(member):
+            if name not in found:
+                owners = [m for m in members if name in m.model_fields]
+                found[name] = _leaf(prefix + name, name, _owned(name, field, owners))
+    return list(found.values())
+
+
+def _owned(name: str, field: FieldInfo, owners: list[type[BaseModel]]) -> FieldInfo:
+    """`field` with the kinds that have it before its description (the flag's help):
+    `turnover, cold-resume: …`, or each kind's own where their descriptions differ."""
+    said: dict[str, list[str]] = {}
+    for model in owners:
+        title = str(model.model_config.get("title") or model.__name__)
+        said.setdefault(model.model_fields[name].description or "", []).append(title)
+    text = "; ".join(f"{', '.join(kinds)}: {description}" for description, kinds in said.items())
+    return FieldInfo.merge_field_infos(field, description=text)
+
+
+def _members(annotation: Any) -> list[type[BaseModel]]:
+    """The models of a union of models (a discriminated section), else none."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        if len(members) > 1 and all(_section(m) is not None for m in members):
+            return members
+    return []
 
 
 def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> list[Leaf]:

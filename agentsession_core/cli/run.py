@@ -24,6 +24,7 @@ from typing import Any
 from agentsession_core.cli.model_flags import Leaf, add_model_flags, flag_values
 from agentsession_core.engine.params import RunParams, parse
 from agentsession_core.engine.params_io import apply_settings, load_values, merge
+from agentsession_core.engine.population_params import with_kind_switched
 from agentsession_core.errors import UsageError, clip
 from agentsession_core.output.run_dir import redact
 from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
@@ -95,7 +96,11 @@ def resolve(args: argparse.Namespace) -> RunParams:
     if _token_of(given) is not None:
         raise UsageError(_on_command_line("--token"))
     from_file = _token_of(values)
+    base = values.get("population")
     values = apply_settings(merge(values, given), args.settings)
+    overrides = apply_settings(given, args.settings).get("population")
+    if "population" in values:
+        values["population"] = with_kind_switched(values["population"], base, overrides)
     if _token_of(values) not in (None, from_file):
         raise UsageError(_on_command_line("--set target.token"))
     target = values.get("target")

@@ -5,6 +5,7 @@ Prefect form's position and the section base. params.py re-exports them."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import AllowInfNan, BaseModel, BeforeValidator, ConfigDict
@@ -104,6 +105,19 @@ class Flag:
 def form_position(position: int) -> JsonDict:
     """Where the Prefect UI form shows a field (json_schema_extra)."""
     return {"position": position}
+
+
+def union_form_position(position: int) -> Callable[[JsonDict], None]:
+    """form_position for a field that is one of several models (the population's kinds):
+    their schemas as `anyOf`, the union the Prefect UI's form offers as a choice (pydantic
+    writes a discriminated union as `oneOf`, which its older form does not show)."""
+
+    def extra(schema: JsonDict) -> None:
+        schema["position"] = position
+        if "oneOf" in schema:
+            schema["anyOf"] = schema.pop("oneOf")
+
+    return extra
 
 
 class Section(BaseModel):

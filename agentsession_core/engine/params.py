@@ -47,8 +47,15 @@ from agentsession_core.engine.param_types import (
     SwapPacing,
     WireForm,
     form_position,
+    union_form_position,
 )
-from agentsession_core.engine.population_params import PopulationParams
+from agentsession_core.engine.population_params import (
+    KIND_PARAMS,
+    POPULATION_FIELD,
+    ClosedParams,
+    Population,
+    PopulationParams,
+)
 from agentsession_core.engine.server_params import ServerParams
 from agentsession_core.engine.target_params import TargetParams, wire_of
 from agentsession_core.errors import UsageError, clip
@@ -72,6 +79,7 @@ __all__ = [
     "LifecycleMode",
     "Number",
     "OptionalSeconds",
+    "Population",
     "PopulationKind",
     "PopulationParams",
     "ResumeMode",
@@ -265,8 +273,10 @@ class RunParams(Section):
         "own; none: an unpaired run",
         json_schema_extra=form_position(15),
     )
-    population: PopulationParams = Field(
-        default_factory=PopulationParams, json_schema_extra=form_position(16)
+    population: Population = Field(
+        default_factory=ClosedParams,
+        description="who wakes when: one of the kinds, each with its own fields",
+        json_schema_extra=union_form_position(16),
     )
     cleanup: CleanupParams = Field(
         default_factory=CleanupParams, json_schema_extra=form_position(17)
@@ -390,9 +400,22 @@ def describe(exc: ValidationError) -> str:
     """pydantic's report as one line naming the dotted parameter path."""
     first = exc.errors()[0]
     message = first["msg"].removeprefix("Value error, ")
-    where = ".".join(str(p) for p in first["loc"])
+    loc = _without_kinds(first["loc"])
+    if first["type"] == POPULATION_FIELD:
+        loc = (*loc, first["ctx"]["field"])
+    where = ".".join(str(p) for p in loc)
     # A rule across fields has no single place; its message names the fields.
     return f"parameter {where}: {message}" if where else f"parameters: {message}"
+
+
+def _without_kinds(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """The parameter path without the population's kind, which pydantic's path names as the
+    member of the union after `population` (`population.turnover.awake`)."""
+    return tuple(
+        part
+        for i, part in enumerate(loc)
+        if not (i > 0 and loc[i - 1] == "population" and part in KIND_PARAMS)
+    )
 
 
 def parse(model: type[M], values: dict[str, Any], *, source: str | None = None) -> M:

@@ -95,13 +95,13 @@ def _section(annotation: Any) -> type[BaseModel] | None:
 
 
 def walk(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
-    """Every leaf field of `model` with its dotted path, sections in field order."""
-    for name, field in model.model_fields.items():
-        section = _section(field.annotation)
-        if section is not None:
-            yield from walk(section, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}", field
+    """Every leaf field of `model` with its dotted path, sections in field order; the
+    population's shared fields, then each kind's own, its description naming the kinds (the
+    command line's leaves: cli/model_flags.py)."""
+    from agentsession_core.cli.model_flags import leaves
+
+    for leaf in leaves(model, prefix):
+        yield leaf.path, leaf.field
 
 
 def type_text(field: FieldInfo) -> str:
@@ -218,6 +218,11 @@ def parameters_page(
         "`--set key.path=value` and `agentsession run`'s flags. A bad value is refused before "
         "anything starts, in one line naming the path (`parameter population.awake: awake (5) "
         "exceeds sessions (4)`).\n\n"
+        "The population is one of its kinds (`population.kind`), each with only its own "
+        "fields: the shared ones first, then each kind's, named in its description "
+        "(`turnover: …`). A field of another kind is refused naming both "
+        "(`parameter population.target_rps: spawn has no target_rps (it is turnover's, "
+        "cold-resume's)`).\n\n"
         "- Every `*_seconds` field also takes a duration (`2s`, `10m`, `1h30m`); no number may "
         "be inf or nan.\n"
         f"- A parameter file is at most {MAX_PARAMS_BYTES // 2**20} MiB and may not use YAML "
@@ -232,7 +237,13 @@ def parameters_page(
     )
     sections: dict[str, list[str]] = {}
     for path, field in campaign_fields.items():
-        section = path.rpartition(".")[0] or "Top level"
+        section, _, name = path.rpartition(".")
+        section = section or "Top level"
+        if section == "population" and name in campaign_sections.CAMPAIGN_POPULATION:
+            # The campaign's population defaults are a table (campaign/sections.py).
+            field = FieldInfo.merge_field_infos(
+                field, default=campaign_sections.CAMPAIGN_POPULATION[name]
+            )
         sections.setdefault(section, [])
         run_field = run_fields.get(path)
         flag = ""

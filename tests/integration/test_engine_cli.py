@@ -203,7 +203,7 @@ def test_two_runs_started_in_the_same_second_get_two_directories(
     env = {**os.environ, "AGENTSESSION_TOKEN": TOKEN}
     second = float(int(time.time()))
     args = ["run", "--progress", "plain", "--substrate", substrate.url, "--script", "smoke"]
-    args += ["--sessions", "1", "--awake", "1", "--think-scale", "0.05", "--hold", "1s"]
+    args += ["--sessions", "1", "--think-scale", "0.05", "--hold", "1s"]
     args += ["--name", "twins", "--tag", "t", "--out", str(out)]
     procs = [
         subprocess.Popen(

@@ -91,7 +91,7 @@ def test_a_yaml_bomb_params_file_is_refused_in_one_line(tmp_path: Path) -> None:
             ["campaign", "--preset", "demo", "--set", "population.registration_quiet_seconds=inf"],
             "registration_quiet_seconds",
         ),
-        (["run", "--target-rps", "inf"], "target_rps"),
+        (["run", "--population", "turnover", "--target-rps", "inf"], "target_rps"),
         (["run", "--think-scale", "1e9"], "think_scale"),
         (["run", "--hold", "10000000s"], "--hold"),
     ],

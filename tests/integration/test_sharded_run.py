@@ -172,7 +172,7 @@ async def test_three_shards_merge_into_exact_sums(substrate, scheduler, tmp_path
         substrate.url,
         tmp_path,
         scheduler,
-        population={"kind": "closed", "sessions": 3, "awake": 0},
+        population={"kind": "closed", "sessions": 3},
         generator={"shards": 3},
         target={"metrics_url": f"{substrate.url}/metrics"},  # the substrate's own figures
     )

@@ -63,7 +63,7 @@ def test_a_run_whose_template_fits_no_worker_names_the_refusal(tmp_path: Path) -
     ) as sub:
         done = agentsession(
             "run", "--substrate", sub.url, "--script", "smoke", "--sessions", "2",
-            "--awake", "1", "--registration-deadline-seconds", "5s", "--hold", "3s",
+            "--registration-deadline-seconds", "5s", "--hold", "3s",
             "--out", str(tmp_path / "out"),
         )  # fmt: skip
     assert done.returncode == 1, done.stderr[-3000:]

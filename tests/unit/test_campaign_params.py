@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.preset_files import load_preset, preset_names
+from agentsession_core.campaign.preset_files import load_preset, preset_names, preset_path
 from agentsession_core.engine.params import RunParams, parse
-from agentsession_core.engine.params_io import apply_settings
+from agentsession_core.engine.params_io import apply_settings, load_values
+from agentsession_core.engine.population_params import KIND_PARAMS
 from agentsession_core.errors import UsageError
 
 
@@ -113,13 +114,30 @@ def test_campaign_defaults_differ_from_the_engine_only_in_the_population():
     p = campaign.population
     assert (p.kind, p.sessions, p.awake, p.target_rps) == ("turnover", 1000, 100, 5.0)
     r = run.population
-    assert (r.kind, r.sessions, r.awake, r.target_rps) == ("closed", 10, 0, 1.0)
+    assert (r.kind, r.sessions) == ("closed", 10) and not hasattr(r, "awake")
     shared = {k: v for k, v in campaign.model_dump().items() if k in RunParams.model_fields}
     # The campaign's target has one field of its own (the flow's Secret block), unset.
     assert shared["target"].pop("token_secret") is None
     assert {**shared, "population": None} == {**run.model_dump(), "population": None}
     # A partial population keeps the campaign's other defaults.
     assert parse_campaign({"population": {"awake": 4}}).population.kind == "turnover"
+
+
+@pytest.mark.parametrize(
+    ("kind", "defaults"),
+    [
+        ("turnover", {"sessions": 1000, "awake": 100, "target_rps": 5.0}),
+        ("cold-resume", {"sessions": 1000, "target_rps": 5.0}),
+        ("spawn", {"sessions": 1000}),
+        ("turns", {"sessions": 1000}),
+    ],
+)
+def test_the_campaign_defaults_are_data_applied_where_the_kind_has_the_field(kind, defaults):
+    population = parse_campaign({"population": {"kind": kind}}).population
+    dumped = population.model_dump()
+    assert {name: dumped.get(name) for name in defaults} == defaults
+    assert set(dumped) == set(type(population).model_fields)  # nothing of another kind
+    assert type(population) is type(RunParams(population={"kind": kind}).population)
 
 
 def test_without_dest_the_run_stays_in_out(tmp_path):
@@ -203,6 +221,17 @@ def test_presets_load_and_validate():
     assert gate.gate.paired_rule == "significant"
 
 
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_validates_with_its_population_kinds_own_fields(name):
+    preset = load_preset(name)
+    given = load_values(preset_path(name)).get("population", {})
+    population = preset.population
+    assert type(population) is KIND_PARAMS[given.get("kind", "turnover")]
+    assert {key: getattr(population, key) for key in given} == given  # each one read
+    # Its JSON form (--print-params, campaign.json) reads back as the same parameters.
+    assert CampaignParams.model_validate_json(preset.model_dump_json()) == preset
+
+
 def test_unknown_preset_lists_the_known_ones():
     with pytest.raises(UsageError, match="nightly"):
         load_preset("weekly")
@@ -211,7 +240,19 @@ def test_unknown_preset_lists_the_known_ones():
 def test_parameter_schema_is_a_form():
     schema = CampaignParams.model_json_schema()
     assert schema["properties"]["hold_minutes"]["exclusiveMinimum"] == 0
-    kind = schema["$defs"]["CampaignPopulationParams"]["properties"]["kind"]
-    assert set(kind["enum"]) == {"closed", "turnover", "turns", "spawn", "burst", "cold-resume"}
-    assert kind["default"] == "turnover"
-    assert "run: closed" in kind["description"]
+    # The population is a choice of kinds (anyOf, which the Prefect UI's form offers as one),
+    # each kind's model with its kind as a constant and only its own fields.
+    population = schema["properties"]["population"]
+    assert population["discriminator"]["propertyName"] == "kind"
+    kinds = {}
+    for option in population["anyOf"]:
+        model = schema["$defs"][option["$ref"].rpartition("/")[2]]
+        kinds[model["properties"]["kind"]["const"]] = model
+    assert set(kinds) == {"closed", "turnover", "turns", "spawn", "burst", "cold-resume"}
+    assert "target_rps" in kinds["turnover"]["properties"]
+    assert "target_rps" not in kinds["spawn"]["properties"]
+    assert all(model["title"] == kind for kind, model in kinds.items())
+    # The form opens on the campaign's own default: a turnover of 1000, 100 awake, 5 swaps/s.
+    default = population["default"]
+    assert (default["kind"], default["sessions"], default["awake"]) == ("turnover", 1000, 100)
+    assert "run: closed" in population["description"]

@@ -15,6 +15,7 @@ from agentsession_core.cli import build_parser, main
 from agentsession_core.cli.model_flags import add_model_flags, leaves
 from agentsession_core.cli.run import resolve
 from agentsession_core.engine.params import RunParams, Section
+from agentsession_core.engine.population_params import TurnoverParams, TurnsParams
 
 
 def _resolve(*argv: str) -> RunParams:
@@ -61,8 +62,6 @@ def test_durations_and_flags_reach_the_parameters() -> None:
     params = _resolve(
         "--registration-quiet",
         "2s",
-        "--turn-mean-seconds",
-        "1.5s",
         "--population",
         "turnover",
         "--lifecycle-mode",
@@ -75,8 +74,10 @@ def test_durations_and_flags_reach_the_parameters() -> None:
         "http://127.0.0.1:9",
     )
     p = params.population
-    assert (p.registration_quiet_seconds, p.turn_mean_seconds) == (2.0, 1.5)
+    assert isinstance(p, TurnoverParams) and p.registration_quiet_seconds == 2.0
     assert (p.kind, p.lifecycle_mode, p.sessions, p.awake) == ("turnover", "pause", 20, 4)
+    turns = _resolve("--population", "turns", "--turn-mean-seconds", "1.5s").population
+    assert isinstance(turns, TurnsParams) and turns.turn_mean_seconds == 1.5
     assert params.target.substrate == "http://127.0.0.1:9"
     assert build_parser().parse_args(["run"]).hold == 60.0
 
@@ -100,7 +101,7 @@ def test_a_params_file_token_wins_over_the_environment(
     monkeypatch.setenv("AGENTSESSION_TOKEN", "from-env")
     file = tmp_path / "p.yaml"
     file.write_text("target:\n  token: from-file\n")
-    assert _resolve("--params", str(file), "--awake", "3").target.token == "from-file"
+    assert _resolve("--params", str(file), "--sessions", "3").target.token == "from-file"
 
 
 @pytest.mark.parametrize(
@@ -113,7 +114,7 @@ def test_a_params_file_token_wins_over_the_environment(
 def test_a_token_on_the_command_line_is_refused_in_one_line(
     argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["run", *argv, "--awake", "2", "--print-params"]) == 2
+    assert main(["run", *argv, "--sessions", "2", "--print-params"]) == 2
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"agentsession run: {flag}"), lines
@@ -125,7 +126,7 @@ def test_print_params_redacts_the_token(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("AGENTSESSION_TOKEN", "secret")
-    assert main(["run", "--awake", "2", "--print-params"]) == 0
+    assert main(["run", "--population", "turnover", "--awake", "2", "--print-params"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["target"]["token"] == "***" and printed["population"]["awake"] == 2
 
@@ -171,6 +172,19 @@ def test_a_bad_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
         (
             ["--set", "population.sesions=3"],
             "agentsession run: parameter population.sesions: Extra inputs are not permitted",
+        ),
+        (
+            ["--population", "spawn", "--target-rps", "5"],
+            "agentsession run: parameter population.target_rps: spawn has no target_rps "
+            "(it is turnover's, cold-resume's)",
+        ),
+        (
+            ["--awake", "2"],  # kind left out: closed
+            "agentsession run: parameter population.awake: closed has no awake (it is turnover's)",
+        ),
+        (
+            ["--population", "burst", "--set", "population.at_once=true"],
+            "agentsession run: parameter population.at_once: burst has no at_once (it is spawn's)",
         ),
     ],
 )
@@ -224,3 +238,41 @@ def test_substrate_serve_takes_its_token_from_a_file_or_the_environment(
     file.write_text("\n")
     with pytest.raises(UsageError, match="holds no token"):
         config("--token-file", str(file))
+
+
+SPAWN_WITH_A_RATE = (
+    "parameter population.target_rps: spawn has no target_rps (it is turnover's, cold-resume's)"
+)
+
+
+def test_a_params_file_with_another_kinds_field_exits_2_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    file = tmp_path / "spawn.yaml"
+    file.write_text("population: {kind: spawn, sessions: 10, target_rps: 5}\n")
+    assert main(["run", "--params", str(file), "--print-params"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [f"agentsession run: {file}: {SPAWN_WITH_A_RATE}"]
+    assert captured.out == ""
+
+
+def test_a_campaign_switched_to_spawn_with_a_rate_exits_2_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["campaign", "--preset", "demo", "--set", "population.kind=spawn"]
+    assert main([*argv, "--set", "population.target_rps=5", "--print-params"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f"with --set: {SPAWN_WITH_A_RATE}"), err
+
+
+def test_a_switched_kind_leaves_the_files_fields_of_the_old_kind_behind(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The file chose awake and target_rps for its turnover; --population turns leaves them
+    behind rather than refusing what the command line never said."""
+    file = tmp_path / "turnover.yaml"
+    file.write_text("population: {kind: turnover, sessions: 8, awake: 2, target_rps: 3}\n")
+    assert main(["run", "--params", str(file), "--population", "turns", "--print-params"]) == 0
+    population = json.loads(capsys.readouterr().out)["population"]
+    assert population["kind"] == "turns" and population["sessions"] == 8
+    assert "awake" not in population and "target_rps" not in population

@@ -17,7 +17,11 @@ def test_percentages_come_sorted_and_unique_from_a_list_or_a_flag() -> None:
     assert listed.population.cohort_percentiles == [10, 99]
     flagged = parse_params({"population": {"kind": "burst", "cohort_percentiles": "90, 50"}})
     assert flagged.population.cohort_percentiles == [50, 90]
-    assert parse_params({}).population.cohort_percentiles == [50, 90, 99]
+    assert parse_params({"population": {"kind": "spawn"}}).population.cohort_percentiles == [
+        50,
+        90,
+        99,
+    ]
 
 
 @pytest.mark.parametrize(

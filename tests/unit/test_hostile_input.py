@@ -153,5 +153,8 @@ def test_absurd_values_are_refused_naming_the_parameter(values: dict, names: str
 def test_the_largest_allowed_campaign_plans_without_building_a_huge_list() -> None:
     params = parse(CampaignParams, {"hold_minutes": 7 * 24 * 60, "window_seconds": 7 * 24 * 36})
     assert len(params.windows()) == 100 <= MAX_WINDOWS
-    run = parse(RunParams, {"think_scale": 1000, "population": {"target_rps": 100_000}})
+    run = parse(
+        RunParams,
+        {"think_scale": 1000, "population": {"kind": "turnover", "target_rps": 100_000}},
+    )
     assert run.think_scale == 1000

@@ -62,7 +62,8 @@ def test_only_known_references_scale_a_value() -> None:
 
 @pytest.mark.parametrize("kind", ["closed", "turns", "turnover"])
 def test_each_kind_gets_its_own_default_thresholds(kind: str) -> None:
-    params = CampaignParams(population={"kind": kind, "sessions": 4, "awake": 2})
+    awake = {"awake": 2} if kind == "turnover" else {}
+    params = CampaignParams(population={"kind": kind, "sessions": 4, **awake})
     assert params.thresholds == list(DEFAULT_THRESHOLDS_BY_KIND[kind])
     assert any("achieved_rps >= 0.95 * target" == t for t in params.thresholds)
     shortfall = [t for t in params.thresholds if "ResidentShortfall" in t]

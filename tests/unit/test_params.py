@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import (
@@ -18,6 +18,7 @@ from agentsession_core.engine.params import (
     parse,
     parse_params,
 )
+from agentsession_core.engine.population_params import KIND_PARAMS, ClosedParams, TurnsParams
 from agentsession_core.errors import UsageError
 
 
@@ -58,8 +59,65 @@ def test_awake_may_not_exceed_sessions_in_turnover() -> None:
         UsageError, match=r"^parameter population.awake: awake \(5\) exceeds sessions \(4\)$"
     ):
         parse_params({"population": {"kind": "turnover", "sessions": 4, "awake": 5}})
-    closed = parse_params({"population": {"kind": "closed", "sessions": 4, "awake": 5}})
-    assert closed.population.awake == 5
+
+
+@pytest.mark.parametrize(
+    ("population", "line"),
+    [
+        (
+            {"kind": "spawn", "sessions": 10, "target_rps": 5},
+            "parameter population.target_rps: spawn has no target_rps "
+            "(it is turnover's, cold-resume's)",
+        ),
+        (
+            {"sessions": 4, "awake": 2},
+            "parameter population.awake: closed has no awake (it is turnover's)",
+        ),
+        (
+            {"kind": "turnover", "cohort_percentiles": [50]},
+            "parameter population.cohort_percentiles: turnover has no cohort_percentiles "
+            "(it is spawn's, burst's)",
+        ),
+        (
+            {"kind": "burst", "turns_per_hour": 3},
+            "parameter population.turns_per_hour: burst has no turns_per_hour (it is turns')",
+        ),
+    ],
+)
+def test_a_field_of_another_kind_is_refused_naming_the_field_and_the_kind(
+    population: dict[str, Any], line: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_params({"population": population})
+    assert str(caught.value) == line
+    with pytest.raises(ValidationError, match=re.escape(line.split(": ", 1)[1])):
+        PopulationParams(**population)  # the public name builds the kind's model, which refuses
+
+
+def test_each_kind_has_only_its_own_fields() -> None:
+    shared = set(PopulationParams.model_fields)
+    own = {kind: set(model.model_fields) - shared for kind, model in KIND_PARAMS.items()}
+    assert own == {
+        "closed": set(),
+        "turnover": {
+            "awake",
+            "target_rps",
+            "fill_concurrency",
+            "fill_deadline_seconds",
+            "catch_up_ratio",
+            "swap_pacing",
+        },
+        "turns": {"turns_per_hour", "turn_mean_seconds"},
+        "spawn": {
+            "at_once",
+            "cohort_period_seconds",
+            "cohort_deadline_seconds",
+            "cohort_percentiles",
+        },
+        "burst": {"cohort_period_seconds", "cohort_deadline_seconds", "cohort_percentiles"},
+        "cold-resume": {"target_rps", "swap_pacing"},
+    }
+    assert type(parse_params({}).population) is ClosedParams  # kind left out: closed
 
 
 def test_level_is_the_population_knob() -> None:
@@ -83,16 +141,22 @@ def test_template_ref_and_assignment_is_validated() -> None:
 def test_seconds_take_durations(text: str, seconds: float) -> None:
     params = parse_params(
         {
-            "population": {"registration_quiet_seconds": text, "turn_mean_seconds": text},
+            "population": {
+                "kind": "turns",
+                "registration_quiet_seconds": text,
+                "turn_mean_seconds": text,
+            },
             "target": {"request_timeout_seconds": text},
             "cleanup": {"timeout_seconds": text, "stop_grace_seconds": text},
         }
     )
     assert params.population.registration_quiet_seconds == seconds
+    assert isinstance(params.population, TurnsParams)
     assert params.population.turn_mean_seconds == seconds
     assert params.target.request_timeout_seconds == seconds
     assert params.cleanup.timeout_seconds == params.cleanup.stop_grace_seconds == seconds
-    plain = parse_params({"population": {"turn_mean_seconds": "2.5"}})
+    plain = parse_params({"population": {"kind": "turns", "turn_mean_seconds": "2.5"}})
+    assert isinstance(plain.population, TurnsParams)
     assert plain.population.turn_mean_seconds == 2.5
 
 
@@ -119,14 +183,20 @@ def test_a_bad_answer_cap_names_the_parameter(bad: str | int | float) -> None:
         parse_params({"target": {"max_answer_bytes": bad}})
 
 
-def _float_leaves(model: type[BaseModel], prefix: str = "") -> list[tuple[str, Any]]:
+def _float_leaves(
+    model: type[BaseModel], prefix: str = "", kind: dict[str, Any] | None = None
+) -> list[tuple[str, Any, dict[str, Any]]]:
+    """(path, field, the section's other values: a population kind's `kind`) per float."""
     found = []
     for name, field in model.model_fields.items():
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            found += _float_leaves(annotation, f"{prefix}{name}.")
+            found += _float_leaves(annotation, f"{prefix}{name}.", kind)
+        elif name == "population":  # one model per kind
+            for each, member in KIND_PARAMS.items():
+                found += _float_leaves(member, f"{prefix}{name}.", {"kind": each})
         elif annotation in (float, float | None):
-            found.append((f"{prefix}{name}", field))
+            found.append((f"{prefix}{name}", field, kind or {}))
     return found
 
 
@@ -136,7 +206,7 @@ def test_every_float_refuses_inf_and_nan_and_every_seconds_field_takes_durations
 ) -> None:
     leaves = _float_leaves(model)
     assert len(leaves) >= 9
-    for path, field in leaves:
+    for path, field, section in leaves:
         assert path.endswith("_seconds") == any(m is DURATION for m in field.metadata), path
         for bad in (math.inf, math.nan, "inf", "-inf", "nan"):
             values: dict[str, Any] = {}
@@ -144,6 +214,7 @@ def test_every_float_refuses_inf_and_nan_and_every_seconds_field_takes_durations
             *groups, leaf = path.split(".")
             for group in groups:
                 node = node.setdefault(group, {})
+            node.update(section)
             node[leaf] = bad
             with pytest.raises(UsageError, match=f"parameter {path}: Input should be a finite"):
                 parse(model, values)

@@ -49,8 +49,9 @@ def test_a_quota_below_sessions_ends_registration_at_its_deadline_in_one_line(
     tmp_path: Path, kind: str
 ) -> None:
     substrate = FakeSubstrate(max_actors=7)
+    awake = {"awake": 2} if kind == "turnover" else {}
     params = params_for(
-        tmp_path, kind=kind, sessions=12, awake=2, registration_deadline_seconds=0.5
+        tmp_path, kind=kind, sessions=12, registration_deadline_seconds=0.5, **awake
     )
     run = Run(params, substrate=substrate, handle_signals=False)
     asyncio.run(register_only(run))

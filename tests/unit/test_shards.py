@@ -330,7 +330,7 @@ def test_levels_after_a_loss_still_add_up_to_the_levels_total():
     live = [plans[0], plans[2], *replan(plans[1], 2, first_index=3)]
     levels = shard_levels(params, live, 1.5)
     assert sum(level.target_rps or 0 for level in levels) == pytest.approx(9.0)
-    closed = run_params(kind="closed", sessions=40, awake=0)
+    closed = RunParams(seed=11, population={"kind": "closed", "sessions": 40})
     plans = plan_shards(closed, 3, target=TARGET)
     live = [plans[0], plans[2], *replan(plans[1], 2, first_index=3)]
     levels = shard_levels(closed, live, 0.5)

@@ -31,6 +31,7 @@ import asyncio
 import logging
 
 from agentsession_core.engine.context import RunContext, now_ns
+from agentsession_core.engine.population_params import BurstParams, settings_of
 from agentsession_core.engine.populations.base import Population, failure_line
 from agentsession_core.engine.populations.cohort import CohortBook
 from agentsession_core.engine.populations.spawn import DEADLINE
@@ -52,6 +53,11 @@ HANDLE_AT_ONCE = 64  # failed wakes handled (retried, replaced) at once after a 
 class BurstPopulation(Population):
     kind = "burst"
 
+    @property
+    def settings(self) -> BurstParams:
+        """This population's own settings (its kind's model)."""
+        return settings_of(self.ctx.params.population, BurstParams)
+
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         ctx.registers = True
@@ -71,7 +77,7 @@ class BurstPopulation(Population):
     def cohort(self) -> list[Session]:
         """The sessions the next burst wakes: `sessions` × level of the registered ones."""
         registered = [s for s in self.sessions if s.created]
-        want = max(1, round(self.ctx.params.population.sessions * self.level_multiplier))
+        want = max(1, round(self.settings.sessions * self.level_multiplier))
         if want > len(registered) and not self._capped:
             self._capped = True
             log.warning(
@@ -85,7 +91,7 @@ class BurstPopulation(Population):
         return registered[:want]
 
     async def _bursts(self, t0: int) -> None:
-        period_ns = int(self.ctx.params.population.cohort_period_seconds * 1e9)
+        period_ns = int(self.settings.cohort_period_seconds * 1e9)
         k = 0
         while await self.ctx.wait_until(t0 + k * period_ns):
             if self.paused:  # by hand: a burst due in the pause is not owed
@@ -100,7 +106,7 @@ class BurstPopulation(Population):
                 k = int(behind)
 
     def _book(self, n: int, start_ns: int, *, resume: bool) -> CohortBook:
-        params = self.ctx.params.population
+        params = self.settings
         return CohortBook(
             self.ctx.recorder,
             actor_row=ACTOR_RESUME_ROW if resume else ACTOR_SUSPEND_ROW,
@@ -122,7 +128,7 @@ class BurstPopulation(Population):
         start = now_ns()
         resumed = self._book(len(cohort), start, resume=True)
         failed: list[tuple[Session, StepFailed]] = []
-        deadline_s = self.ctx.params.population.cohort_deadline_seconds
+        deadline_s = self.settings.cohort_deadline_seconds
         await asyncio.gather(*(self._wake(s, start, deadline_s, resumed, failed) for s in cohort))
         if self.ctx.stopping.is_set():
             resumed.abandon()
@@ -182,7 +188,7 @@ class BurstPopulation(Population):
         except Stopped:
             return
         book.done(start_ns, sent, now_ns())
-        if self.ctx.params.population.wake_probe == "none":
+        if self.settings.wake_probe == "none":
             return  # no step through the router: parked again as it is
         try:
             await session.run_step(now_ns())
@@ -206,7 +212,7 @@ class BurstPopulation(Population):
         if parked:
             book.done(start_ns, sent, now_ns())
         elif not self.ctx.stopping.is_set():
-            mode = self.ctx.params.population.lifecycle_mode
+            mode = self.settings.lifecycle_mode
             book.failed(start_ns, sent, now_ns(), f"{HIBERNATE_ROW[mode]} failed")
 
     async def _handle(self, failed: list[tuple[Session, StepFailed]]) -> None:

@@ -24,6 +24,7 @@ replaced by a fresh, parked one); its actor joins the fleet again once it is par
 from __future__ import annotations
 
 from agentsession_core.engine.context import RunContext, now_ns
+from agentsession_core.engine.population_params import ColdResumeParams, settings_of
 from agentsession_core.engine.populations.base import Population
 from agentsession_core.engine.session import Session, Stopped
 from agentsession_core.measure.stats import FLEET_EXHAUSTED_ROW
@@ -33,6 +34,11 @@ NS_PER_S = 1_000_000_000
 
 class ColdResumePopulation(Population):
     kind = "cold-resume"
+
+    @property
+    def settings(self) -> ColdResumeParams:
+        """This population's own settings (its kind's model)."""
+        return settings_of(self.ctx.params.population, ColdResumeParams)
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
@@ -86,7 +92,7 @@ class ColdResumePopulation(Population):
             self.tick(intended, resumes)
 
     def tick(self, intended_ns: int, resumes: int) -> None:
-        if resumes > 1 and self.ctx.params.population.swap_pacing == "even":
+        if resumes > 1 and self.settings.swap_pacing == "even":
             self.spawn(self._paced(intended_ns, resumes), "cold-resume-pacer")
             return
         for _ in range(resumes):
@@ -141,7 +147,7 @@ class ColdResumePopulation(Population):
 
 def exhausted_line(missed: int, fleet: int, ctx: RunContext) -> str:
     """The one line of a cold-resume whose fleet ran out."""
-    rate = ctx.params.population.target_rps
+    rate = settings_of(ctx.params.population, ColdResumeParams).target_rps
     return (
         f"cold-resume: fleet exhausted: {missed} resumes found no cold actor left (a fleet "
         f"of {fleet} at target_rps {rate:g}); register more sessions or lower the rate"

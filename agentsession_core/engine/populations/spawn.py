@@ -29,6 +29,7 @@ from collections.abc import Callable
 from agentsession_core.engine.backoff import Backoff, transient
 from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import ramp_time_ns
+from agentsession_core.engine.population_params import SpawnParams, settings_of
 from agentsession_core.engine.populations.base import Population, failure_line
 from agentsession_core.engine.populations.cohort import CohortBook
 from agentsession_core.engine.session import Session, StepFailed, Stopped
@@ -93,6 +94,11 @@ async def delete_cohort(ctx: RunContext, names: list[str], concurrency: int) -> 
 class SpawnPopulation(Population):
     kind = "spawn"
 
+    @property
+    def settings(self) -> SpawnParams:
+        """This population's own settings (its kind's model)."""
+        return settings_of(self.ctx.params.population, SpawnParams)
+
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
         ctx.registers = False  # a ready actor's park is the spawn's own: SuspendActor
@@ -103,7 +109,7 @@ class SpawnPopulation(Population):
 
     @property
     def cohort_size(self) -> int:
-        return max(1, round(self.ctx.params.population.sessions * self.level_multiplier))
+        return max(1, round(self.settings.sessions * self.level_multiplier))
 
     async def register(self) -> None:
         """Nothing to register: every cohort creates its own actors in the hold."""
@@ -114,7 +120,7 @@ class SpawnPopulation(Population):
         self.spawn(self._cohorts(start), "spawn-cohorts")
 
     async def _cohorts(self, t0: int) -> None:
-        period_ns = int(self.ctx.params.population.cohort_period_seconds * 1e9)
+        period_ns = int(self.settings.cohort_period_seconds * 1e9)
         k = 0
         while await self.ctx.wait_until(t0 + k * period_ns):
             if self.paused:  # by hand: a cohort due in the pause is not owed
@@ -135,7 +141,7 @@ class SpawnPopulation(Population):
 
     async def cohort(self, start_ns: int) -> CohortBook:
         """One cohort from `start_ns`: create, wait for ready, delete. Returns its book."""
-        params = self.ctx.params.population
+        params = self.settings
         n = self.cohort_size
         book = CohortBook(
             self.ctx.recorder,

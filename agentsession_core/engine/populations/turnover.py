@@ -67,6 +67,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.context import RunContext, now_ns
+from agentsession_core.engine.population_params import TurnoverParams, settings_of
 from agentsession_core.engine.populations.base import Population, failure_line
 from agentsession_core.engine.populations.turnover_window import level_rows
 from agentsession_core.engine.script_mix import Dealer
@@ -104,9 +105,14 @@ def shortfall_line(mean: float, awake: int, over: str) -> str:
 class TurnoverPopulation(Population):
     kind = "turnover"
 
+    @property
+    def settings(self) -> TurnoverParams:
+        """This population's own settings (its kind's model)."""
+        return settings_of(self.ctx.params.population, TurnoverParams)
+
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
-        params = ctx.params.population
+        params = settings_of(ctx.params.population, TurnoverParams)
         self.awake = params.awake
         self.idle: deque[Session] = deque()  # awake, not in a step; oldest first
         self.parked: deque[Session] = deque()  # hibernated; longest parked first
@@ -193,7 +199,7 @@ class TurnoverPopulation(Population):
 
     async def fill(self) -> None:
         """Wake `awake` sessions (retrying failed wakes until the deadline), then tick."""
-        params = self.ctx.params.population
+        params = self.settings
         self._filling = True
         if params.lifecycle_mode == "none":
             self._fill_claimed = self.claimed_by_script()
@@ -275,7 +281,7 @@ class TurnoverPopulation(Population):
     def catch_up(self) -> int:
         """Owed wakes one tick may start on top of its swaps (docs/SPEC.md §4.2)."""
         per_tick = self.level * self.tick_ns / NS_PER_S
-        return max(1, math.ceil(self.ctx.params.population.catch_up_ratio * per_tick))
+        return max(1, math.ceil(self.settings.catch_up_ratio * per_tick))
 
     async def _tick_forever(self, t0_ns: int) -> None:
         rate_owed = 0.0
@@ -300,7 +306,7 @@ class TurnoverPopulation(Population):
         self.ticks += 1
         self.shortfall_total += shortfall
         self._shortfall.event(intended_ns, shortfall)
-        if self.ctx.params.population.lifecycle_mode == "none":
+        if self.settings.lifecycle_mode == "none":
             return  # nothing parks or wakes: the gauge of a density run only
         # Per script in a mix (module docstring); with one script, its one quota is `awake`.
         quota = self.quota if self.mixed else [self.awake]
@@ -317,7 +323,7 @@ class TurnoverPopulation(Population):
                     break
                 owed_budget -= 1
                 self._start_wake(session, intended_ns)
-        if swaps > 1 and self.ctx.params.population.swap_pacing == "even":
+        if swaps > 1 and self.settings.swap_pacing == "even":
             self.spawn(self._paced_swaps(intended_ns, swaps), "turnover-pacer")
             return
         for _ in range(swaps):
@@ -424,7 +430,7 @@ class TurnoverPopulation(Population):
     def substrate_back(self) -> None:
         if self.turnover_start_ns is None or self._checking or self.ctx.stopping.is_set():
             return  # the fill's own wakes find out; one check at a time
-        if self.ctx.params.population.lifecycle_mode == "none":
+        if self.settings.lifecycle_mode == "none":
             return  # nothing is ever woken again in a density run: no slot to make good
         self._checking = True
         self.spawn(self._check_actors(), "check-actors")
@@ -485,7 +491,7 @@ class TurnoverPopulation(Population):
             session.state = "parked"
             self.parked.append(session)
         # Bounded like the fill: each replacement primes its actor on a worker.
-        gate = asyncio.Semaphore(self.ctx.params.population.fill_concurrency)
+        gate = asyncio.Semaphore(self.settings.fill_concurrency)
         for session in sorted((*dead, *gone), key=lambda s: s.id):
             self.spawn(self._replace_lost(session, gate), f"replace-{session.id}")
 
@@ -518,7 +524,7 @@ class TurnoverPopulation(Population):
         self.awake = max(0, count)
         if self.mixed:
             self.quota = self._quota(self.awake)
-        if self.turnover_start_ns is None or self.ctx.params.population.lifecycle_mode == "none":
+        if self.turnover_start_ns is None or self.settings.lifecycle_mode == "none":
             return
         intended = now_ns()
         for _ in range(min(self.awake - self.claimed, len(self.parked))):
@@ -563,7 +569,7 @@ class TurnoverPopulation(Population):
         """One `turnover_window` row per level (turnover_window.py)."""
         if self.turnover_start_ns is None:
             return {}
-        params = self.ctx.params.population
+        params = self.settings
         return level_rows(
             recorder,
             self.segments,

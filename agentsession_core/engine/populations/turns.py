@@ -22,6 +22,7 @@ import random
 
 from agentsession_core.engine.context import RunContext, now_ns
 from agentsession_core.engine.pacing import poisson_gap_ns, stream
+from agentsession_core.engine.population_params import TurnsParams, settings_of
 from agentsession_core.engine.populations.base import Population
 from agentsession_core.engine.session import Session, Stopped
 from agentsession_core.measure.stats import ARRIVALS_ROW, QUEUE_WAIT_ROW
@@ -45,6 +46,11 @@ class ArrivalClock:
 
 class TurnsPopulation(Population):
     kind = "turns"
+
+    @property
+    def settings(self) -> TurnsParams:
+        """This population's own settings (its kind's model)."""
+        return settings_of(self.ctx.params.population, TurnsParams)
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
@@ -116,9 +122,7 @@ class TurnsPopulation(Population):
             # A zero wait is a sample too: QueueWait's percentiles are over every turn.
             self._queue_wait.ok(intended, could_start, could_start)
             self.turns_started += 1
-            length_ns = int(
-                lengths.uniform(0.5, 1.5) * self.ctx.params.population.turn_mean_seconds * 1e9
-            )
+            length_ns = int(lengths.uniform(0.5, 1.5) * self.settings.turn_mean_seconds * 1e9)
             try:
                 await self._turn(session, could_start, length_ns)
             except Stopped:

@@ -50,8 +50,8 @@ def shard_rows(run: ShardedRun) -> list[dict[str, Any]]:
                 "sessions": pop.sessions,
                 "first_session": plan.first_session,
                 "adopted_from": plan.adopted_from,
-                "awake": pop.awake,
-                "target_rps": pop.target_rps,
+                "awake": getattr(pop, "awake", None),  # a turnover's
+                "target_rps": getattr(pop, "target_rps", None),  # a turnover's, a cold-resume's
                 "phase": status.get("phase"),
                 "start_skew_ms": status.get("start_skew_ms"),
                 "actors_created": final.get("created", status.get("actors_created", 0)),

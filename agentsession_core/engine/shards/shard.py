@@ -43,6 +43,7 @@ from agentsession_core.engine.arms import Arms
 from agentsession_core.engine.context import now_ns, one_second
 from agentsession_core.engine.engine import Engine
 from agentsession_core.engine.ledger import ActorLedger
+from agentsession_core.engine.population_params import TurnoverParams
 from agentsession_core.engine.reference_arm import ARM_PHASE_NS, ReferenceArm
 from agentsession_core.engine.shards.split import ShardLevel, ShardPlan
 from agentsession_core.engine.shards.stream import ShardDelta
@@ -268,8 +269,9 @@ class ShardEngine:
 
     async def set_level(self, level: ShardLevel) -> None:
         for engine in self.arms.engines:  # both arms at every level
-            if level.target_rps is not None:
-                engine.params.population.target_rps = level.target_rps
+            population = engine.params.population
+            if level.target_rps is not None and isinstance(population, TurnoverParams):
+                population.target_rps = level.target_rps
             engine.population.set_level(level.multiplier)
 
     async def set_paused(self, paused: bool) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from agentsession_core.engine.pacing import derive_seed
 from agentsession_core.engine.params import GeneratorParams, RunParams, TargetParams
+from agentsession_core.engine.population_params import TurnoverParams, settings_of
 from agentsession_core.engine.script_mix import assign
 from agentsession_core.script.mix import entries
 
@@ -163,21 +164,24 @@ def replan(lost: ShardPlan, survivors: int, first_index: int) -> list[ShardPlan]
 
 
 def _shares(pop: Any, count: int) -> list[dict[str, Any]]:
-    """The population's totals in `count` exact shares (the module docstring)."""
-    sessions = split_int(pop.sessions, count)
-    awake = split_int(pop.awake, count)
-    rates = split_rate(pop.target_rps, count)
-    fill = [max(1, n) for n in split_int(pop.fill_concurrency, count)]
-    return [
-        {
-            "sessions": sessions[k],
-            "awake": awake[k],
-            "target_rps": rates[k],
-            "spawn_rate": pop.spawn_rate / count,
-            "fill_concurrency": fill[k],
-        }
-        for k in range(count)
+    """The population's totals in `count` exact shares (the module docstring): the fields
+    its kind has."""
+    fields = type(pop).model_fields
+    shares: list[dict[str, Any]] = [
+        {"sessions": n, "spawn_rate": pop.spawn_rate / count}
+        for n in split_int(pop.sessions, count)
     ]
+    parts: dict[str, list[Any]] = {}
+    if "awake" in fields:
+        parts["awake"] = split_int(pop.awake, count)
+    if "target_rps" in fields:
+        parts["target_rps"] = split_rate(pop.target_rps, count)
+    if "fill_concurrency" in fields:
+        parts["fill_concurrency"] = [max(1, n) for n in split_int(pop.fill_concurrency, count)]
+    for name, values in parts.items():
+        for share, value in zip(shares, values, strict=True):
+            share[name] = value
+    return shares
 
 
 def _shard_params(
@@ -243,7 +247,9 @@ def _levels_after_a_loss(
     total still (the survivors carry every session)."""
     pop = params.population
     if pop.kind == "turnover":
-        rates = [plan.params.population.target_rps * level for plan in plans]
+        rates = [
+            settings_of(plan.params.population, TurnoverParams).target_rps * level for plan in plans
+        ]
         rates[-1] = max(0.0, pop.target_rps * level - sum(rates[:-1]))
         return [ShardLevel(1.0, rate) for rate in rates]
     if pop.kind == "closed":
