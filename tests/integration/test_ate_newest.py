@@ -181,7 +181,7 @@ async def test_the_client_drives_a_newest_server_and_sends_nothing_it_removed(
     )
     assert created == ActorInfo("bench", "one", "SUSPENDED", None, 0)
     resumed = await sub.resume_actor("bench", "one")
-    assert resumed == ActorInfo("bench", "one", "RUNNING", "w-a", 1, pool="gpu")
+    assert resumed == ActorInfo("bench", "one", "RUNNING", "w-a", 1, pool="gpu", resumed=True)
     # A state our engine has no meaning for keeps its own name, not a known one's.
     assert (await sub.get_actor("bench", "one")).status == "REVERTING"
     await sub.suspend_actor("bench", "one")
