@@ -1,38 +1,28 @@
 """One actor of the local substrate as the server keeps it (docs/SPEC.md §2.1): its status,
 where its state is (the worker running it, or holding it paused), its lock, its requests in
-flight, its worker selector and the pool it is bound to. Its lifecycle is actors.py's."""
+flight, its worker selector and the pool it is bound to. Its lifecycle is actors.py's, on the
+state machine it shares with the in-memory fake (agentsession_core/substrate/actor_machine.py,
+whose ActorLife holds the status, version, lock and requests in flight)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsession_core.substrate.protocol import (
-    MATCH_LABELS_FIELD,
-    WORKER_SELECTOR_FIELD,
-    actor_target,
-)
+from agentsession_core.substrate.actor_machine import ActorLife
+from agentsession_core.substrate.protocol import MATCH_LABELS_FIELD, WORKER_SELECTOR_FIELD
 from local_substrate.pool import WorkerProc
 
 
 @dataclass(eq=False)
-class Actor:
-    atespace: str
-    name: str
+class Actor(ActorLife):
     template: tuple[str, str]
     limit: int | None
-    status: str = "SUSPENDED"
     worker: WorkerProc | None = None
     paused_on: WorkerProc | None = None
-    version: int = 0
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    inflight: int = 0
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
-    deleted: bool = False
     # What the ate wire's ResourceMetadata carries besides the name (ate_control.py).
     uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     created_ns: int = field(default_factory=time.time_ns)
@@ -41,14 +31,6 @@ class Actor:
     selector: dict[str, str] = field(default_factory=dict)
     pool: str | None = None
     placements: Counter[str] = field(default_factory=Counter)  # wakes by the worker's pool
-
-    def __post_init__(self) -> None:
-        self.idle.set()
-
-    @property
-    def key(self) -> str:
-        """How workers and logs name the actor: the router target's own form."""
-        return actor_target(self.atespace, self.name)
 
     def describe(self) -> dict[str, Any]:
         where = self.worker or self.paused_on

@@ -1,16 +1,14 @@
 """The local substrate's actors and their lifecycle (docs/SPEC.md §2.1, §2.4).
 
-Every actor has an asyncio.Lock; every lifecycle change (resume, suspend, pause, delete, and
-the implicit resume of a parked router request) runs under it, so concurrent calls on one
-actor are serialised in arrival order, never interleaved. States:
-
-    SUSPENDED --resume--> RESUMING --> RUNNING --suspend--> SUSPENDING --> SUSPENDED
-                                       RUNNING --pause----> PAUSING    --> PAUSED
-    PAUSED --resume--> RESUMING --> RUNNING          any --worker died--> CRASHED
-
-Calls that find the actor already where they lead are no-ops (resume of a RUNNING actor,
-suspend of a SUSPENDED one). A CRASHED actor answers ABORTED "... crashed" to everything
-but GetActor and DeleteActor (§3.4 replaces an actor on exactly that message).
+The states, the moves between them and the suspend and pause transitions are the state
+machine this substrate shares with the in-memory fake (agentsession_core/substrate/
+actor_machine.py): every lifecycle change (resume, suspend, pause, delete, and the implicit
+resume of a parked router request) runs under the actor's lock, so concurrent calls on one
+actor are serialised in arrival order, never interleaved; a call that finds the actor where
+it leads is a no-op; a CRASHED actor answers ABORTED "... crashed" to everything but GetActor
+and DeleteActor (§3.4 replaces an actor on exactly that message). What is this module's own
+is where the state lives and how it moves there (the effects: save, spill, hold_paused, and
+the wake's placement and load).
 
 Where the state lives. RUNNING: in its worker, which holds up to `capacity` running actors
 (docs/SPEC.md §2.7; placement.py chooses the worker). SUSPENDED: in the snapshot store (or
@@ -40,7 +38,8 @@ SuspendActor may be answered OK and ignored; a snapshot write or read may be thr
 What the store keeps across a restart (actor.json, the LIVE marker) is persist.py's.
 
 SuspendActor `?async=true` takes the lock at once if it is free (so a later call queues
-behind it), answers 202 and finishes in the background.
+behind it), answers 202 and finishes in the background (the machine's
+suspend_in_background).
 """
 
 from __future__ import annotations
@@ -54,6 +53,15 @@ from typing import Any
 
 import aiohttp
 
+from agentsession_core.substrate.actor_machine import (
+    CRASHED,
+    PAUSED,
+    RESUMING,
+    RUNNING,
+    SUSPENDED,
+    ActorMachine,
+    EffectFailed,
+)
 from agentsession_core.substrate.protocol import (
     WORKER_ADMIN_PREFIX,
     WORKER_SECRET_HEADER,
@@ -72,14 +80,17 @@ from local_substrate.worker_facts import WorkerFacts, facts_of
 PLACEMENTS_KEPT = 10_000
 
 
-class WorkerFailed(Exception):
+class WorkerFailed(EffectFailed):
     """An admin call to a worker got no usable answer."""
 
 
-class ActorLifecycle:
+class ActorLifecycle(ActorMachine[Actor]):
     """Every actor of one server, and every change of their states."""
 
+    refused = WireError
+
     def __init__(self, store_root: Path, *, park_timeout: float, pause_budget: int) -> None:
+        super().__init__()
         self.store_root = store_root
         self.park_timeout = park_timeout
         self.pause_budget = pause_budget
@@ -87,7 +98,6 @@ class ActorLifecycle:
         self.faults = Faults()  # none until the server sets its own
         self._pool: Pool | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._background: set[asyncio.Task[None]] = set()
         self.metrics = SubstrateCounters()  # /metrics (metrics.py); hooks below bump it
         # Every actor's wakes by pool, deleted ones too (the debug view): the same Counter
         # objects as the actors' own `placements`.
@@ -107,10 +117,6 @@ class ActorLifecycle:
     def session(self) -> aiohttp.ClientSession:
         assert self._session is not None, "the server has not started"
         return self._session
-
-    def stop(self) -> None:
-        for task in list(self._background):
-            task.cancel()
 
     # ---- lookup ---------------------------------------------------------------------------
 
@@ -144,19 +150,8 @@ class ActorLifecycle:
             raise WireError("NOT_FOUND", f"actor {atespace}/{name} not found")
         return actor
 
-    def usable(self, actor: Actor, *, router: bool) -> None:
-        if actor.deleted:
-            raise WireError(
-                "ACTOR_NOT_FOUND" if router else "NOT_FOUND",
-                f"actor {actor.key} was deleted",
-                router=router,
-            )
-        if actor.status == "CRASHED":
-            raise WireError(
-                "ABORTED",
-                f"actor {actor.key} crashed (its worker died); delete it",
-                router=router,
-            )
+    def refusal(self, code: str, message: str, *, router: bool) -> Exception:
+        return WireError(code, message, router=router)
 
     # ---- the control API's calls ------------------------------------------------------------
 
@@ -170,50 +165,25 @@ class ActorLifecycle:
         """SuspendActor; `faults=False` for the server's own parks at a clean stop."""
         async with actor.lock:
             self.usable(actor, router=False)
-            if faults and actor.status in ("RUNNING", "PAUSED"):
+            if faults and actor.status in (RUNNING, PAUSED):
                 if self.faults.suspend_ignored():
                     return  # answered OK; the actor keeps running (`suspend:ignore`)
                 self.faults.check_store(actor, "writing", router=False)
-            await self._suspend_locked(actor)
+            await self.suspend_locked(actor)
 
     async def pause(self, actor: Actor) -> None:
         async with actor.lock:
             self.usable(actor, router=False)
-            await self._pause_locked(actor)
+            await self.pause_locked(actor)
 
     async def suspend_in_background(self, actor: Actor) -> None:
-        if actor.status == "RUNNING" and self.faults.suspend_ignored():
+        if actor.status == RUNNING and self.faults.suspend_ignored():
             self.usable(actor, router=False)
             return  # answered 202; nothing is suspended (`suspend:ignore`)
-        held = not actor.lock.locked()
-        if held:
-            # A free lock is taken without suspending, so later calls queue behind us.
-            await actor.lock.acquire()
-            try:
-                self.usable(actor, router=False)
-            except WireError:
-                actor.lock.release()
-                raise
-            if actor.status == "RUNNING":
-                actor.status = "SUSPENDING"
+        await super().suspend_in_background(actor)
 
-        async def run() -> None:
-            if not held:
-                await actor.lock.acquire()
-            try:
-                if actor.deleted or actor.status == "CRASHED":
-                    return
-                if actor.status == "SUSPENDING" and actor.worker is not None:
-                    actor.status = "RUNNING"
-                await self._suspend_locked(actor)
-            except WireError as exc:
-                print(f"agentsession substrate: async suspend: {exc}", file=sys.stderr)
-            finally:
-                actor.lock.release()
-
-        task = asyncio.create_task(run())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    def background_failed(self, actor: Actor, exc: Exception) -> None:
+        print(f"agentsession substrate: async suspend: {exc}", file=sys.stderr)
 
     async def revert(self, actor: Actor) -> None:
         """RevertActor: a CRASHED actor back to SUSPENDED at its last snapshot (the state its
@@ -224,11 +194,11 @@ class ActorLifecycle:
         async with actor.lock:
             if actor.deleted:
                 raise WireError("NOT_FOUND", f"actor {actor.key} not found")
-            if actor.status == "SUSPENDED":
+            if actor.status == SUSPENDED:
                 raise WireError(
                     "FAILED_PRECONDITION", f"actor {actor.key} is SUSPENDED: nothing to revert"
                 )
-            if actor.status != "CRASHED" or actor.worker or actor.paused_on:
+            if actor.status != CRASHED or actor.worker or actor.paused_on:
                 raise WireError(
                     "UNIMPLEMENTED",
                     f"actor {actor.key} is {actor.status}: the local substrate reverts only "
@@ -237,7 +207,7 @@ class ActorLifecycle:
             # The LIVE marker said its state was in a worker; now the store's snapshot is it.
             live = self.snapshot_dir(actor) / store.LIVE
             await asyncio.to_thread(live.unlink, missing_ok=True)
-            actor.status = "SUSPENDED"
+            self.move(actor, SUSPENDED)
             actor.version += 1
 
     async def delete(self, actor: Actor) -> None:
@@ -263,7 +233,7 @@ class ActorLifecycle:
         """The worker to forward a request to, the actor RUNNING and the request counted in
         flight until end_request. A RUNNING actor nobody is changing goes straight through;
         otherwise the request parks on the lock and wakes the actor (§2.2)."""
-        if actor.status == "RUNNING" and not actor.lock.locked() and actor.worker is not None:
+        if actor.status == RUNNING and not actor.lock.locked() and actor.worker is not None:
             worker = actor.worker
         else:
             with self.metrics.waking(router=True):  # parked until the actor runs
@@ -272,9 +242,7 @@ class ActorLifecycle:
         return worker
 
     def end_request(self, actor: Actor) -> None:
-        actor.inflight -= 1
-        if actor.inflight == 0:
-            actor.idle.set()
+        self.request_done(actor)
 
     # ---- transitions ------------------------------------------------------------------------
 
@@ -315,7 +283,7 @@ class ActorLifecycle:
             ) from None
         try:
             self.usable(actor, router=router)
-            resumed = actor.status != "RUNNING"
+            resumed = actor.status != RUNNING
             if resumed:
                 await self._resume_locked(actor, router=router)
                 assert actor.worker is not None
@@ -329,16 +297,16 @@ class ActorLifecycle:
         pool = self.pool
         wanted = pool_for(actor, pool, router=router)
         fault = await self.faults.before_wake(actor, router=router)
-        if actor.status == "SUSPENDED" and actor.version:  # its snapshot is in the store
+        if actor.status == SUSPENDED and actor.version:  # its snapshot is in the store
             self.faults.check_store(actor, "reading", router=router)
         before = actor.status
-        actor.status = "RESUMING"
+        self.move(actor, RESUMING)
         # Reserved on its worker while it runs: what its template lets it grow to.
         need = Need(actor.key, actor.limit or 0, wanted, actor.paused_on)
         try:
             worker = await pool.acquire(need, self.park_timeout)
         except TimeoutError:
-            actor.status = before
+            self.move(actor, before)
             if (short := pool.shortage(need)) is not None:
                 raise WireError(
                     "RESOURCE_EXHAUSTED",
@@ -354,7 +322,7 @@ class ActorLifecycle:
                 router=router,
             ) from None
         except NoMemory as exc:
-            actor.status = before
+            self.move(actor, before)
             raise WireError("RESOURCE_EXHAUSTED", str(exc), router=router) from None
         try:
             if actor.paused_on is worker:
@@ -374,12 +342,12 @@ class ActorLifecycle:
                 )
         except WorkerFailed as exc:
             pool.release(worker, actor.key)
-            if actor.status != "CRASHED":
-                actor.status = "PAUSED" if actor.paused_on is not None else "SUSPENDED"
+            if actor.status != CRASHED:
+                self.move(actor, PAUSED if actor.paused_on is not None else SUSPENDED)
             self.usable(actor, router=router)
             raise WireError("UNAVAILABLE", f"resume of {actor.key}: {exc}", router=router) from None
         actor.worker, actor.paused_on = worker, None
-        actor.status = "RUNNING"
+        self.move(actor, RUNNING)
         actor.version += 1
         actor.placements[worker.pool] += 1
         if worker.pool and actor.pool is None:
@@ -405,70 +373,40 @@ class ActorLifecycle:
         actor.paused_on = None
         actor.version += 1
 
-    async def _drain(self, actor: Actor) -> None:
-        while actor.inflight:
-            actor.idle.clear()
-            await actor.idle.wait()
+    # ---- the state machine's effects (actor_machine.py) ----------------------------------
 
-    async def _suspend_locked(self, actor: Actor) -> None:
-        if actor.status == "PAUSED":
-            actor.status = "SUSPENDING"
-            try:
-                await self._spill(actor)
-            except WorkerFailed as exc:
-                self.usable(actor, router=False)
-                actor.status = "PAUSED"
-                raise WireError("UNAVAILABLE", f"suspend of {actor.key}: {exc}") from None
-            actor.status = "SUSPENDED"
-            self.metrics.suspended()
-            return
-        if actor.status != "RUNNING":
-            return
+    async def save(self, actor: Actor) -> None:
         worker = actor.worker
         assert worker is not None
-        actor.status = "SUSPENDING"
-        await self._drain(actor)
-        try:
-            await self.admin(
-                worker,
-                "save",
-                actor=actor.key,
-                snapshot=str(self.snapshot_dir(actor)),
-                version=actor.version + 1,
-            )
-        except WorkerFailed as exc:
-            self.usable(actor, router=False)
-            actor.status = "RUNNING"
-            raise WireError("UNAVAILABLE", f"suspend of {actor.key}: {exc}") from None
+        await self.admin(
+            worker,
+            "save",
+            actor=actor.key,
+            snapshot=str(self.snapshot_dir(actor)),
+            version=actor.version + 1,
+        )
         actor.worker = None
         actor.version += 1
-        actor.status = "SUSPENDED"
-        self.metrics.suspended()
         self.pool.release(worker, actor.key)
 
-    async def _pause_locked(self, actor: Actor) -> None:
-        if actor.status != "RUNNING":
-            return
+    async def spill(self, actor: Actor) -> None:
+        await self._spill(actor)
+
+    async def hold_paused(self, actor: Actor) -> bool:
         worker = actor.worker
         assert worker is not None
-        actor.status = "PAUSING"
-        await self._drain(actor)
-        try:
-            state = await self.admin(worker, "state", actor=actor.key)
-            if sum(worker.paused.values()) + state["bytes"] > self.pause_budget:
-                actor.status = "RUNNING"
-                await self._suspend_locked(actor)
-                return
-            held = await self.admin(worker, "pause", actor=actor.key)
-        except WorkerFailed as exc:
-            self.usable(actor, router=False)
-            actor.status = "RUNNING"
-            raise WireError("UNAVAILABLE", f"pause of {actor.key}: {exc}") from None
+        state = await self.admin(worker, "state", actor=actor.key)
+        if sum(worker.paused.values()) + state["bytes"] > self.pause_budget:
+            return False
+        held = await self.admin(worker, "pause", actor=actor.key)
         worker.paused[actor.key] = held["bytes"]
         actor.worker, actor.paused_on = None, worker
         actor.version += 1
-        actor.status = "PAUSED"
         self.pool.release(worker, actor.key)
+        return True
+
+    def suspended(self, actor: Actor) -> None:
+        self.metrics.suspended()
 
     # ---- the worker facts (docs/SPEC.md §2.7) ----------------------------------------------
 
@@ -491,7 +429,7 @@ class ActorLifecycle:
         held = 0
         for actor in self.actors.values():
             if actor.worker is worker or actor.paused_on is worker:
-                actor.status = "CRASHED"
+                self.move(actor, CRASHED)
                 actor.worker = actor.paused_on = None
                 held += 1
         worker.running.clear()

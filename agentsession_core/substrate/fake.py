@@ -3,11 +3,12 @@
 It keeps what a caller of the interface can observe (docs/SPEC.md §2): templates and their
 memory limits, atespaces, actors and their lifecycle (§2.1: SUSPENDED on creation, then
 RUNNING, SUSPENDING, PAUSING, PAUSED, CRASHED; a deleted actor is gone), implicit wakes by
-the router (§2.2) and the glutton routes (§2.3, fake_glutton.py). Its rules are the local
-substrate's (local_substrate/actors.py): lifecycle calls on one actor are serialised on its lock, a
-suspend or pause waits for the requests in flight, a call that finds the actor where it
-leads is a no-op, a CRASHED actor refuses everything but GetActor and DeleteActor, and the
-memory limit covers an actor's RAM arrays plus its files.
+the router (§2.2) and the glutton routes (§2.3, fake_glutton.py). Its lifecycle is the local
+substrate's own state machine (actor_machine.py, which local_substrate/actors.py runs too):
+lifecycle calls on one actor are serialised on its lock, a suspend or pause waits for the
+requests in flight, a call that finds the actor where it leads is a no-op, a CRASHED actor
+refuses everything but GetActor and DeleteActor; here the effects only count versions and
+free the modelled workers. The memory limit covers an actor's RAM arrays plus its files.
 
 Errors take the clients' path: a control refusal is decoded by errors.error_from_answer
 and a router answer by router_wire.router_answer, from the status, body and headers of
@@ -35,17 +36,23 @@ substrate's `suspend:ignore` rule.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import orjson
 
+from agentsession_core.substrate.actor_machine import (
+    CRASHED,
+    RESUMING,
+    RUNNING,
+    ActorLife,
+    ActorMachine,
+)
 from agentsession_core.substrate.errors import TIMEOUT, SubstrateError, error_from_answer
 from agentsession_core.substrate.fake_glutton import JSON, GluttonState, Origin, Refused, serve
 from agentsession_core.substrate.fake_workers import FakeWorkers, NoRoom
@@ -87,16 +94,8 @@ def _control_call(method: Callable[_P, Awaitable[_T]]) -> Callable[_P, Coroutine
 
 
 @dataclass(eq=False)
-class _Actor:
-    atespace: str
-    name: str
+class _Actor(ActorLife):
     state: GluttonState
-    status: str = "SUSPENDED"
-    version: int = 0
-    deleted: bool = False
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    inflight: int = 0
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
     reserve: int | None = None  # its template's memory limit: what a worker reserves for it
     worker: str | None = None  # the modelled worker holding it (workers=N only)
     workers: FakeWorkers | None = None  # the substrate's modelled workers, if any
@@ -107,13 +106,31 @@ class _Actor:
             self.workers.release(self.key)
         self.worker = None
 
-    @property
-    def key(self) -> str:
-        return actor_target(self.atespace, self.name)
-
     def info(self) -> ActorInfo:
         worker = self.worker or (FAKE_WORKER if self.status in _HELD else None)
         return ActorInfo(self.atespace, self.name, self.status, worker, self.version)
+
+
+class _Lifecycle(ActorMachine[_Actor]):
+    """The shared state machine with the fake's effects: a snapshot is a new version, and a
+    suspended actor frees its modelled worker (a paused one keeps it)."""
+
+    refused = Refused
+
+    def refusal(self, code: str, message: str, *, router: bool) -> Exception:
+        return Refused(code, message, "router" if router else "control")
+
+    async def save(self, actor: _Actor) -> None:
+        actor.release()
+        actor.version += 1
+
+    async def spill(self, actor: _Actor) -> None:
+        actor.release()
+        actor.version += 1
+
+    async def hold_paused(self, actor: _Actor) -> bool:
+        actor.version += 1
+        return True
 
 
 class FakeSubstrate(Substrate):
@@ -154,7 +171,7 @@ class FakeSubstrate(Substrate):
         # A stream of its own, so the wakes' draws are the same with or without it.
         self.ignore_suspends = ignore_suspends
         self._ignore_rng = random.Random(f"{seed}/ignore-suspends")
-        self._background: set[asyncio.Task[None]] = set()
+        self._life = _Lifecycle()
 
     def crash(self, atespace: str, name: str) -> bool:
         """The actor's worker dies: an actor a worker holds (RUNNING, PAUSED) becomes CRASHED;
@@ -162,7 +179,7 @@ class FakeSubstrate(Substrate):
         actor = self._actors.get((atespace, name))
         if actor is None or actor.status not in _HELD:
             return False
-        actor.status = "CRASHED"
+        self._life.move(actor, CRASHED)
         actor.release()
         return True
 
@@ -183,7 +200,7 @@ class FakeSubstrate(Substrate):
         if keep_store:
             for actor in self._actors.values():
                 if actor.status in _HELD:
-                    actor.status = "CRASHED"
+                    self._life.move(actor, CRASHED)
             return
         for actor in self._actors.values():
             actor.deleted = True
@@ -225,7 +242,6 @@ class FakeSubstrate(Substrate):
         limit = self.templates[ref]
         actor = _Actor(atespace, name, GluttonState(actor_target(atespace, name), limit))
         actor.reserve, actor.workers = limit, self._workers
-        actor.idle.set()
         self._actors[(atespace, name)] = actor
         self.selectors[(atespace, name)] = dict(worker_selector or {})
         return actor.info()
@@ -251,27 +267,21 @@ class FakeSubstrate(Substrate):
     async def suspend_actor(self, atespace: str, name: str, *, wait: bool = True) -> None:
         actor = self._actor(atespace, name)
         if self.ignore_suspends and self._ignore_rng.random() < self.ignore_suspends:
-            _usable(actor, "control")
+            self._life.usable(actor, router=False)
             return  # answered OK; the actor keeps running
         if not wait:
-            await self._suspend_in_background(actor)
+            await self._life.suspend_in_background(actor)
             return
         async with actor.lock:
-            _usable(actor, "control")
-            await _suspend_locked(actor)
-            actor.release()
+            self._life.usable(actor, router=False)
+            await self._life.suspend_locked(actor)
 
     @_control_call
     async def pause_actor(self, atespace: str, name: str) -> None:
         actor = self._actor(atespace, name)
         async with actor.lock:
-            _usable(actor, "control")
-            if actor.status == "RUNNING":
-                actor.status = "PAUSING"
-                await _drain(actor)
-                _usable(actor, "control")  # crash() while it drained
-                actor.status = "PAUSED"
-                actor.version += 1
+            self._life.usable(actor, router=False)
+            await self._life.pause_locked(actor)
 
     @_control_call
     async def delete_actor(self, atespace: str, name: str) -> None:
@@ -336,83 +346,48 @@ class FakeSubstrate(Substrate):
         actor = self._actors.get((atespace, name))
         if actor is None:
             raise Refused("ACTOR_NOT_FOUND", f"actor {atespace}/{name} not found", "router")
-        if actor.status != "RUNNING" or actor.lock.locked():
+        if actor.status != RUNNING or actor.lock.locked():
             await self._wake(actor, "router")  # parks on the lock, as the router does
         actor.inflight += 1
         try:
             answer = await serve(actor.state, path, raw, params)
         finally:
-            actor.inflight -= 1
-            if actor.inflight == 0:
-                actor.idle.set()
-        if actor.status == "CRASHED":  # crash() while the request was inside the actor
+            self._life.request_done(actor)
+        if actor.status == CRASHED:  # crash() while the request was inside the actor
             raise _crashed(actor, "router", mid_request=True)
         return answer
 
     # ---- lifecycle ----------------------------------------------------------------------
 
     async def _wake(self, actor: _Actor, origin: Origin) -> None:
+        life = self._life
         async with actor.lock:
-            _usable(actor, origin)
-            if actor.status == "RUNNING":
+            life.usable(actor, router=origin == "router")
+            if actor.status == RUNNING:
                 return
             draw = self._rng.random()
+            before = actor.status
+            life.move(actor, RESUMING)
             if draw < self.crash_wakes:
-                actor.status = "CRASHED"  # its worker died loading it
+                life.move(actor, CRASHED)  # its worker died loading it
                 raise _crashed(actor, origin)
             if draw < self.crash_wakes + self.fail_wakes:
+                life.move(actor, before)
                 message = f"no room to wake actor {actor.key} (FakeSubstrate fail_wakes)"
                 raise Refused("RESOURCE_EXHAUSTED", message, origin)
-            if self._workers is not None and actor.status not in _HELD:  # paused: still there
+            if self._workers is not None and before not in _HELD:  # paused: still there
                 try:
                     actor.worker = self._workers.place(actor.key, actor.reserve)
                 except NoRoom as no_room:
+                    life.move(actor, before)
                     raise Refused("RESOURCE_EXHAUSTED", str(no_room), origin) from None
-            actor.status = "RUNNING"
+            life.move(actor, RUNNING)
             actor.version += 1
             self.wakes += 1
 
-    async def _suspend_in_background(self, actor: _Actor) -> None:
-        """SuspendActorAsync: a free lock is taken at once, so a later call queues behind the
-        suspend, which finishes in a task."""
-        held = not actor.lock.locked()
-        if held:
-            await actor.lock.acquire()
-            try:
-                _usable(actor, "control")
-            except Refused:
-                actor.lock.release()
-                raise
-            if actor.status == "RUNNING":
-                actor.status = "SUSPENDING"
-
-        async def run() -> None:
-            if not held:
-                await actor.lock.acquire()
-            try:
-                # Nobody hears a background refusal: the actor's status tells it.
-                with contextlib.suppress(Refused):
-                    _usable(actor, "control")
-                    await _suspend_locked(actor)
-                    actor.release()
-            finally:
-                actor.lock.release()
-
-        task = asyncio.create_task(run())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def aclose(self) -> None:
         """Let the background suspends finish."""
-        await asyncio.gather(*self._background, return_exceptions=True)
-
-
-def _usable(actor: _Actor, origin: Origin) -> None:
-    if actor.deleted:
-        code = "ACTOR_NOT_FOUND" if origin == "router" else "NOT_FOUND"
-        raise Refused(code, f"actor {actor.key} was deleted", origin)
-    if actor.status == "CRASHED":
-        raise _crashed(actor, origin)
+        await self._life.settle()
 
 
 def _crashed(actor: _Actor, origin: Origin, *, mid_request: bool = False) -> Refused:
@@ -423,24 +398,6 @@ def _crashed(actor: _Actor, origin: Origin, *, mid_request: bool = False) -> Ref
             "ABORTED", f"actor {actor.key} crashed (its worker died mid-request)", origin
         )
     return Refused("ABORTED", f"actor {actor.key} crashed (its worker died); delete it", origin)
-
-
-async def _suspend_locked(actor: _Actor) -> None:
-    if actor.status == "PAUSED":  # the paused state moves to the store
-        actor.status = "SUSPENDED"
-        actor.version += 1
-    elif actor.status in ("RUNNING", "SUSPENDING"):  # SUSPENDING: an async suspend's start
-        actor.status = "SUSPENDING"
-        await _drain(actor)
-        _usable(actor, "control")  # crash() while it drained
-        actor.status = "SUSPENDED"
-        actor.version += 1
-
-
-async def _drain(actor: _Actor) -> None:
-    while actor.inflight:
-        actor.idle.clear()
-        await actor.idle.wait()
 
 
 def _checked_name(value: str, where: str) -> str:
