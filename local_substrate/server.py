@@ -3,9 +3,11 @@ path, on one loopback port (docs/SPEC.md §2.1, §2.2, §2.4), and the ate wire'
 `ateapi.Control` over gRPC, on a second port (docs/SPEC.md §2), in the same event loop.
 
 This module wires the parts together and owns their start and stop:
-- control.py, the JSON control API handlers; ate_control.py, the gRPC ones;
+- control_plane.py, every control operation, whichever wire asks; control.py, the JSON
+  control API's thin adapter over it; ate_control.py, the gRPC one;
 - router.py, forwarding router requests to the worker hosting their actor;
-- actors.py, the actors and their lifecycle (locks, parking, suspend, pause, spill);
+- actors.py, the actors and their lifecycle (locks, parking, suspend, pause, spill) on the
+  state machine the in-memory fake runs too (agentsession_core/substrate/actor_machine.py);
 - pool.py, the worker processes (worker.py) and their slots (placement.py: which worker a
   wake goes to), store.py, the snapshot store;
 - faults.py, faults on demand; buffers.py, the router's buffer budget; persist.py, the
