@@ -37,7 +37,6 @@ from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import baseline_refusal
 from agentsession_core.judge.gate_schema import GateInputError
 from agentsession_core.judge.stored_run import load_run
-from agentsession_core.judge.thresholds import Threshold, parse_threshold
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
 from agentsession_core.measure.health import exhausted_reason
 from agentsession_core.measure.stats import CANDIDATE, Window
@@ -88,10 +87,6 @@ def load_baseline(params: CampaignParams) -> list[dict[str, Any]] | None:
     return [run]
 
 
-def _parse_slo(params: CampaignParams) -> Threshold:
-    return parse_threshold(params.search.threshold or "", where="search.threshold")
-
-
 class Campaign:
     """Windows, verdicts and the campaign's files for one Run (enter the Run first)."""
 
@@ -101,18 +96,19 @@ class Campaign:
         self.params = params
         self.run = run
         self.plan: list[WindowPlan] = params.windows()
-        self.thresholds = params.parsed_thresholds()
+        self.thresholds = list(params.thresholds)  # parsed when the params were validated
         self.search: CapacitySearch | None = None
         if params.search.enabled:
             # The SLO is judged in every window, the hold's too: the hold is the search's
             # first level (docs/SPEC.md §6.7).
-            slo = _parse_slo(params)
+            slo = params.search.threshold
+            assert slo is not None  # enabled means a threshold (SearchParams.enabled)
             if slo.text not in {t.text for t in self.thresholds}:
                 self.thresholds.append(slo)
             self.search = CapacitySearch.of(params, slo)
         population = params.population
         self.awake = population.awake if isinstance(population, TurnoverParams) else 0
-        self.abort_rules = params.parsed_abort_rules()
+        self.abort_rules = params.abort_rules
         self.baseline = baseline
         self.verdicts: list[WindowVerdict] = []
         self.spans: list[Span] = []  # of the planned windows, as self.verdicts

@@ -33,7 +33,7 @@ from agentsession_core.campaign.bounds import (
 from agentsession_core.campaign.rules import (
     DEFAULT_THRESHOLDS,
     DEFAULT_THRESHOLDS_BY_KIND,
-    Rule,
+    Thresholds,
     parse_rules,
 )
 from agentsession_core.campaign.search_params import SearchParams, check_search_bound, search_bound
@@ -56,6 +56,7 @@ from agentsession_core.engine.params import (
     reference_value,
     union_form_position,
 )
+from agentsession_core.judge.thresholds import Threshold
 from agentsession_core.script.mix import ScriptSpec
 
 # Float arithmetic must not turn 0.3 min / 6 s into 2.9999 windows.
@@ -108,8 +109,8 @@ class CampaignParams(RunParams):
         description="hold at each level after the first (default: hold_minutes)",
         json_schema_extra=form_position(10),
     )
-    thresholds: list[Rule] = Field(
-        default_factory=lambda: list(DEFAULT_THRESHOLDS),
+    thresholds: Thresholds = Field(
+        default_factory=lambda: parse_rules(DEFAULT_THRESHOLDS, "thresholds"),
         max_length=MAX_RULES,
         description="judged per window, e.g. 'TimeToWake: p99 < 2s' (default: per population "
         "kind, listed in the parameter reference)",
@@ -249,9 +250,8 @@ class CampaignParams(RunParams):
                 f"hold_minutes, ramp_minutes, levels and window_seconds make {total} windows; "
                 f"at most {MAX_WINDOWS} per campaign (use longer windows)"
             )
-        self._server_rules(self.parsed_thresholds())
+        self._server_rules(self.thresholds, "thresholds")
         self._cohort_rules()
-        self.parsed_abort_rules()
         self._search()
         return self
 
@@ -261,7 +261,7 @@ class CampaignParams(RunParams):
         population = self.population
         if not population.cohorts:
             return
-        for i, rule in enumerate(self.parsed_thresholds()):
+        for i, rule in enumerate(self.thresholds):
             if rule.stat == "achieved_rps":
                 raise ValueError(
                     f"thresholds[{i}] {rule.text!r}: a {population.kind} population has no "
@@ -284,7 +284,8 @@ class CampaignParams(RunParams):
                 "search.enabled with reference: a paired capacity search is not built; "
                 "search each arm in a campaign of its own (docs/limits.md)"
             )
-        self._server_rules(parse_rules([search.threshold or ""], "search.threshold"))
+        if search.threshold is not None:
+            self._server_rules([search.threshold], "search.threshold", indexed=False)
         population = self.population
         if search.dimension == "awake":
             if population.kind != "turnover":
@@ -317,7 +318,9 @@ class CampaignParams(RunParams):
         validation): the most probes it can make × each probe's settle and window."""
         return search_bound(self.search, self.levels[0], self.window_seconds)[1]
 
-    def _server_rules(self, thresholds: list[Any]) -> None:
+    def _server_rules(
+        self, thresholds: list[Threshold], field: str, *, indexed: bool = True
+    ) -> None:
         """A `server.` rule needs a source of server figures; against the embedded local
         substrate its series must be one the substrate exports (docs/SPEC.md §5.9), so a typo
         is refused here rather than left "not judged" in every window."""
@@ -327,9 +330,10 @@ class CampaignParams(RunParams):
         for i, rule in enumerate(thresholds):
             if rule.server is None:
                 continue
+            where = f"{field}[{i}]" if indexed else field
             if not self.server_metrics_source:
                 raise ValueError(
-                    f"thresholds[{i}] {rule.text!r} judges a server figure but the run has "
+                    f"{where} {rule.text!r} judges a server figure but the run has "
                     "none: set target.metrics_url, or target.prometheus_url with "
                     "server.queries (and server.enabled)"
                 )
@@ -341,7 +345,7 @@ class CampaignParams(RunParams):
                 series[0] == f or series[0].startswith(f"{f}_") for f in FAMILIES
             ):
                 raise ValueError(
-                    f"thresholds[{i}] {rule.text!r}: the local substrate exports no such "
+                    f"{where} {rule.text!r}: the local substrate exports no such "
                     f"series (families: {', '.join(FAMILIES)})"
                 )
 
@@ -369,13 +373,10 @@ class CampaignParams(RunParams):
         return sum(w.seconds for w in self.windows())
 
     # ------------------------------------------------------------ judging
-    def parsed_thresholds(self) -> list[Any]:
-        return parse_rules(self.thresholds, "thresholds")
-
-    def parsed_abort_rules(self) -> list[Any]:
-        """`abort.rules` plus every threshold marked `(abort)`."""
-        marked = [t for t in self.parsed_thresholds() if t.abort]
-        return [*parse_rules(self.abort.rules, "abort.rules", abort=True), *marked]
+    @property
+    def abort_rules(self) -> list[Threshold]:
+        """`abort.rules` plus every threshold marked `(abort)` (each parsed at validation)."""
+        return [*self.abort.rules, *(t for t in self.thresholds if t.abort)]
 
     # ------------------------------------------------------------ where the run goes
     @property

@@ -20,7 +20,7 @@ from agentsession_core.campaign.bounds import (
     MAX_SEARCH_SECONDS,
     MAX_WINDOW_SECONDS,
 )
-from agentsession_core.campaign.rules import Rule, parse_rules
+from agentsession_core.campaign.rules import Rule, parse_rule
 from agentsession_core.campaign.search import SearchPlan, most_probes
 from agentsession_core.engine.live_control import MAX_LEVEL
 from agentsession_core.engine.param_types import SIZE
@@ -103,21 +103,15 @@ class SearchParams(Section):
 
     @field_validator("threshold", mode="before")
     @classmethod
-    def _one_line(cls, value: Any) -> Any:
-        """`--set search.threshold=TimeToWake: p99 < 2s` reads as YAML, i.e. a one-entry
-        mapping: it is the rule it was typed as."""
+    def _parsed(cls, value: Any) -> Any:
+        """The rule parsed once, here. `--set search.threshold=TimeToWake: p99 < 2s` reads
+        as YAML, i.e. a one-entry mapping: it is the rule it was typed as."""
         if isinstance(value, dict) and len(value) == 1:
             ((rows, rule),) = value.items()
             if isinstance(rows, str) and isinstance(rule, str):
-                return f"{rows}: {rule}"
-        return value
-
-    @field_validator("threshold")
-    @classmethod
-    def _threshold(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        parse_rules([value], "search.threshold")
+                value = f"{rows}: {rule}"
+        if isinstance(value, str):
+            return parse_rule(value, "search.threshold") if value.strip() else None
         return value
 
     @model_validator(mode="after")

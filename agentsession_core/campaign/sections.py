@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import Field, ValidationInfo, field_validator
 
 from agentsession_core.campaign.bounds import MAX_ABORT_DELAY_S, MAX_RETRY_DELAY_S, MAX_RULES
-from agentsession_core.campaign.rules import DEFAULT_ABORT_RULES, Rule
+from agentsession_core.campaign.rules import DEFAULT_ABORT_RULES, AbortRules, parse_rules
 from agentsession_core.engine.params import (
     MAX_TEXT,
     MAX_WAIT_S,
@@ -114,8 +114,8 @@ def campaign_population() -> AnyPopulation:
 class AbortParams(Section):
     """Rules checked every second on a sliding window; a trip ends the campaign at once."""
 
-    rules: list[Rule] = Field(
-        default_factory=lambda: list(DEFAULT_ABORT_RULES),
+    rules: AbortRules = Field(
+        default_factory=lambda: parse_rules(DEFAULT_ABORT_RULES, "abort.rules", abort=True),
         max_length=MAX_RULES,
         description="threshold expressions that abort when missed",
     )

@@ -404,6 +404,8 @@ def describe(exc: ValidationError) -> str:
     if first["type"] == POPULATION_FIELD:
         loc = (*loc, first["ctx"]["field"])
     where = ".".join(str(p) for p in loc)
+    if where and message.startswith((f"{where}[", f"{where}:")):
+        return f"parameter {message}"  # it names its place itself (`thresholds[2]: …`)
     # A rule across fields has no single place; its message names the fields.
     return f"parameter {where}: {message}" if where else f"parameters: {message}"
 

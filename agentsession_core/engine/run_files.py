@@ -60,9 +60,9 @@ def script_of(mix: ScriptMix) -> str | dict[str, int]:
 def campaign_document(run: Run) -> dict[str, Any]:
     """The resolved parameters, whole (docs/SPEC.md §7): every field of the run's model —
     a CampaignParams with its thresholds, levels, windows, abort rules, upload and server
-    sections — with the token and URL credentials redacted. `serialize_as_any` dumps a
-    section by what it is, not by the type its field declares, so a subclass loses nothing."""
-    params = run.params.model_dump(mode="json", serialize_as_any=True)
+    sections — with the token and URL credentials redacted; each threshold and abort rule as
+    its text, the population as its kind's model."""
+    params = run.params.model_dump(mode="json")
     return {
         "params": redact(params),
         "params_model": type(run.params).__name__,

@@ -135,7 +135,15 @@ def _annotation_text(annotation: Any) -> str:
         return f"mapping of {_annotation_text(key)} to {_annotation_text(value)}"
     if get_origin(annotation) is not None and hasattr(annotation, "__metadata__"):
         return _annotation_text(get_args(annotation)[0])
-    names = {int: "integer", float: "number", str: "text", bool: "true/false"}
+    from agentsession_core.judge.thresholds import Threshold
+
+    names = {
+        int: "integer",
+        float: "number",
+        str: "text",
+        bool: "true/false",
+        Threshold: "rule (text, parsed when the parameters are read)",
+    }
     if annotation in names:
         return names[annotation]
     return getattr(annotation, "__name__", str(annotation))
@@ -172,7 +180,9 @@ def default_text(field: FieldInfo) -> str:
     if value is None:
         return "none"
     if isinstance(value, list | tuple):
-        items = (number(v) if isinstance(v, int | float) else str(v) for v in value)
+        items = (
+            number(v) if isinstance(v, int | float) else str(getattr(v, "text", v)) for v in value
+        )
         return "<br>".join(code(v) for v in items) or "`[]`"
     if isinstance(value, dict):
         return "`{}`" if not value else code(str(value))

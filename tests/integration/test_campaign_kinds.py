@@ -59,7 +59,7 @@ def campaign(url: str, out: Path, kind: str, **population: Any) -> CampaignParam
 async def judged_window(params: CampaignParams) -> tuple[dict[str, Any], int, int]:
     """The campaign's one window, with its rules other than the rate's held; the window's
     steps (turns) done and its target, as counts."""
-    assert params.thresholds == DEFAULTS
+    assert [t.text for t in params.thresholds] == DEFAULTS
     result = await run_campaign(params, handle_signals=False)
     assert result.run.status == "completed", result.run.reason
     (window,) = [json.loads(line) for line in (result.run_dir / "windows.jsonl").open()]

@@ -85,7 +85,7 @@ async def test_a_spawn_campaign_is_judged_on_its_cohorts_and_gated(
     substrate: LocalSubstrateProcess, tmp_path: Path
 ) -> None:
     params = campaign(substrate.url, tmp_path, "spawn")
-    assert params.thresholds == [
+    assert [t.text for t in params.thresholds] == [
         "ActorTimeToReady: p99 < 10s",
         "ActorTimeToReady: failure_ratio < 0.01",
         "TimeToAllReady: failure_ratio < 0.01",
@@ -143,7 +143,7 @@ async def test_a_burst_campaign_that_misses_a_rule_breaks_and_the_gate_fails_it(
         "TimeToAllResumed: count >= 1",
         "Step_*: failure_ratio < 0.01",
     ]
-    assert campaign(substrate.url, tmp_path, "burst").thresholds == defaults
+    assert [t.text for t in campaign(substrate.url, tmp_path, "burst").thresholds] == defaults
     params = campaign(substrate.url, tmp_path, "burst", thresholds=[*defaults, unmeetable])
     result = await run_campaign(params, handle_signals=False)
     assert result.run.status == "completed", result.run.reason

@@ -164,7 +164,7 @@ def test_abort_rules_include_thresholds_marked_abort():
             "abort": {"rules": ["TimeToWake: p99 < 10s"]},
         }
     )
-    rules = params.parsed_abort_rules()
+    rules = params.abort_rules
     assert [r.text for r in rules] == [
         "TimeToWake: p99 < 10s",
         "Step_*: failure_ratio < 0.3 (abort)",
@@ -256,3 +256,51 @@ def test_parameter_schema_is_a_form():
     default = population["default"]
     assert (default["kind"], default["sessions"], default["awake"]) == ("turnover", 1000, 100)
     assert "run: closed" in population["description"]
+
+
+def test_thresholds_are_parsed_once_and_the_campaign_reads_the_parsed_rules(monkeypatch):
+    """The rules are parsed when the parameters are validated; Campaign reads those very
+    rules (no second parse), and their JSON form is their text."""
+    import types
+
+    import agentsession_core.campaign.rules as rules
+    import agentsession_core.judge.thresholds as thresholds
+    from agentsession_core.campaign.campaign import Campaign
+
+    params = parse_campaign(
+        {
+            "thresholds": ["TimeToWake: p99 < 2s", "Step_*: failure_ratio < 0.3 (abort)"],
+            "abort": {"rules": ["TimeToWake: p99 < 10s"]},
+            "search": {"threshold": "TimeToWake: p99 < 3s"},
+        }
+    )
+    assert all(isinstance(t, thresholds.Threshold) for t in params.thresholds)
+
+    def no_second_parse(*args, **kwargs):
+        raise AssertionError("a threshold parsed again after validation")
+
+    monkeypatch.setattr(thresholds, "parse_threshold", no_second_parse)
+    monkeypatch.setattr(rules, "parse_threshold", no_second_parse)
+    run = types.SimpleNamespace(finalizers=[], report_rules=None)
+    campaign = Campaign(params, run)  # type: ignore[arg-type]
+    assert campaign.thresholds[:2] == params.thresholds
+    assert all(a is b for a, b in zip(campaign.thresholds, params.thresholds, strict=False))
+    assert campaign.thresholds[2] is params.search.threshold  # the SLO judged in every window
+    assert [r.text for r in campaign.abort_rules] == [
+        "TimeToWake: p99 < 10s",
+        "Step_*: failure_ratio < 0.3 (abort)",
+    ]
+    dumped = params.model_dump(mode="json")
+    assert dumped["thresholds"] == ["TimeToWake: p99 < 2s", "Step_*: failure_ratio < 0.3 (abort)"]
+    assert dumped["abort"]["rules"] == ["TimeToWake: p99 < 10s"]
+    assert dumped["search"]["threshold"] == "TimeToWake: p99 < 3s"
+
+
+def test_a_bad_threshold_is_refused_at_validation_in_one_line_naming_its_entry():
+    with pytest.raises(UsageError) as caught:
+        parse_campaign({"thresholds": ["TimeToWake: p99 < 2s", "Step_*: wobble < 3"]})
+    line = str(caught.value)
+    assert line.startswith("parameter thresholds[1]: unknown statistic 'wobble'"), line
+    assert "\n" not in line
+    with pytest.raises(UsageError, match=r"^parameter abort\.rules\[0\]: "):
+        parse_campaign({"abort": {"rules": ["nonsense"]}})

@@ -189,7 +189,8 @@ def test_search_settings_come_from_set_paths_and_default_from_the_campaign() -> 
 
     values = apply_settings({}, ["search.threshold=TimeToWake: p99 < 1s", "search.factor=3"])
     searched = parse(CampaignParams, values)
-    assert searched.search.threshold == "TimeToWake: p99 < 1s" and searched.search_start == 3.0
+    assert searched.search.threshold is not None and searched.search_start == 3.0
+    assert searched.search.threshold.text == "TimeToWake: p99 < 1s"
 
 
 # --------------------------------------------------------------------------- gate.json

@@ -48,7 +48,7 @@ def test_cold_resume_levels_its_rate_and_judges_its_wakes() -> None:
         }
     )
     assert params.population.level == 40
-    assert "achieved_rps >= 0.95 * target" in params.thresholds
+    assert "achieved_rps >= 0.95 * target" in [t.text for t in params.thresholds]
     assert "cold-resume" in refusal(population={"kind": "cold-resume", "lifecycle_mode": "none"})
 
 

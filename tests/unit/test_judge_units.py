@@ -64,12 +64,13 @@ def test_only_known_references_scale_a_value() -> None:
 def test_each_kind_gets_its_own_default_thresholds(kind: str) -> None:
     awake = {"awake": 2} if kind == "turnover" else {}
     params = CampaignParams(population={"kind": kind, "sessions": 4, **awake})
-    assert params.thresholds == list(DEFAULT_THRESHOLDS_BY_KIND[kind])
-    assert any("achieved_rps >= 0.95 * target" == t for t in params.thresholds)
-    shortfall = [t for t in params.thresholds if "ResidentShortfall" in t]
+    texts = [t.text for t in params.thresholds]
+    assert texts == list(DEFAULT_THRESHOLDS_BY_KIND[kind])
+    assert "achieved_rps >= 0.95 * target" in texts
+    shortfall = [t for t in texts if "ResidentShortfall" in t]
     assert bool(shortfall) == (kind == "turnover")
     given = CampaignParams(population={"kind": kind}, thresholds=["count > 1"])
-    assert given.thresholds == ["count > 1"]
+    assert [t.text for t in given.thresholds] == ["count > 1"]
 
 
 def test_a_closed_window_at_its_think_rate_passes_the_closed_defaults() -> None:
@@ -78,7 +79,7 @@ def test_a_closed_window_at_its_think_rate_passes_the_closed_defaults() -> None:
     params = CampaignParams(population={"kind": "closed", "sessions": 10})
     verdict = judge_window(
         w,
-        params.parsed_thresholds(),
+        params.thresholds,
         index=0,
         level=1.0,
         target={"target": intended_rate(w), "awake": None},
