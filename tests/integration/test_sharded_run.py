@@ -40,6 +40,7 @@ import pytest
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import parse
+from agentsession_core.engine.population_params import with_kind_switched
 from agentsession_core.engine.populations.turnover import RESIDENT_TOLERANCE
 from agentsession_core.engine.shards import files, open_run
 from agentsession_core.engine.shards.coordinator import ShardedRun
@@ -101,6 +102,10 @@ def campaign_params(url: str, out: Path, scheduler: str, **overrides) -> Campaig
     }
     for key, value in overrides.items():
         values[key] = {**values[key], **value} if isinstance(values.get(key), dict) else value
+    # Another kind than the turnover above leaves the turnover's own fields behind.
+    values["population"] = with_kind_switched(
+        values["population"], {"kind": "turnover"}, overrides.get("population", {})
+    )
     return parse(CampaignParams, values)
 
 
