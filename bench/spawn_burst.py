@@ -56,12 +56,13 @@ def params(case: dict[str, Any], out: Path) -> Any:
         "kind": case["kind"],
         "sessions": case["n"],
         "spawn_rate": REGISTRATION_RATE,  # burst: its registration's (spawn: at_once)
-        "at_once": True,
         "registration_quiet_seconds": 1,
         "cohort_period_seconds": case["period"],
         "cohort_deadline_seconds": 120,
         "cohort_percentiles": [10, 50, 90, 99],
     }
+    if case["kind"] == "spawn":  # a field of spawn's alone (burst would refuse it)
+        population["at_once"] = True
     return parse_params(
         {
             "name": f"bench-{case['kind']}-{case['n']}",
