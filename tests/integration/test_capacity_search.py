@@ -209,11 +209,15 @@ async def test_an_abort_during_the_search_ends_it_at_the_last_level_held(
     only_failures = ("TimeToWake: failure_ratio < 0.02",)
     params = rate_search(tmp_path, target, 3, thresholds=only_failures, window_seconds=3)
     # Trips once wakes are refused: 6x, the first probe above the capacity.
-    params = params.model_copy(
-        update={
-            "abort": params.abort.model_copy(
-                update={"rules": ["TimeToWake: failure_ratio < 0.2"], "sliding_seconds": 3}
-            )
+    # Validated again (model_copy would not parse the rule), as a --set would be.
+    params = CampaignParams.model_validate(
+        {
+            **params.model_dump(mode="json"),
+            "abort": {
+                **params.abort.model_dump(mode="json"),
+                "rules": ["TimeToWake: failure_ratio < 0.2"],
+                "sliding_seconds": 3,
+            },
         }
     )
     try:
