@@ -28,16 +28,14 @@ import re
 import socket
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 from uuid import UUID
 
 from pydantic import BaseModel
 
 from agentsession_core.engine.params import TargetParams
-
-if TYPE_CHECKING:
-    from flows.orchestrator import Orchestrator
+from flows.orchestrator import Orchestrator
 
 LIMIT_PREFIX = "agentsession-target-"
 DEFAULT_PORTS = {"http": 80, "https": 443, "grpc": 80, "grpcs": 443}

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agentsession_core.engine.failure_log import FailureLog
 from agentsession_core.engine.ledger import ActorLedger
@@ -29,11 +29,29 @@ from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.interface import Substrate
 
 if TYPE_CHECKING:
-    from agentsession_core.engine.park_check import ParkCheck
     from agentsession_core.measure.recorder import Recorder, Row
     from agentsession_core.script import Script
 
 log = logging.getLogger("agentsession")
+
+
+class Parked(Protocol):
+    """What a read-back of a park sees of its session (engine/park_check.py)."""
+
+    id: int
+    actor: str
+    wakes: int
+    not_suspended: bool
+
+
+class ParkReadBack(Protocol):
+    """A run's read-back of a sample of parks, as its sessions and engine use it
+    (engine/park_check.py ParkCheck)."""
+
+    def after_park(self, session: Parked) -> None: ...
+
+    def stop(self) -> None: ...
+
 
 # Requests answered "never servable" (INVALID_ARGUMENT, 400, 413: docs/SPEC.md §3.4) in a row
 # across the run, with no step succeeding in between, before the run ends as misconfigured:
@@ -132,7 +150,7 @@ class RunContext:
     # the one script. Ids past its end (a closed population grown by a level) repeat it.
     labels: Sequence[int] | None = None
     # A sample of parks read back in implicit mode (park_check.py); None: not checked.
-    park_check: ParkCheck | None = None
+    park_check: ParkReadBack | None = None
     dispatch_lag: Row = field(init=False)
     # Each actor name's worker pool (target.worker_pools; None: no pools, no selector).
     pools: PoolDraw | None = field(init=False)

@@ -20,16 +20,12 @@ wakes (the limit docs/SPEC.md states).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
-from agentsession_core.engine.context import RunContext, now_ns
+from agentsession_core.engine.context import Parked, RunContext, now_ns
 from agentsession_core.engine.pacing import stream
 from agentsession_core.measure.stats import CONTROL_KIND
 from agentsession_core.substrate.errors import NOT_SUSPENDED, SubstrateError
 from agentsession_core.substrate.interface import reset_server_time, server_time_us
-
-if TYPE_CHECKING:
-    from agentsession_core.engine.session import Session
 
 PARK_CHECK_ROW = (CONTROL_KIND, "GetActor_ParkCheck")
 # States a park leaves behind, or on the way there.
@@ -52,7 +48,7 @@ class ParkCheck:
             return None
         return cls(ctx, share) if share > 0 else None
 
-    def after_park(self, session: Session) -> None:
+    def after_park(self, session: Parked) -> None:
         """A park has been answered: read it back when the draw says so."""
         if self._rng.random() >= self.share or self.ctx.stopping.is_set():
             return
@@ -62,15 +58,11 @@ class ParkCheck:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._tasks)
-
     def stop(self) -> None:
         for task in list(self._tasks):
             task.cancel()
 
-    async def _check(self, session: Session, actor: str, wakes: int) -> None:
+    async def _check(self, session: Parked, actor: str, wakes: int) -> None:
         ctx = self.ctx
         row = ctx.recorder.row(*PARK_CHECK_ROW)
         reset_server_time()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import ClassVar, Generic, TypeVar
 
@@ -86,6 +86,7 @@ class ActorLife:
 
 
 A = TypeVar("A", bound=ActorLife)
+T = TypeVar("T")
 
 
 class ActorMachine(ABC, Generic[A]):
@@ -156,19 +157,24 @@ class ActorMachine(ABC, Generic[A]):
             actor.idle.clear()
             await actor.idle.wait()
 
+    async def _or_back(self, actor: A, effect: Awaitable[T], back: str, call: str) -> T:
+        """The effect's result; when it fails, nothing changed: the actor goes `back` and the
+        call is refused UNAVAILABLE (its worker's death said first, by `usable`)."""
+        try:
+            return await effect
+        except EffectFailed as exc:
+            self.usable(actor, router=False)
+            self.move(actor, back)
+            raise self.refusal(
+                "UNAVAILABLE", f"{call} of {actor.key}: {exc}", router=False
+            ) from None
+
     async def suspend_locked(self, actor: A) -> None:
         """SuspendActor under the actor's lock: RUNNING (or an async suspend's SUSPENDING)
         or PAUSED to SUSPENDED; anything else is where it leads already, or refused."""
         if actor.status == PAUSED:
             self.move(actor, SUSPENDING)
-            try:
-                await self.spill(actor)
-            except EffectFailed as exc:
-                self.usable(actor, router=False)
-                self.move(actor, PAUSED)
-                raise self.refusal(
-                    "UNAVAILABLE", f"suspend of {actor.key}: {exc}", router=False
-                ) from None
+            await self._or_back(actor, self.spill(actor), PAUSED, "suspend")
             self.move(actor, SUSPENDED)
             self.suspended(actor)
             return
@@ -179,14 +185,7 @@ class ActorMachine(ABC, Generic[A]):
         self.move(actor, SUSPENDING)
         await self.drain(actor)
         self.usable(actor, router=False)  # its worker died while it drained
-        try:
-            await self.save(actor)
-        except EffectFailed as exc:
-            self.usable(actor, router=False)
-            self.move(actor, RUNNING)
-            raise self.refusal(
-                "UNAVAILABLE", f"suspend of {actor.key}: {exc}", router=False
-            ) from None
+        await self._or_back(actor, self.save(actor), RUNNING, "suspend")
         self.move(actor, SUSPENDED)
         self.suspended(actor)
 
@@ -198,14 +197,7 @@ class ActorMachine(ABC, Generic[A]):
         self.move(actor, PAUSING)
         await self.drain(actor)
         self.usable(actor, router=False)
-        try:
-            held = await self.hold_paused(actor)
-        except EffectFailed as exc:
-            self.usable(actor, router=False)
-            self.move(actor, RUNNING)
-            raise self.refusal(
-                "UNAVAILABLE", f"pause of {actor.key}: {exc}", router=False
-            ) from None
+        held = await self._or_back(actor, self.hold_paused(actor), RUNNING, "pause")
         if not held:
             self.move(actor, RUNNING)
             await self.suspend_locked(actor)
