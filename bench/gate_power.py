@@ -183,7 +183,7 @@ def outcome(doc: dict[str, Any]) -> str:
 
 def compare_one(current: dict, baselines: list[dict], args: argparse.Namespace) -> str:
     from agentsession_core.judge.gate import with_baseline
-    from agentsession_core.judge.gate_schema import GateInputError
+    from agentsession_core.judge.gate_document import GateInputError
 
     try:
         doc = with_baseline(

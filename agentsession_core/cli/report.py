@@ -25,7 +25,7 @@ from agentsession_core.errors import AgentsessionError, UsageError
 from agentsession_core.judge.baselines import AUTO, auto_baselines
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.gate import baseline_refusal, gate_document, with_baseline
-from agentsession_core.judge.gate_schema import GateInputError, check_gate
+from agentsession_core.judge.gate_document import GateDocument, GateInputError
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.thresholds import Threshold, parse_thresholds
 from agentsession_core.judge.verdict import WindowVerdict
@@ -65,7 +65,7 @@ def report(args: argparse.Namespace) -> int:
     source = open_run(args.run, endpoint_url=args.endpoint_url)
     data = read_run(source)
     if data.gate is not None:
-        check_gate(data.gate, where(source.location, "gate.json"))
+        GateDocument.read(data.gate, where(source.location, "gate.json"))
     comparison = None
     if args.baseline == AUTO:
         comparison = auto_comparison(args, data)
@@ -153,7 +153,7 @@ def read_baseline(location: str, endpoint_url: str | None) -> tuple[RunData, str
     try:
         baseline = read_run(open_run(location, endpoint_url=endpoint_url))
         if baseline.gate is not None:
-            check_gate(baseline.gate, where(baseline.location, "gate.json"))
+            GateDocument.read(baseline.gate, where(baseline.location, "gate.json"))
     except AgentsessionError as exc:
         raise GateInputError(refused or str(exc)) from None
     return baseline, refused

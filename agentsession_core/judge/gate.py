@@ -36,8 +36,7 @@ from agentsession_core.judge.compare import (
 from agentsession_core.judge.conditions import differences
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.drift import drift, ramp_result
-from agentsession_core.judge.gate_document import GATE_SCHEMA
-from agentsession_core.judge.gate_schema import GateInputError
+from agentsession_core.judge.gate_document import GATE_SCHEMA, GateInputError
 from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 from agentsession_core.judge.verdict import WindowVerdict
 

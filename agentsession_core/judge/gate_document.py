@@ -3,8 +3,13 @@
 judge/gate.py, judge/compare.py, judge/paired.py, judge/drift.py, campaign/capacity.py and
 campaign/density.py build the document's sections; these models say what each section
 holds. A stored gate.json is read by validating it against `GateDocument`
-(judge/gate_schema.py `check_gate`), and the JSON Schema generated from it is published as
-docs/reference/gate.schema.json (docs/gen/references.py writes it; a test keeps it current).
+(`GateDocument.read`): a file that is not a gate document (a field of the wrong type, a
+verdict or outcome not known, a figure without its value, a number that is not finite) is
+refused in one line naming the file and the field's path, GateInputError, the gate's exit 2.
+What the model declares is what the verdict, the comparison, the report and history read,
+so a document that passes cannot make any of them fail halfway. The JSON Schema generated
+from it is published as docs/reference/gate.schema.json (docs/gen/references.py writes it;
+a test keeps it current).
 
 **Schema version.** The document carries ``"schema": 2`` (GATE_SCHEMA). A field added to a
 section stays within schema 2 as long as a document without it still reads (every new
@@ -33,12 +38,14 @@ the paired `blocks` it was judged over.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from pydantic_core import PydanticCustomError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
+from agentsession_core.errors import clip
 from agentsession_core.judge.decision import Rule
+from agentsession_core.output.run_reader import RunReadError
 
 GATE_SCHEMA = 2
 
@@ -47,6 +54,13 @@ Outcome = Literal["pass", "break", "void", "aborted"]
 ComparisonStatus = Literal["regressed", "improved", "unchanged", "inconclusive"]
 ProbeOutcome = Literal["held", "broke", "void", "aborted"]
 CapacityStatus = Literal["found", "above", "below", "void", "aborted", "not run"]
+VERDICTS: tuple[str, ...] = get_args(Verdict)
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+
+
+class GateInputError(RunReadError):
+    """A run that cannot be gated (missing, unreadable or unverifiable files, a gate.json
+    that is not a gate document): exit 2."""
 
 
 def _fraction(value: float) -> float:
@@ -355,6 +369,58 @@ class GateDocument(Section):
     paired: Paired | None = Field(None, description="a paired campaign's comparison")
     location: str | None = Field(None, description="where a reader found the run")
 
+    @classmethod
+    def read(cls, doc: dict[str, Any], place: str) -> GateDocument:
+        """A stored gate.json as its model, or a GateInputError naming the first field that
+        is wrong, in one line: `PLACE: windows[0].outcome is 'maybe', not pass, break, void
+        or aborted (not a gate document)`."""
+        try:
+            return cls.model_validate(doc)
+        except ValidationError as exc:
+            raise GateInputError(_refusal(place, exc.errors()[0])) from None
+
+
+# What a field should have been, by pydantic's error type (a custom error says it itself).
+_WANTED = {
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "finite_number": "a finite number",
+    "string_type": "text",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "too_short": "a [low, high] pair",
+    "too_long": "a [low, high] pair",
+}
+
+
+def _refusal(place: str, error: ErrorDetails) -> str:
+    field = _path(error["loc"])
+    if error["type"] == "missing":
+        return f"{place}: {field} is missing (not a gate document)"
+    return f"{place}: {field} is {clip(error['input'])}, not {_wanted(error)} (not a gate document)"
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    """('windows', 0, 'outcome') → windows[0].outcome; a map's key as it is
+    (figures.TimeToWake.p50.value)."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else f"{'.' if text else ''}{part}"
+    return text or "the document"
+
+
+def _wanted(error: ErrorDetails) -> str:
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "literal_error":
+        return str(ctx.get("expected", "")).replace("'", "")
+    if kind in _WANTED:
+        return _WANTED[kind]
+    # A custom error's own words ("a fraction in (0, 1)"), or pydantic's.
+    return error["msg"].removeprefix("Input should be ")
+
 
 def gate_json_schema() -> dict[str, Any]:
     """The published JSON Schema of gate.json (docs/reference/gate.schema.json)."""
@@ -363,6 +429,8 @@ def gate_json_schema() -> dict[str, Any]:
 
 __all__ = [
     "GATE_SCHEMA",
+    "OUTCOMES",
+    "VERDICTS",
     "Baseline",
     "Capacity",
     "Density",
@@ -370,6 +438,7 @@ __all__ = [
     "Figure",
     "Frontier",
     "GateDocument",
+    "GateInputError",
     "JudgedFigure",
     "NodeResources",
     "Paired",

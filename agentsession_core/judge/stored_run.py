@@ -7,8 +7,8 @@ complete, every file it lists present with its size and sha256). History reads m
 for their figures alone: `load_gate` checks the same manifest by presence and size and
 hashes only the files it reads (`open_sealed`, docs/SPEC.md §6.4). Every file is read through
 output/run_reader.py (regular files only, capped, JSON without NaN or runaway nesting) and
-gate.json is checked against its schema (judge/gate_schema.py `check_gate`). A file that is missing
-is None; any other problem is a GateInputError naming the file (exit 2)."""
+gate.json is validated against its model (judge/gate_document.py `GateDocument.read`). A
+file that is missing is None; any other problem is a GateInputError naming the file (exit 2)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import gate_document
-from agentsession_core.judge.gate_schema import GateInputError, check_gate
+from agentsession_core.judge.gate_document import GateDocument, GateInputError
 from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output import run_reader, sealed_run
 from agentsession_core.output.run_reader import RunReadError
@@ -116,7 +116,7 @@ def _judged(
     status) and its windows."""
     windows = _windows(location, windows_bytes) if windows_bytes is not None else []
     if gate is not None:
-        check_gate(gate, run_reader.where(location, "gate.json"))
+        GateDocument.read(gate, run_reader.where(location, "gate.json"))
     elif windows_bytes is not None or (status or {}).get("status") == "refused":
         # A refused run (`agentsession run` writes no windows) is judged too: void, with
         # the reason (docs/SPEC.md §6).

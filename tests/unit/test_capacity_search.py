@@ -14,7 +14,7 @@ from agentsession_core.engine.params import parse
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.compare import compare_capacity
 from agentsession_core.judge.gate import gate_document, with_baseline
-from agentsession_core.judge.gate_schema import GateInputError, check_gate
+from agentsession_core.judge.gate_document import GateDocument, GateInputError
 
 PLAN = SearchPlan(start=2.0, factor=2.0, resolution=0.1, max_level=16.0)
 
@@ -287,10 +287,10 @@ def test_a_side_with_no_capacity_is_inconclusive_and_no_search_is_no_metric() ->
 
 def test_check_gate_reads_capacity_and_refuses_a_bad_one() -> None:
     doc = gate(capacity(5.0, 5.4))
-    assert check_gate(doc, "here") is doc
+    assert isinstance(GateDocument.read(doc, "here"), GateDocument)
     doc["capacity"]["rate"] = "fast"
     with pytest.raises(GateInputError, match=r"capacity\.rate"):
-        check_gate(doc, "here")
+        GateDocument.read(doc, "here")
 
 
 # --------------------------------------------------------------------------- the report

@@ -30,7 +30,7 @@ from agentsession_core.campaign.density import (
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import parse
 from agentsession_core.judge.gate import gate_document
-from agentsession_core.judge.gate_schema import GateInputError, check_gate
+from agentsession_core.judge.gate_document import GateDocument, GateInputError
 from agentsession_core.judge.thresholds import parse_threshold
 from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
 from agentsession_core.output.stats_files import render_density_csv
@@ -347,13 +347,13 @@ async def test_gate_json_carries_the_density_and_reads_back() -> None:
     assert density["prediction"]["actors"] == 6 and density["prediction"]["found"] == 6.0
     assert density["prediction"]["within_resolution"] is True
     assert density["node"]["source"]["vcpus"] == "search.node_vcpus"
-    assert check_gate(doc, "gate.json") is doc
+    assert isinstance(GateDocument.read(doc, "gate.json"), GateDocument)
     doc["capacity"]["density"]["frontier"]["actors_per_vcpu"] = "many"
     with pytest.raises(GateInputError, match=r"capacity\.density\.frontier\.actors_per_vcpu"):
-        check_gate(doc, "gate.json")
+        GateDocument.read(doc, "gate.json")
     doc["capacity"]["density"] = ["not", "an", "object"]
     with pytest.raises(GateInputError, match=r"capacity\.density is"):
-        check_gate(doc, "gate.json")
+        GateDocument.read(doc, "gate.json")
 
 
 def test_an_older_gate_json_without_density_still_reads(tmp_path: Path) -> None:
@@ -364,7 +364,7 @@ def test_an_older_gate_json_without_density_still_reads(tmp_path: Path) -> None:
     old = knee_capacity()
     assert "density" not in old
     doc = gate_document([], abort_reason=None, run_status="completed", capacity=old)
-    assert check_gate(doc, "old gate.json") is doc
+    assert isinstance(GateDocument.read(doc, "old gate.json"), GateDocument)
     build_run(tmp_path)
     with_capacity(tmp_path, old)
     page = render_report(tmp_path)

@@ -8,7 +8,7 @@ import pytest
 from agentsession_core.cli import main
 from agentsession_core.judge.artifacts import windows_jsonl
 from agentsession_core.judge.gate import gate_document, with_baseline, worst_headline
-from agentsession_core.judge.gate_schema import GateInputError
+from agentsession_core.judge.gate_document import GateInputError
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
 from agentsession_core.output.run_dir import RunDir, verify_manifest

@@ -17,8 +17,12 @@ from jsonschema.exceptions import best_match
 from pydantic import BaseModel
 
 from agentsession_core.judge.gate import gate_document, with_baseline
-from agentsession_core.judge.gate_document import GATE_SCHEMA, GateDocument, gate_json_schema
-from agentsession_core.judge.gate_schema import GateInputError, check_gate
+from agentsession_core.judge.gate_document import (
+    GATE_SCHEMA,
+    GateDocument,
+    GateInputError,
+    gate_json_schema,
+)
 from agentsession_core.judge.hold_seconds import HoldSeconds
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.uncertainty import figures
@@ -71,7 +75,7 @@ def test_every_gate_json_under_bench_data_validates_against_the_schema_and_the_m
         doc = json.loads(path.read_text(encoding="utf-8"))
         assert refusals(validator, doc) == [], path
         GateDocument.model_validate(doc)
-        assert check_gate(doc, str(path)) is doc
+        assert isinstance(GateDocument.read(doc, str(path)), GateDocument)
 
 
 def test_a_mutated_stored_document_is_refused_by_both_naming_the_field() -> None:
@@ -82,7 +86,7 @@ def test_a_mutated_stored_document_is_refused_by_both_naming_the_field() -> None
     bad["windows"][0]["outcome"] = "maybe"
     assert refusals(validator, bad) == ["$.windows[0].outcome"]
     with pytest.raises(GateInputError) as info:
-        check_gate(bad, "old/gate.json")
+        GateDocument.read(bad, "old/gate.json")
     assert str(info.value) == (
         "old/gate.json: windows[0].outcome is 'maybe', not pass, break, void or aborted "
         "(not a gate document)"
@@ -91,7 +95,7 @@ def test_a_mutated_stored_document_is_refused_by_both_naming_the_field() -> None
     bad["figures"]["TimeToWake.p50"]["n"] = 12.5
     assert refusals(validator, bad) == ["$.figures['TimeToWake.p50'].n"]
     with pytest.raises(GateInputError) as info:
-        check_gate(bad, "old/gate.json")
+        GateDocument.read(bad, "old/gate.json")
     assert str(info.value) == (
         "old/gate.json: figures.TimeToWake.p50.n is 12.5, not a whole number (not a gate document)"
     )
@@ -99,16 +103,16 @@ def test_a_mutated_stored_document_is_refused_by_both_naming_the_field() -> None
     bad["paired"]["metrics"][0]["status"] = "worse"
     assert refusals(validator, bad) == ["$.paired.metrics[0].status"]
     with pytest.raises(GateInputError, match=r"paired\.metrics\[0\]\.status is 'worse'"):
-        check_gate(bad, "old/gate.json")
+        GateDocument.read(bad, "old/gate.json")
 
 
 def test_a_field_the_model_does_not_know_is_kept_and_a_future_schema_refused() -> None:
     doc = json.loads(BENCH_GATES[0].read_text(encoding="utf-8"))
     newer = {**doc, "energy": {"joules": 12.0}}
     assert refusals(published(), newer) == []
-    assert check_gate(newer, "gate.json")["energy"] == {"joules": 12.0}
+    assert GateDocument.read(newer, "gate.json").model_extra["energy"] == {"joules": 12.0}
     with pytest.raises(GateInputError, match=r"gate\.json: schema is 3, not 1 or 2"):
-        check_gate({**doc, "schema": 3}, "gate.json")
+        GateDocument.read({**doc, "schema": 3}, "gate.json")
 
 
 # --------------------------------------------------------------------------- written now
@@ -150,7 +154,7 @@ async def test_a_gate_json_written_now_validates_and_declares_every_field() -> N
     assert doc["capacity"]["density"]["frontier"] is not None
     assert refusals(published(), doc) == []
     assert undeclared(GateDocument.model_validate(doc)) == []
-    assert check_gate(doc, "gate.json") is doc
+    assert isinstance(GateDocument.read(doc, "gate.json"), GateDocument)
 
 
 async def test_a_field_written_but_not_declared_is_found() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentsession_core.judge.gate_schema import GateInputError
+from agentsession_core.judge.gate_document import GateInputError
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.output.run_dir import RunDir
 from agentsession_core.output.run_reader import RunReadError, read_json_file, read_run_file
