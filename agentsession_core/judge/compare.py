@@ -30,8 +30,20 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsession_core.judge.decision import DEFAULT_RULE, Rule, classify, z_two_sided
+from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.figures import figures_of as read_figures
+from agentsession_core.judge.judged_figure import (
+    CAPACITY,
+    HIGHER_IS_BETTER,
+    STATUSES,
+    as_change,
+    better,
+    counts,
+    decided,
+    inconclusive,
+    margin_of,
+    normal_interval,
+)
 from agentsession_core.judge.uncertainty import FLOORS
 
 DEFAULT_HISTORY = 5
@@ -40,9 +52,6 @@ MIN_NIGHTS = 3
 DEFAULT_NIGHT_SPREAD = 0.1
 # 1.4826 × MAD estimates a standard deviation for normal data (the consistency constant).
 MAD_TO_SD = 1.4826
-CAPACITY = "capacity.rate"
-HIGHER_IS_BETTER = ("requests.achieved_rps", CAPACITY)
-STATUSES = ("regressed", "improved", "unchanged", "inconclusive")
 
 
 # --------------------------------------------------------------------------- the reference
@@ -109,20 +118,6 @@ def reference_of(runs: list[dict[str, Any]], *, night_spread: float) -> Referenc
 
 
 # --------------------------------------------------------------------------- one figure
-def margin_of(metric: str, max_regression: float) -> float:
-    """max_regression on the log scale, on the worse side."""
-    if metric in HIGHER_IS_BETTER:  # worse = lower: a fall of max_regression or more
-        return math.inf if max_regression >= 1 else -math.log(1 - max_regression)
-    return math.log1p(max_regression)
-
-
-def as_change(metric: str, d: float) -> float:
-    """The log difference as the fraction worse (lower-is-better: current/baseline − 1;
-    higher-is-better: 1 − current/baseline)."""
-    d = max(min(d, 700.0), -700.0)
-    return -math.expm1(-d) if metric in HIGHER_IS_BETTER else math.expm1(d)
-
-
 def _why_not_estimable(side: str, figure: dict[str, Any]) -> str | None:
     if figure.get("estimable") is False:
         beyond = figure.get("beyond")
@@ -147,7 +142,7 @@ def compare_figure(
     d = sign * (_scale(metric, current) - _scale(metric, base))
     out: dict[str, Any] = {
         "metric": metric,
-        "better": "higher" if metric in HIGHER_IS_BETTER else "lower",
+        "better": better(metric),
         "baseline": float(base["value"]),
         "current": float(current["value"]),
         "change": as_change(metric, d),
@@ -156,14 +151,7 @@ def compare_figure(
     }
     why = _why_not_estimable("current", current) or _why_not_estimable("baseline", base)
     if why is not None:
-        return {
-            **out,
-            "status": "inconclusive",
-            "why": why,
-            "interval": None,
-            "se_log": None,
-            "regression": False,
-        }
+        return {**out, **inconclusive(why)}
     se = math.sqrt(float(current["se_log"]) ** 2 + float(base["se_log"]) ** 2 + spread**2)
     out.update(se_log=se, spread_log=spread)
     return {**out, **judge(out, max_regression, confidence, rule)}
@@ -176,19 +164,20 @@ def judge(
     the decision rule (judge/decision.py; also to re-judge a stored comparison with another
     max_regression or rule)."""
     name, d, se = metric["metric"], float(metric["log_change"]), float(metric["se_log"])
-    z = z_two_sided(confidence)
     # A figure known only to within a bracket (a capacity) widens its interval by it.
     half = float(metric.get("half_width_log") or 0.0)
-    low, high = d - half - z * se, d + half + z * se
-    margin = margin_of(name, max_regression)
-    status = classify(
-        d, low, high, se=se, half=half, margin=margin, confidence=confidence, rule=rule
+    low, high = normal_interval(d, se, confidence, half)
+    return decided(
+        name,
+        d,
+        low,
+        high,
+        se=se,
+        half=half,
+        max_regression=max_regression,
+        confidence=confidence,
+        rule=rule,
     )
-    return {
-        "status": status,
-        "interval": [as_change(name, low), as_change(name, high)],
-        "regression": status == "regressed",
-    }
 
 
 # --------------------------------------------------------------------------- a whole run
@@ -266,17 +255,9 @@ def compare_capacity(
     if mine is None or not theirs:
         side = "current" if mine is None else "baseline"
         why = (current if mine is None else (searched[-1] if searched else {})).get("capacity")
-        reason = (why or {}).get("reason") or "no capacity search"
-        return {
-            **out,
-            "status": "inconclusive",
-            "why": f"{side}: {reason}",
-            "change": 0.0,
-            "interval": None,
-            "se_log": None,
-            "regression": False,
-            "log_change": 0.0,
-        }
+        reason = f"{side}: {(why or {}).get('reason') or 'no capacity search'}"
+        out.update(status="inconclusive", why=reason, change=0.0)  # gate.json's order
+        return {**out, **inconclusive(reason), "log_change": 0.0}
     rate, width = mine
     logs = [math.log(r) for r, _ in theirs]
     middle = statistics.median(logs)
@@ -296,10 +277,6 @@ def compare_capacity(
         spread_log=spread,
     )
     return {**out, **judge(out, max_regression, confidence, rule)}
-
-
-def counts(metrics: list[dict[str, Any]]) -> dict[str, int]:
-    return {s: sum(1 for m in metrics if m.get("status") == s) for s in STATUSES}
 
 
 def describe_metric(m: dict[str, Any]) -> str:

@@ -27,16 +27,15 @@ from agentsession_core.judge.compare import (
     DEFAULT_NIGHT_SPREAD,
     compare,
     compare_capacity,
-    counts,
     describe_metric,
     figures_of,
-    judge,
     reference_of,
 )
 from agentsession_core.judge.conditions import differences
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.drift import drift, ramp_result
 from agentsession_core.judge.gate_document import GATE_SCHEMA, GateInputError
+from agentsession_core.judge.judged_figure import counts, regressions, rejudged
 from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 from agentsession_core.judge.verdict import WindowVerdict
 
@@ -315,7 +314,7 @@ def with_baseline(
             "night_spread": night_spread,
             "counts": counts(metrics),
             "metrics": metrics,
-            "regressions": [m["metric"] for m in metrics if m["status"] == "regressed"],
+            "regressions": regressions(metrics),
         }
     out["verdict"], out["reason"] = decide(out)
     return out
@@ -342,21 +341,8 @@ def rejudge_regressions(doc: dict, max_regression: float, rule: Rule | None = No
         return doc
     level = stored.get("confidence") or doc.get("confidence") or DEFAULT_CONFIDENCE
     rule = rule or stored.get("rule") or DEFAULT_RULE  # stored before rules were named: that one
-    metrics = [
-        m if m.get("se_log") is None else {**m, **judge(m, max_regression, level, rule)}
-        for m in stored["metrics"]
-    ]
-    out = dict(
-        doc,
-        baseline=dict(
-            stored,
-            max_regression=max_regression,
-            rule=rule,
-            metrics=metrics,
-            counts=counts(metrics),
-            regressions=[m["metric"] for m in metrics if m.get("status") == "regressed"],
-        ),
-    )
+    again = rejudged(stored, max_regression=max_regression, confidence=level, rule=rule)
+    out = dict(doc, baseline=again)
     out["verdict"], out["reason"] = decide(out)
     return out
 

@@ -23,9 +23,18 @@ from typing import Any
 
 import numpy as np
 
-from agentsession_core.judge.compare import HIGHER_IS_BETTER, as_change, counts, margin_of
-from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, Rule, classify
+from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, Rule
 from agentsession_core.judge.hold_seconds import HoldSeconds
+from agentsession_core.judge.judged_figure import (
+    HIGHER_IS_BETTER,
+    as_change,
+    better,
+    counts,
+    decided,
+    inconclusive,
+    regressions,
+    rejudged,
+)
 from agentsession_core.judge.uncertainty import (
     DEFAULT_CONFIDENCE,
     FLOORS,
@@ -137,7 +146,7 @@ def paired_comparison(
             )
         )
     out["counts"] = counts(out["metrics"])
-    out["regressions"] = [m["metric"] for m in out["metrics"] if m["status"] == "regressed"]
+    out["regressions"] = regressions(out["metrics"])
     return out
 
 
@@ -169,7 +178,7 @@ def _compare(
     out: dict[str, Any] = {
         "metric": metric,
         "unit": unit,
-        "better": "higher" if sign < 0 else "lower",
+        "better": better(metric),
         "candidate": value_c,
         "reference": value_r,
         "ratio": (value_c + floor) / (value_r + floor) if value_r + floor > 0 else None,
@@ -183,72 +192,33 @@ def _compare(
         if not shape["estimable"]:
             beyond = shape.get("beyond")
             extra = f", {beyond} beyond the percentile (needs {min_beyond})" if q else ""
-            return {
-                **out,
-                "status": "inconclusive",
-                "why": f"{side}: {n} samples{extra}",
-                "interval": None,
-                "ratio_interval": None,
-                "se_log": None,
-                "regression": False,
-            }
+            return {**out, **inconclusive(f"{side}: {n} samples{extra}", ratio_interval=None)}
     low, high, replicates = block_bootstrap(
         difference, blocks, confidence=confidence, seed=seed, resamples=resamples
     )
     se = float(np.std(replicates, ddof=1))
-    status = classify(
-        d,
-        low,
-        high,
-        se=se,
-        margin=margin_of(metric, max_regression),
-        confidence=confidence,
-        rule=rule,
-    )
     ratio_low, ratio_high = (math.exp(sign * low), math.exp(sign * high))
     return {
         **out,
-        "status": status,
-        "interval": [as_change(metric, low), as_change(metric, high)],
-        "ratio_interval": sorted([ratio_low, ratio_high]),
-        "se_log": se,
-        "regression": status == "regressed",
+        **decided(
+            metric,
+            d,
+            low,
+            high,
+            se=se,
+            max_regression=max_regression,
+            confidence=confidence,
+            rule=rule,
+            ratio_interval=sorted([ratio_low, ratio_high]),
+            se_log=se,
+        ),
     }
 
 
 def rejudge(section: dict[str, Any], max_regression: float, rule: Rule) -> dict[str, Any]:
     """A stored paired section judged again with another margin or rule (its intervals kept)."""
-    metrics = []
-    for m in section.get("metrics", []):
-        if m.get("se_log") is None or m.get("interval") is None:
-            metrics.append(m)
-            continue
-        low, high = (_from_fraction(m["metric"], x) for x in m["interval"])
-        status = classify(
-            float(m["log_change"]),
-            low,
-            high,
-            se=float(m["se_log"]),
-            margin=margin_of(m["metric"], max_regression),
-            confidence=float(section.get("confidence") or DEFAULT_CONFIDENCE),
-            rule=rule,
-        )
-        metrics.append({**m, "status": status, "regression": status == "regressed"})
-    return {
-        **section,
-        "max_regression": max_regression,
-        "rule": rule,
-        "metrics": metrics,
-        "counts": counts(metrics),
-        "regressions": [m["metric"] for m in metrics if m["status"] == "regressed"],
-    }
-
-
-def _from_fraction(metric: str, fraction: float) -> float:
-    """The log change of a fraction worse (the inverse of compare.as_change)."""
-    if metric in HIGHER_IS_BETTER:
-        return -math.log(max(1 - fraction, 1e-300))
-    return math.log(max(1 + fraction, 1e-300))
+    confidence = float(section.get("confidence") or DEFAULT_CONFIDENCE)
+    return rejudged(section, max_regression=max_regression, confidence=confidence, rule=rule)
 
 
 __all__ = [

@@ -24,6 +24,7 @@ from agentsession_core.report.context import (
     section,
 )
 from agentsession_core.report.data import SERVER_SUMMARY, Points, RunData, number
+from agentsession_core.report.judged import Sides, figures_of, judged_table
 from agentsession_core.report.knee import capacity_line, capacity_of
 from agentsession_core.report.server_data import (
     fmt_delta,
@@ -175,11 +176,7 @@ def _server(this: RunData, base: RunData) -> str:
     return head + table(["figure", "baseline", "this run", "Δ"], rows, "cmp")
 
 
-def _interval(m: dict[str, Any]) -> str:
-    interval = m.get("interval")
-    if not interval:
-        return esc(m.get("why") or "–")
-    return f"{interval[0]:+.1%} … {interval[1]:+.1%}"
+BASELINE_SIDES = Sides("baseline", "this run", "baseline", "current")
 
 
 def judged_deltas(judged: dict[str, Any]) -> str:
@@ -191,23 +188,9 @@ def judged_deltas(judged: dict[str, Any]) -> str:
             "<h3>What the gate judged: not comparable, the runs differ in what changes the "
             f"numbers (baseline → this run)</h3><ul>{fields}</ul>"
         )
-    metrics = judged.get("metrics") or []
+    metrics = figures_of(judged.get("metrics") or [])
     if not metrics:
         return '<p class="nodata">no comparable headline metric</p>'
-    rows = []
-    for m in metrics:
-        status = str(m.get("status") or ("regressed" if m.get("regression") else "unchanged"))
-        change = number(m.get("change"))
-        samples = m.get("samples") or {}
-        rows.append(
-            f'<tr class="{"bad" if status == "regressed" else ""}"><td>{esc(m.get("metric"))}</td>'
-            f"<td>{fmt(number(m.get('baseline')), 3)}</td>"
-            f"<td>{fmt(number(m.get('current')), 3)}</td>"
-            f"<td>{'–' if change is None else f'{change:+.1%}'}</td><td>{_interval(m)}</td>"
-            f"<td>{esc(samples.get('baseline'))} / {esc(samples.get('current'))}</td>"
-            f"<td>{esc(m.get('better', ''))} is better</td>"
-            f"<td>{'REGRESSION' if status == 'regressed' else esc(status)}</td></tr>"
-        )
     limit = number(judged.get("max_regression"))
     confidence = number(judged.get("confidence"))
     spread = esc(judged.get("spread_from") or "assumed")
@@ -216,19 +199,7 @@ def judged_deltas(judged: dict[str, Any]) -> str:
         f"more than {limit or 0:.0%}, with the whole {confidence or 0.99:.0%} interval "
         f"beyond it; run-to-run spread {spread})</h3>"
     )
-    return title + table(
-        [
-            "metric",
-            "baseline",
-            "this run",
-            "change (+ = worse)",
-            "interval",
-            "samples (baseline / this run)",
-            "",
-            "judged",
-        ],
-        rows,
-    )
+    return title + judged_table(metrics, BASELINE_SIDES)
 
 
 def _overlay(ctx: ReportContext, base: RunData) -> str:

@@ -13,67 +13,21 @@ from typing import Any
 from agentsession_core.measure.stats import REFERENCE, TIME_TO_WAKE_ROW, arm_row
 from agentsession_core.report.context import ReportContext, grid, section
 from agentsession_core.report.data import number
+from agentsession_core.report.judged import Sides, figures_of, judged_table
 from agentsession_core.report.svg_chart import Line, esc, render_charts
-from agentsession_core.report.tables import fmt, table
 
 CANDIDATE_COLOUR = "#c62828"
 REFERENCE_COLOUR = "#757575"
 
 
-def _ratio(m: dict[str, Any]) -> str:
-    ratio, interval = number(m.get("ratio")), m.get("ratio_interval")
-    shown = "–" if ratio is None else f"{ratio:.3f}"
-    if interval:
-        shown += f" <span class=dim>[{interval[0]:.3f}, {interval[1]:.3f}]</span>"
-    return shown
-
-
-def _change(m: dict[str, Any]) -> str:
-    change, interval = number(m.get("change")), m.get("interval")
-    shown = "–" if change is None else f"{change:+.1%}"
-    if interval:
-        shown += f" <span class=dim>[{interval[0]:+.1%}, {interval[1]:+.1%}]</span>"
-    elif m.get("why"):
-        shown += f" <span class=dim>({esc(m['why'])})</span>"
-    return shown
-
-
-def _value(m: dict[str, Any], side: str) -> str:
-    value = number(m.get(side))
-    if value is None:
-        return "–"
-    return fmt(value, 3) if m.get("unit") != "ms" else f"{value:.2f} ms"
+PAIRED_SIDES = Sides("reference", "candidate", "reference", "candidate")
 
 
 def paired_table(paired: dict[str, Any]) -> str:
-    rows = []
-    for m in paired.get("metrics") or []:
-        status = str(m.get("status"))
-        samples = m.get("samples") or {}
-        rows.append(
-            f'<tr class="{"bad" if status == "regressed" else ""}">'
-            f"<td>{esc(m.get('metric'))}</td><td>{_value(m, 'reference')}</td>"
-            f"<td>{_value(m, 'candidate')}</td><td>{_ratio(m)}</td><td>{_change(m)}</td>"
-            f"<td>{esc(samples.get('reference'))} / {esc(samples.get('candidate'))}</td>"
-            f"<td>{esc(m.get('better', ''))} is better</td>"
-            f"<td>{'REGRESSION' if status == 'regressed' else esc(status)}</td></tr>"
-        )
-    if not rows:
+    metrics = figures_of(paired.get("metrics") or [])
+    if not metrics:
         return f'<p class="nodata">{esc(paired.get("why") or "no figure compared")}</p>'
-    return table(
-        [
-            "metric",
-            "reference",
-            "candidate",
-            "candidate / reference [interval]",
-            "change (+ = worse) [interval]",
-            "samples (reference / candidate)",
-            "",
-            "judged",
-        ],
-        rows,
-        "wide",
-    )
+    return judged_table(metrics, PAIRED_SIDES, "wide")
 
 
 def _over_time(ctx: ReportContext) -> str:
