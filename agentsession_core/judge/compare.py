@@ -32,6 +32,7 @@ from typing import Any
 
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.figures import figures_of as read_figures
+from agentsession_core.judge.gate_document import JudgedFigure
 from agentsession_core.judge.judged_figure import (
     CAPACITY,
     HIGHER_IS_BETTER,
@@ -279,15 +280,19 @@ def compare_capacity(
     return {**out, **judge(out, max_regression, confidence, rule)}
 
 
-def describe_metric(m: dict[str, Any]) -> str:
+def describe_metric(m: JudgedFigure) -> str:
     """One compared figure in a reason line: change, interval and samples."""
-    interval = m.get("interval")
-    span = f" [{interval[0]:+.0%}, {interval[1]:+.0%}]" if interval else ""
-    samples = m.get("samples") or {}
+    span = f" [{m.interval[0]:+.0%}, {m.interval[1]:+.0%}]" if m.interval else ""
+    samples = {side: _count(n) for side, n in (m.samples or {}).items()}
     return (
-        f"{m['metric']} {m['change']:+.0%}{span} "
+        f"{m.metric} {m.change or 0.0:+.0%}{span} "
         f"({samples.get('current')} vs {samples.get('baseline')} samples)"
     )
+
+
+def _count(n: float | None) -> int | float | None:
+    """A sample count as gate.json has it (the model reads every number as a float)."""
+    return int(n) if n is not None and float(n).is_integer() else n
 
 
 __all__ = [

@@ -34,7 +34,14 @@ from agentsession_core.judge.compare import (
 from agentsession_core.judge.conditions import differences
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.drift import drift, ramp_result
-from agentsession_core.judge.gate_document import GATE_SCHEMA, GateInputError
+from agentsession_core.judge.gate_document import (
+    GATE_SCHEMA,
+    Baseline,
+    GateDocument,
+    GateInputError,
+    JudgedFigure,
+    Paired,
+)
 from agentsession_core.judge.judged_figure import counts, regressions, rejudged
 from agentsession_core.judge.uncertainty import DEFAULT_CONFIDENCE
 from agentsession_core.judge.verdict import WindowVerdict
@@ -65,83 +72,83 @@ def worst_headline(verdicts: list[WindowVerdict]) -> dict[str, dict[str, float]]
 
 
 # --------------------------------------------------------------------------- verdict
-def decide(doc: dict) -> tuple[str, str]:
+def decide(doc: dict[str, Any] | GateDocument) -> tuple[str, str]:
     """(verdict, reason) from a gate document's windows, run status and comparisons: a
     paired campaign's candidate against its reference arm (docs/SPEC.md §6.8), then the
-    baseline."""
-    verdict, reason = _judged(doc)
-    paired = doc.get("paired") or {}
-    comparison = doc.get("baseline") or {}
-    if verdict == "pass" and paired.get("status") == "void":
-        return "void", f"the paired comparison is void: {paired.get('why')}"
+    baseline. A document being written is read through its model like a stored one."""
+    gate = doc if isinstance(doc, GateDocument) else GateDocument.model_validate(doc)
+    verdict, reason = _judged(gate)
+    paired, comparison = gate.paired, gate.baseline
+    if verdict == "pass" and paired is not None and paired.status == "void":
+        return "void", f"the paired comparison is void: {paired.why}"
     # Only a run that would otherwise pass can fail on a comparison: a void run's figures
     # are the generator's as much as the substrate's.
-    mine = [m for m in paired.get("metrics", []) if m.get("status") == "regressed"]
+    mine = [m for m in (paired.metrics if paired else []) if m.status == "regressed"]
     if verdict == "pass" and mine:
         named = "; ".join(describe_paired(m) for m in mine)
         return "fail", f"the candidate regressed against the reference arm: {named}"
-    regressed = [m for m in comparison.get("metrics", []) if m.get("status") == "regressed"]
+    regressed = [m for m in (comparison.metrics if comparison else []) if m.status == "regressed"]
     if verdict == "pass" and regressed:
         named = "; ".join(describe_metric(m) for m in regressed)
         return "fail", f"regression against the baseline: {named}"
-    notes = _paired_note(paired) + _comparison_note(comparison) + _capacity_note(doc)
+    notes = _paired_note(paired) + _comparison_note(comparison) + _capacity_note(gate)
     return verdict, reason + notes
 
 
-def describe_paired(m: dict[str, Any]) -> str:
+def describe_paired(m: JudgedFigure) -> str:
     """One paired figure in a reason line: the candidate's change, its interval, blocks."""
-    interval = m.get("interval")
-    span = f" [{interval[0]:+.0%}, {interval[1]:+.0%}]" if interval else ""
-    return f"{m['metric']} {m['change']:+.0%}{span} (candidate/reference, {m['blocks']} blocks)"
+    span = f" [{m.interval[0]:+.0%}, {m.interval[1]:+.0%}]" if m.interval else ""
+    return f"{m.metric} {m.change or 0.0:+.0%}{span} (candidate/reference, {m.blocks} blocks)"
 
 
-def _paired_note(paired: dict) -> str:
-    if not paired:
+def _tally(counts: dict[str, int] | None) -> str:
+    return ", ".join(f"{n} {status}" for status, n in (counts or {}).items() if n)
+
+
+def _paired_note(paired: Paired | None) -> str:
+    if paired is None:
         return ""
-    if paired.get("status") == "void":
-        return f"; paired comparison void ({paired.get('why')})"
-    tally = paired.get("counts") or {}
-    parts = [f"{n} {status}" for status, n in tally.items() if n]
+    if paired.status == "void":
+        return f"; paired comparison void ({paired.why})"
     return (
-        f"; against the reference arm ({paired.get('blocks')} paired blocks): "
-        f"{', '.join(parts) or 'nothing compared'}"
+        f"; against the reference arm ({paired.blocks} paired blocks): "
+        f"{_tally(paired.counts) or 'nothing compared'}"
     )
 
 
-def _capacity_note(doc: dict) -> str:
-    capacity = doc.get("capacity")
-    if not capacity:
+def _capacity_note(gate: GateDocument) -> str:
+    if gate.capacity is None:
         return ""
-    return f"; capacity search {capacity.get('status')}: {capacity.get('reason')}"
+    return f"; capacity search {gate.capacity.status}: {gate.capacity.reason}"
 
 
-def _judged(doc: dict) -> tuple[str, str]:
+def _judged(gate: GateDocument) -> tuple[str, str]:
     """The verdict of the windows and the run's end, without the comparison."""
-    windows = doc.get("windows", [])
-    outcomes = [w["outcome"] for w in windows]
-    status = doc.get("run_status")
+    windows = gate.windows
+    outcomes = [w.outcome for w in windows]
+    status, why = gate.run_status, gate.abort_reason
     if status == "refused":
         # Refused before any load (unreachable substrate, bad credentials, a template too
         # small): nothing about the substrate's performance was judged.
-        return "void", f"the campaign could not start: {doc.get('abort_reason') or 'refused'}"
+        return "void", f"the campaign could not start: {why or 'refused'}"
     if status == "cancelled" and "break" not in outcomes:
         # Stopped by an operator or a scheduler: nothing says the substrate failed.
-        return "void", f"the run was cancelled ({doc.get('abort_reason') or 'no reason given'})"
+        return "void", f"the run was cancelled ({why or 'no reason given'})"
     if status == "void" and "break" not in outcomes:
         # The load generator itself failed (a shard was lost): the substrate was not judged.
-        return "void", f"the load generator failed: {doc.get('abort_reason') or 'no reason'}"
-    if ("aborted" in outcomes or doc.get("abort_reason")) and status != "cancelled":
-        return "fail", f"aborted: {doc.get('abort_reason') or 'an abort rule tripped'}"
+        return "void", f"the load generator failed: {why or 'no reason'}"
+    if ("aborted" in outcomes or why) and status != "cancelled":
+        return "fail", f"aborted: {why or 'an abort rule tripped'}"
     if "break" in outcomes:
-        broken = [w for w in windows if w["outcome"] == "break"]
-        missed = broken[0].get("missed") or []
+        broken = [w for w in windows if w.outcome == "break"]
+        missed = broken[0].missed or []
         return "fail", (
-            f"{len(broken)} window(s) broke; window {broken[0]['index']} missed "
+            f"{len(broken)} window(s) broke; window {broken[0].index} missed "
             f"{'; '.join(missed) or 'a threshold'}"
         )
     if status in ("failed", "aborted"):
         return "fail", f"the run {status}"
-    if stopped := (doc.get("run") or {}).get("stopped"):
+    if stopped := (gate.run.stopped if gate.run else None):
         # Stopped by hand through the control API: what was held is not the plan.
         return "void", f"stopped by hand: {stopped}"
     if status not in (None, "completed"):
@@ -149,21 +156,19 @@ def _judged(doc: dict) -> tuple[str, str]:
     if not windows:
         return "void", "no window was judged"
     if "void" in outcomes:
-        first = next(w for w in windows if w["outcome"] == "void")
-        return "void", f"window {first['index']} is void: {first.get('void_reason')}"
+        first = next(w for w in windows if w.outcome == "void")
+        return "void", f"window {first.index} is void: {first.void_reason}"
     return "pass", f"{len(windows)} window(s) passed"
 
 
-def _comparison_note(comparison: dict) -> str:
-    if not comparison:
+def _comparison_note(comparison: Baseline | None) -> str:
+    if comparison is None:
         return ""
-    if comparison.get("status") == "not comparable":
-        return f"; baseline not comparable ({', '.join(comparison.get('differences') or [])})"
-    if comparison.get("status") == "none":
-        return f"; no baseline: {comparison.get('why')}"
-    tally = comparison.get("counts") or {}
-    parts = [f"{n} {status}" for status, n in tally.items() if n]
-    return f"; against the baseline: {', '.join(parts) or 'nothing compared'}"
+    if comparison.status == "not comparable":
+        return f"; baseline not comparable ({', '.join(comparison.differences or [])})"
+    if comparison.status == "none":
+        return f"; no baseline: {comparison.why}"
+    return f"; against the baseline: {_tally(comparison.counts) or 'nothing compared'}"
 
 
 def _window_summary(v: WindowVerdict) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from typing import Any
 
 from agentsession_core.judge.compare import describe_metric
 from agentsession_core.judge.gate import describe_paired
+from agentsession_core.judge.gate_document import JudgedFigure
 from agentsession_core.output.output_file import write_output
 
 # Every code point XML 1.0 refuses (C0 controls but tab, newline and return; surrogates;
@@ -169,8 +170,8 @@ def _figure_case(m: dict[str, Any], prefix: str, classname: str, line: str, agai
 
 def _line(describe: Any, m: dict[str, Any]) -> str:
     try:
-        return str(describe(m))
-    except (KeyError, TypeError, ValueError):  # an inconclusive figure may lack a change
+        return str(describe(JudgedFigure.model_validate(m)))
+    except (KeyError, TypeError, ValueError):  # not a judged figure (ValidationError too)
         return str(m.get("metric"))
 
 
