@@ -76,7 +76,12 @@ def decide(doc: dict[str, Any] | GateDocument) -> tuple[str, str]:
     """(verdict, reason) from a gate document's windows, run status and comparisons: a
     paired campaign's candidate against its reference arm (docs/SPEC.md §6.8), then the
     baseline. A document being written is read through its model like a stored one."""
-    gate = doc if isinstance(doc, GateDocument) else GateDocument.model_validate(doc)
+    # The verdict is what this decides: a document without one yet is read as void.
+    gate = (
+        doc
+        if isinstance(doc, GateDocument)
+        else GateDocument.model_validate({"verdict": "void", **doc})
+    )
     verdict, reason = _judged(gate)
     paired, comparison = gate.paired, gate.baseline
     if verdict == "pass" and paired is not None and paired.status == "void":
