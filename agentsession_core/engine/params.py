@@ -348,15 +348,38 @@ class RunParams(Section):
         return value
 
     @model_validator(mode="after")
+    def _resolve_wire(self) -> RunParams:
+        # Each target names the wire it speaks, so that campaign.json records the wire the run
+        # used: a reader must not take it from a default that may change (an older run with
+        # no protocol and no URL spoke json). The embedded local substrate speaks ate, but
+        # json for suspend-async, which only the json wire carries: the substrate serves both,
+        # so nothing the user asked for is overridden (docs/SPEC.md §2).
+        for name in ("target", "reference"):
+            target: TargetParams | None = getattr(self, name)
+            if target is None or target.protocol is not None:
+                continue
+            wire = target.wire
+            if target.substrate is None and self.population.lifecycle_mode == "suspend-async":
+                wire = "json"
+            # Not through assignment: that would validate the whole model again.
+            self.__dict__[name] = target.model_copy(update={"protocol": wire})
+        return self
+
+    @model_validator(mode="after")
     def _wire_has_the_lifecycle(self) -> RunParams:
         # ateapi.Control has SuspendActor and nothing asynchronous (the ate wire notes). Firing
         # SuspendActor unawaited would book our own send time as SuspendActorAsync and lose
         # its failures, so the mode is refused rather than imitated (docs/SPEC.md §3.3).
-        if self.population.lifecycle_mode == "suspend-async" and self.target.wire == "ate":
-            raise ValueError(
-                "population.lifecycle_mode suspend-async needs SuspendActorAsync, which the ate "
-                "wire (target.protocol ate) does not have: use suspend or pause, or the json wire"
-            )
+        if self.population.lifecycle_mode != "suspend-async":
+            return self
+        for name in ("target", "reference"):
+            target: TargetParams | None = getattr(self, name)
+            if target is not None and target.wire == "ate":
+                raise ValueError(
+                    "population.lifecycle_mode suspend-async needs SuspendActorAsync, which "
+                    f"the ate wire ({name}.protocol ate) does not have: use suspend or pause, "
+                    "or the json wire"
+                )
         return self
 
     @model_validator(mode="after")

@@ -36,11 +36,14 @@ from agentsession_core.substrate.protocol import (
 from agentsession_core.substrate.router_client import DEFAULT_MAX_ANSWER_BYTES
 
 
-def wire_of(protocol: str | None, substrate: str | None) -> WireForm:
+def wire_of(protocol: WireForm | None, substrate: str | None) -> WireForm:
     """The wire form a target speaks: `protocol` when given, else the control URL's scheme
     (grpc:// and grpcs:// are the ate wire's gRPC control API, http(s):// the JSON one); the
-    embedded local substrate speaks json unless told otherwise (docs/SPEC.md §2)."""
-    if protocol == "ate" or (protocol is None and (substrate or "").startswith(ATE_SCHEMES)):
+    embedded local substrate speaks ate, the platform's own wire, unless told otherwise
+    (docs/SPEC.md §2)."""
+    if protocol is not None:
+        return protocol
+    if not substrate or substrate.startswith(ATE_SCHEMES):
         return "ate"
     return "json"
 
@@ -147,7 +150,10 @@ class TargetParams(Section):
         "(ate); none: local substrate",
     )
     protocol: WireForm | None = Field(
-        None, description="wire form (none: from the substrate URL's scheme; local: json)"
+        None,
+        description="wire form (none: from the substrate URL's scheme; the embedded local "
+        "substrate: ate, or json for population.lifecycle_mode suspend-async); a run records "
+        "the wire it spoke",
     )
     router: str | None = Field(
         None,
@@ -332,8 +338,14 @@ class TargetParams(Section):
             return None
         if info.data.get("token"):
             raise ValueError("give token or token_file, not both")
-        if wire_of(info.data.get("protocol"), info.data.get("substrate")) != "ate":
+        substrate = info.data.get("substrate")
+        if wire_of(info.data.get("protocol"), substrate) != "ate":
             raise ValueError("a token file is read by the ate wire's control client only")
+        if substrate is None:  # the embedded substrate is started with target.token
+            raise ValueError(
+                "a token file is for a remote control API; the embedded local "
+                "substrate takes target.token"
+            )
         return value
 
     @field_validator("ca_file", "cert_file")

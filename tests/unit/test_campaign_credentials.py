@@ -102,7 +102,7 @@ def test_shards_of_a_campaign_get_the_engines_target() -> None:
     resolved = params.model_copy(
         update={"target": params.target.model_copy(update={"token": "from-block"})}
     )
-    plans = plan_shards(resolved, 2, target={"substrate": "http://127.0.0.1:1"})
+    plans = plan_shards(resolved, 2, target=ATE)
     assert [p.params.target.token for p in plans] == ["from-block", "from-block"]
     assert not hasattr(plans[0].params.target, "token_secret")
 

@@ -20,6 +20,7 @@ from agentsession_core.engine.params import (
 )
 from agentsession_core.engine.population_params import KIND_PARAMS, ClosedParams, TurnsParams
 from agentsession_core.errors import UsageError
+from agentsession_core.judge.conditions import conditions
 
 
 @pytest.mark.parametrize(
@@ -228,8 +229,9 @@ ATE = {"substrate": "grpc://api.test:8443", "router": "http://router.test"}
 @pytest.mark.parametrize(
     ("target", "wire"),
     [
-        ({}, "json"),  # the embedded local substrate
-        ({"protocol": "ate"}, "ate"),  # the embedded one, over its ateapi.Control endpoint
+        ({}, "ate"),  # the embedded local substrate, over its ateapi.Control endpoint
+        ({"protocol": "ate"}, "ate"),
+        ({"protocol": "json"}, "json"),  # the embedded one, over its JSON control API
         ({"substrate": "http://127.0.0.1:8080"}, "json"),
         ({"substrate": "https://sub.test", "protocol": "json"}, "json"),
         (ATE, "ate"),
@@ -284,7 +286,8 @@ def test_ate_tls_and_token_file_fields() -> None:
         ({**ATE, "substrate": "grpcs://a", "cert_file": "c"}, {}, "parameter target.key_file"),
         ({**ATE, "substrate": "grpcs://a", "key_file": "k"}, {}, "parameter target.key_file"),
         ({**ATE, "token": "t", "token_file": "f"}, {}, "parameter target.token_file: give"),
-        ({"token_file": "f"}, {}, "parameter target.token_file: a token file"),
+        ({"protocol": "json", "token_file": "f"}, {}, "parameter target.token_file: a token"),
+        ({"token_file": "f"}, {}, "target.token_file: a token file is for a remote control API"),
         ({"protocol": "xml"}, {}, "parameter target.protocol:"),
         (ATE, {"lifecycle_mode": "suspend-async"}, "population.lifecycle_mode suspend-async"),
         ({"protocol": "ate"}, {"lifecycle_mode": "suspend-async"}, "SuspendActorAsync"),
@@ -302,3 +305,38 @@ def test_suspend_async_stays_on_the_json_wire() -> None:
     assert params.target.wire == "json"
     with pytest.raises(UsageError, match="SuspendActorAsync"):  # campaigns inherit the rule
         parse(CampaignParams, {"target": ATE, "population": {"lifecycle_mode": "suspend-async"}})
+    # Only the json wire has SuspendActorAsync: an embedded reference speaks it too, a remote
+    # ate reference is refused naming its arm.
+    params = parse_params(
+        {"population": {"lifecycle_mode": "suspend-async"}, "reference": "embedded"}
+    )
+    assert params.reference is not None and params.reference.protocol == "json"
+    with pytest.raises(UsageError, match=r"reference\.protocol ate"):
+        parse_params({"population": {"lifecycle_mode": "suspend-async"}, "reference": ATE})
+
+
+@pytest.mark.parametrize(
+    ("target", "population", "wire"),
+    [
+        ({}, {}, "ate"),
+        ({}, {"lifecycle_mode": "suspend-async"}, "json"),
+        ({"protocol": "json"}, {}, "json"),
+        ({"substrate": "http://127.0.0.1:8080"}, {}, "json"),
+        (ATE, {}, "ate"),
+    ],
+)
+def test_a_run_records_the_wire_it_speaks(target: dict, population: dict, wire: str) -> None:
+    # campaign.json holds the dump: a reader takes the wire from it, never from today's
+    # default, and the dump read back speaks the same wire.
+    dumped = parse_params({"target": target, "population": population}).model_dump(mode="json")
+    assert dumped["target"]["protocol"] == wire
+    assert conditions(dumped)["wire"] == wire
+    assert parse_params(dumped).target.wire == wire
+
+
+def test_a_stored_run_from_before_keeps_its_wire() -> None:
+    # Runs from before the embedded substrate spoke ate recorded no protocol: they spoke json.
+    old = {"target": {"substrate": None, "protocol": None}, "population": {"kind": "closed"}}
+    assert conditions(old)["wire"] == "json"
+    new = parse_params({"population": {"kind": "closed"}}).model_dump(mode="json")
+    assert conditions(new)["wire"] == "ate"

@@ -30,7 +30,8 @@ from agentsession_core.measure.health import CPU_GAUGE, LOOP_LAG_ROW
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
 from agentsession_core.measure.stats import Window
 
-TARGET = {"substrate": "http://127.0.0.1:1", "atespace": "shared"}
+# What the coordinator hands its shards for an embedded substrate: its ate endpoints.
+TARGET = {"substrate": "grpc://127.0.0.1:1", "router": "http://127.0.0.1:2", "atespace": "shared"}
 WALL0 = 1_700_000_000.0
 MONO0 = 5 * NS_PER_S
 

@@ -52,12 +52,13 @@ async def test_ate_targets_get_the_ate_client_with_their_settings() -> None:
 
 def test_the_embedded_substrate_speaks_json_from_its_http_url() -> None:
     local: Any = SimpleNamespace(url="http://127.0.0.1:7000")
-    assert local_endpoints(local, target()) == ("http://127.0.0.1:7000", None)
+    assert local_endpoints(local, target(protocol="json")) == ("http://127.0.0.1:7000", None)
 
 
-def test_the_embedded_substrate_speaks_ate_from_its_grpc_url() -> None:
+@pytest.mark.parametrize("protocol", [None, "ate"])  # ate unless told otherwise
+def test_the_embedded_substrate_speaks_ate_from_its_grpc_url(protocol: str | None) -> None:
     local: Any = SimpleNamespace(url="http://127.0.0.1:7000", grpc_url="grpc://127.0.0.1:7001")
-    assert local_endpoints(local, target(protocol="ate")) == (
+    assert local_endpoints(local, target(protocol=protocol)) == (
         "grpc://127.0.0.1:7001",
         "http://127.0.0.1:7000",
     )
