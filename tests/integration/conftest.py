@@ -1,15 +1,23 @@
 """A local substrate subprocess for the integration tests: one per session, on a free
-loopback port, with a temp store, a bearer token and small caps; stopped at the end."""
+loopback port, with a temp store, a bearer token and small caps; stopped at the end.
+
+The tests speak ate, the platform's own wire, as runs do by default (docs/SPEC.md §2):
+`client` is an AteSubstrate, `ate_target` the target fields of a standalone local substrate.
+A test whose subject is the JSON wire asks for `json_client`, or names `protocol: json`.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
+from agentsession_core.substrate.ate.substrate import AteSubstrate
 from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.interface import Substrate
 from local_substrate.launcher import LocalSubstrateProcess
 
 TOKEN = "integration-token"
@@ -32,15 +40,39 @@ def substrate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSubstra
         yield proc
 
 
+def ate_target(proc: Any, **fields: Any) -> dict[str, Any]:
+    """`target` for a standalone local substrate (a LocalSubstrateProcess or LocalSubstrate) on
+    the ate wire: its ateapi.Control port and its router."""
+    return {"substrate": proc.grpc_url, "router": proc.url, **fields}
+
+
+def ate_args(proc: Any) -> list[str]:
+    """The same on `agentsession run`'s command line."""
+    return ["--substrate", proc.grpc_url, "--router", proc.url]
+
+
+def ate_client(proc: Any, **options: Any) -> AteSubstrate:
+    """An ate client of a standalone local substrate."""
+    return AteSubstrate(proc.grpc_url, proc.url, **options)
+
+
 @pytest.fixture
-async def client(substrate: LocalSubstrateProcess) -> AsyncIterator[HttpSubstrate]:
+async def client(substrate: LocalSubstrateProcess) -> AsyncIterator[Substrate]:
+    sub = ate_client(substrate, token=TOKEN, control_timeout=60, router_timeout=60)
+    yield sub
+    await sub.aclose()
+
+
+@pytest.fixture
+async def json_client(substrate: LocalSubstrateProcess) -> AsyncIterator[HttpSubstrate]:
+    """The JSON wire's client, for the tests whose subject is that wire."""
     sub = HttpSubstrate(substrate.url, token=TOKEN, control_timeout=60, router_timeout=60)
     yield sub
     await sub.aclose()
 
 
 @pytest.fixture
-async def atespace(client: HttpSubstrate, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+async def atespace(client: Substrate, request: pytest.FixtureRequest) -> AsyncIterator[str]:
     """A fresh atespace per test, named after it; its actors are deleted afterwards so
     the shared pool starts every test with all workers free."""
     name = re.sub(r"[^A-Za-z0-9-]", "-", request.node.name)[:50].strip("-").lower()

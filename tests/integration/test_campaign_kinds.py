@@ -23,7 +23,7 @@ import pytest
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import run_campaign
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_target
 
 pytestmark = pytest.mark.timeout(180)
 WINDOW_S = 10
@@ -34,9 +34,11 @@ DEFAULTS = ["WakeFirstTouch: p99 < 2s", "Step_*: failure_ratio < 0.01", RATE_RUL
 ARRIVALS = 51  # turns the seeded schedule (seed 7, 3 sessions, 7200/h) puts in the first 10 s
 
 
-def campaign(url: str, out: Path, kind: str, **population: Any) -> CampaignParams:
+def campaign(
+    proc: LocalSubstrateProcess, out: Path, kind: str, **population: Any
+) -> CampaignParams:
     return CampaignParams(
-        target={"substrate": url, "token": TOKEN},
+        target=ate_target(proc, token=TOKEN),
         script="smoke",
         seed=7,
         name=f"units-{kind}",
@@ -80,7 +82,7 @@ async def judged_window(params: CampaignParams) -> tuple[dict[str, Any], int, in
 async def test_a_closed_campaign_judges_steps_against_the_steps_due(
     substrate: LocalSubstrateProcess, tmp_path: Path
 ) -> None:
-    rate, done, due = await judged_window(campaign(substrate.url, tmp_path, "closed"))
+    rate, done, due = await judged_window(campaign(substrate, tmp_path, "closed"))
     assert done > 0 and abs(done - due) <= SESSIONS, (done, due)
     # At most SESSIONS short: within 5 % of what was due, the rule passes.
     assert rate["passed"] is True or SESSIONS > 0.05 * due, rate["detail"]
@@ -90,7 +92,7 @@ async def test_a_turns_campaign_judges_turns_against_the_turns_that_arrived(
     substrate: LocalSubstrateProcess, tmp_path: Path
 ) -> None:
     # Two arrivals a second per session into turns of 0.05-0.15 s.
-    params = campaign(substrate.url, tmp_path, "turns", turns_per_hour=7200, turn_mean_seconds=0.1)
+    params = campaign(substrate, tmp_path, "turns", turns_per_hour=7200, turn_mean_seconds=0.1)
     rate, done, arrived = await judged_window(params)
     assert arrived == ARRIVALS  # the schedule's turns, not turns_per_hour's 60
     # The arrivals start with the window: every turn done in it arrived in it. Those still

@@ -19,13 +19,14 @@ from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.shards import open_run
 from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.conftest import ate_target
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def params(proc: LocalSubstrateProcess, out: Path) -> CampaignParams:
     return CampaignParams(
-        target={"substrate": proc.url, "atespace": "dead", "request_timeout_seconds": 5.0},
+        target=ate_target(proc, atespace="dead", request_timeout_seconds=5.0),
         script="smoke",
         think_scale=0.05,
         seed=38,

@@ -33,6 +33,7 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import CleanupParams
 from agentsession_core.engine.shards import open_run
 from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.conftest import ate_target
 
 pytestmark = pytest.mark.timeout(300)
 CLI = [sys.executable, "-m", "agentsession_core"]
@@ -68,7 +69,7 @@ def test_a_search_that_cannot_finish_in_its_bound_is_refused_by_the_command(
 
 def outage_params(proc: LocalSubstrateProcess, out: Path) -> CampaignParams:
     return CampaignParams(
-        target={"substrate": proc.url, "atespace": "outage", "request_timeout_seconds": 5.0},
+        target=ate_target(proc, atespace="outage", request_timeout_seconds=5.0),
         script="smoke",
         think_scale=0.05,
         seed=29,

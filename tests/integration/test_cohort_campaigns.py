@@ -28,7 +28,7 @@ import pytest
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import run_campaign
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_target
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 SIZE = 3  # actors per cohort
@@ -38,9 +38,9 @@ HOLD_S, PERIOD_S = 10, 2
 MOST = HOLD_S // PERIOD_S + 1
 
 
-def campaign(url: str, out: Path, kind: str, **extra: Any) -> CampaignParams:
+def campaign(proc: LocalSubstrateProcess, out: Path, kind: str, **extra: Any) -> CampaignParams:
     return CampaignParams(
-        target={"substrate": url, "token": TOKEN},
+        target=ate_target(proc, token=TOKEN),
         script="smoke",
         seed=11,
         name=f"cohorts-{kind}",
@@ -84,7 +84,7 @@ def windows(run_dir: Path) -> list[dict[str, Any]]:
 async def test_a_spawn_campaign_is_judged_on_its_cohorts_and_gated(
     substrate: LocalSubstrateProcess, tmp_path: Path
 ) -> None:
-    params = campaign(substrate.url, tmp_path, "spawn")
+    params = campaign(substrate, tmp_path, "spawn")
     assert [t.text for t in params.thresholds] == [
         "ActorTimeToReady: p99 < 10s",
         "ActorTimeToReady: failure_ratio < 0.01",
@@ -143,8 +143,8 @@ async def test_a_burst_campaign_that_misses_a_rule_breaks_and_the_gate_fails_it(
         "TimeToAllResumed: count >= 1",
         "Step_*: failure_ratio < 0.01",
     ]
-    assert [t.text for t in campaign(substrate.url, tmp_path, "burst").thresholds] == defaults
-    params = campaign(substrate.url, tmp_path, "burst", thresholds=[*defaults, unmeetable])
+    assert [t.text for t in campaign(substrate, tmp_path, "burst").thresholds] == defaults
+    params = campaign(substrate, tmp_path, "burst", thresholds=[*defaults, unmeetable])
     result = await run_campaign(params, handle_signals=False)
     assert result.run.status == "completed", result.run.reason
     run_dir = result.run_dir

@@ -16,6 +16,7 @@ from agentsession_core.engine.run import STEP_ROW_PREFIX, Run
 from agentsession_core.measure.stats import ROUTER_KIND
 from agentsession_core.output.run_dir import verify_manifest
 from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.conftest import ate_target
 
 
 def steps(run: Run) -> int:
@@ -35,7 +36,7 @@ async def test_substrate_killed_mid_hold_fails_the_run_and_lists_the_leaks(
     await asyncio.to_thread(proc.start)
     try:
         params = RunParams(
-            target={"substrate": proc.url, "atespace": "killed", "request_timeout_seconds": 5.0},
+            target=ate_target(proc, atespace="killed", request_timeout_seconds=5.0),
             script="smoke",
             population={"kind": "closed", "sessions": 3},
             think_scale=0.05,

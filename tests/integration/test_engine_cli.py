@@ -16,14 +16,16 @@ from pathlib import Path
 
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.substrate.errors import SubstrateError
-from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.interface import Substrate
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_args
 
 RUN = [sys.executable, "-m", "agentsession_core", "run", "--progress", "plain"]
 # Caps that only catch a hang, however busy the machine: a run's start, a command's exit.
 START_CAP_S = 300
 EXIT_CAP_S = 300
+# A target where nothing listens, on the ate wire.
+DEAD = ["--substrate", "grpc://127.0.0.1:9", "--router", "http://127.0.0.1:9"]
 
 
 def start(
@@ -70,13 +72,12 @@ def error_lines(err: Path) -> list[str]:
 
 
 async def test_sigint_mid_hold_cancels_cleans_up_and_writes_artifacts(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
+    substrate: LocalSubstrateProcess, client: Substrate, tmp_path: Path
 ) -> None:
     atespace = "cli-sigint"
     proc, out, err = start(
         [
-            "--substrate",
-            substrate.url,
+            *ate_args(substrate),
             "--atespace",
             atespace,
             "--script",
@@ -123,7 +124,7 @@ def test_a_script_that_fails_validation_exits_1_before_anything_exists(
 ) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nmin_actor_memory: 64Mi\nsteps: []\n")
-    proc, out, err = start(["--substrate", "http://127.0.0.1:9", "--script", str(bad)], tmp_path)
+    proc, out, err = start([*DEAD, "--script", str(bad)], tmp_path)
     assert proc.wait(EXIT_CAP_S) == 1
     lines = err.read_text().splitlines()
     assert len(lines) == 1 and str(bad) in lines[0] and "steps" in lines[0], lines
@@ -132,13 +133,11 @@ def test_a_script_that_fails_validation_exits_1_before_anything_exists(
 
 
 def test_a_refused_connection_exits_1_with_one_error_line(tmp_path: Path) -> None:
-    proc, out, err = start(
-        ["--substrate", "http://127.0.0.1:9", "--script", "smoke", "--hold", "1s"], tmp_path
-    )
+    proc, out, err = start([*DEAD, "--script", "smoke", "--hold", "1s"], tmp_path)
     assert proc.wait(EXIT_CAP_S) == 1
     errors = error_lines(err)
     assert len(errors) == 1, errors
-    assert "http://127.0.0.1:9" in errors[0] and "GetTemplate" in errors[0]
+    assert "grpc://127.0.0.1:9" in errors[0] and "GetActorTemplate" in errors[0], errors
     run_dir = Path(out.read_text().splitlines()[-1])
     status = json.loads((run_dir / "status.json").read_text())
     assert status["status"] == "refused" and status["actors_created"] == 0
@@ -146,13 +145,12 @@ def test_a_refused_connection_exits_1_with_one_error_line(tmp_path: Path) -> Non
 
 
 async def test_a_template_below_min_actor_memory_exits_1_and_creates_nothing(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
+    substrate: LocalSubstrateProcess, client: Substrate, tmp_path: Path
 ) -> None:
     atespace = "cli-small-template"
     proc, out, err = start(
         [
-            "--substrate",
-            substrate.url,
+            *ate_args(substrate),
             "--atespace",
             atespace,
             "--script",
@@ -202,7 +200,7 @@ def test_two_runs_started_in_the_same_second_get_two_directories(
     out = tmp_path / "artifacts"
     env = {**os.environ, "AGENTSESSION_TOKEN": TOKEN}
     second = float(int(time.time()))
-    args = ["run", "--progress", "plain", "--substrate", substrate.url, "--script", "smoke"]
+    args = ["run", "--progress", "plain", *ate_args(substrate), "--script", "smoke"]
     args += ["--sessions", "1", "--think-scale", "0.05", "--hold", "1s"]
     args += ["--name", "twins", "--tag", "t", "--out", str(out)]
     procs = [

@@ -12,9 +12,9 @@ from agentsession_core.engine.engine import Engine
 from agentsession_core.engine.params import RunParams
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
-from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.interface import Substrate
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_target
 
 # Every other turn the actor computes for 900 ms; turns arrive 4 per second, so the
 # session owes more work than it can do and its backlog grows all through the hold.
@@ -37,12 +37,12 @@ NS = 1_000_000_000
 
 
 async def test_latency_from_intended_grows_while_service_time_does_not(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str, tmp_path: Path
+    substrate: LocalSubstrateProcess, client: Substrate, atespace: str, tmp_path: Path
 ) -> None:
     script_path = tmp_path / "slow.yaml"
     script_path.write_text(SLOW_SCRIPT)
     params = RunParams(
-        target={"substrate": substrate.url, "token": TOKEN},
+        target=ate_target(substrate, token=TOKEN),
         script=str(script_path),
         population={
             "kind": "turns",

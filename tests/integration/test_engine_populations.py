@@ -24,17 +24,17 @@ from agentsession_core.engine.params import RunParams
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.script import load_script
 from agentsession_core.substrate.http import HttpSubstrate
-from agentsession_core.substrate.interface import RouterResponse
+from agentsession_core.substrate.interface import RouterResponse, Substrate
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_target
 
 HOLD_CAP_S = 60.0
 
 
 class Watched:
-    """The real HttpSubstrate, noting when each router request starts."""
+    """The real client, noting when each router request starts."""
 
-    def __init__(self, inner: HttpSubstrate) -> None:
+    def __init__(self, inner: Substrate) -> None:
         self.inner = inner
         self.request_starts: list[int] = []
 
@@ -47,14 +47,16 @@ class Watched:
 
 
 @pytest.fixture
-async def watched(client: HttpSubstrate) -> AsyncIterator[Watched]:
+async def watched(client: Substrate) -> AsyncIterator[Watched]:
     yield Watched(client)
 
 
-def make_engine(sub: Any, url: str, atespace: str, *, seed: int = 7, **population: Any) -> Engine:
+def make_engine(
+    sub: Any, target: dict[str, Any], atespace: str, *, seed: int = 7, **population: Any
+) -> Engine:
     """An engine on the test substrate; keyword arguments are PopulationParams fields."""
     params = RunParams(
-        target={"substrate": url, "token": TOKEN},
+        target={**target, "token": TOKEN},
         script="smoke",
         think_scale=0.05,
         seed=seed,
@@ -128,11 +130,13 @@ def same_prefix(a: dict[int, list[int]], b: dict[int, list[int]], least: int) ->
 
 # ------------------------------------------------------------------ reproducibility
 async def test_same_seed_same_think_gaps_in_a_closed_run(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
+    substrate: LocalSubstrateProcess, client: Substrate, atespace: str
 ) -> None:
     runs = []
     for seed in (7, 7, 8):
-        engine = make_engine(client, substrate.url, atespace, kind="closed", sessions=3, seed=seed)
+        engine = make_engine(
+            client, ate_target(substrate), atespace, kind="closed", sessions=3, seed=seed
+        )
         await drive(engine, logged(engine, "think", 3, least=3), log=True)
         assert engine.ctx.intended_log is not None
         runs.append(per_session(engine.ctx.intended_log, "think"))
@@ -141,13 +145,13 @@ async def test_same_seed_same_think_gaps_in_a_closed_run(
 
 
 async def test_same_seed_same_turn_arrivals(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
+    substrate: LocalSubstrateProcess, client: Substrate, atespace: str
 ) -> None:
     runs = []
     for seed in (7, 7, 9):
         engine = make_engine(
             client,
-            substrate.url,
+            ate_target(substrate),
             atespace,
             kind="turns",
             sessions=3,
@@ -169,7 +173,7 @@ async def test_turn_arrivals_follow_the_poisson_rate_and_stop_means_stop(
     sessions, per_s, hold = 4, 4.0, 5.0  # lifecycle none: one worker per session
     engine = make_engine(
         watched,
-        substrate.url,
+        ate_target(substrate),
         atespace,
         kind="turns",
         sessions=sessions,
@@ -225,14 +229,18 @@ async def test_turn_arrivals_follow_the_poisson_rate_and_stop_means_stop(
 )
 async def test_closed_run_in_each_lifecycle_mode(
     substrate: LocalSubstrateProcess,
-    client: HttpSubstrate,
+    client: Substrate,
+    json_client: HttpSubstrate,
     atespace: str,
     mode: str,
     park_row: str | None,
 ) -> None:
-    engine = make_engine(
-        client, substrate.url, atespace, kind="closed", sessions=2, lifecycle_mode=mode
-    )
+    # SuspendActorAsync is the json wire's alone (docs/SPEC.md §2.5).
+    if mode == "suspend-async":
+        client, target = json_client, {"substrate": substrate.url, "protocol": "json"}
+    else:
+        target = ate_target(substrate)
+    engine = make_engine(client, target, atespace, kind="closed", sessions=2, lifecycle_mode=mode)
 
     def steps_done() -> int:
         return sum(row(engine, "http", f"Step_{s.name}").count for s in engine.script.steps)
@@ -256,10 +264,10 @@ async def test_closed_run_in_each_lifecycle_mode(
 
 
 async def test_explicit_resume_books_resume_actor(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
+    substrate: LocalSubstrateProcess, client: Substrate, atespace: str
 ) -> None:
     engine = make_engine(
-        client, substrate.url, atespace, kind="closed", sessions=2, resume_mode="explicit"
+        client, ate_target(substrate), atespace, kind="closed", sessions=2, resume_mode="explicit"
     )
     await drive(engine, lambda: row(engine, "grpc", "ResumeActor").count >= 2)
     resumes = row(engine, "grpc", "ResumeActor")
@@ -270,9 +278,9 @@ async def test_explicit_resume_books_resume_actor(
 
 # ------------------------------------------------------------------ levels
 async def test_closed_level_change_adds_sessions_without_restarting_the_others(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
+    substrate: LocalSubstrateProcess, client: Substrate, atespace: str
 ) -> None:
-    engine = make_engine(client, substrate.url, atespace, kind="closed", sessions=4)
+    engine = make_engine(client, ate_target(substrate), atespace, kind="closed", sessions=4)
     try:
         await engine.preflight()
         await engine.register()
@@ -301,10 +309,10 @@ async def test_closed_level_change_adds_sessions_without_restarting_the_others(
 
 # ------------------------------------------------------------------ a crashed actor
 async def test_a_killed_worker_is_a_crash_and_the_session_is_replaced(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, atespace: str
+    substrate: LocalSubstrateProcess, client: Substrate, atespace: str
 ) -> None:
     engine = make_engine(
-        client, substrate.url, atespace, kind="closed", sessions=2, lifecycle_mode="none"
+        client, ate_target(substrate), atespace, kind="closed", sessions=2, lifecycle_mode="none"
     )
     try:
         await engine.preflight()

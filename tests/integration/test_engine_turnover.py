@@ -17,9 +17,9 @@ from agentsession_core.engine.populations.turnover import (
 from agentsession_core.engine.run import Run
 from agentsession_core.measure.histogram import LogHistogram
 from agentsession_core.output.run_dir import verify_manifest
-from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.interface import Substrate
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_target
 
 # A swap wakes the longest-parked session, so each is woken every SESSIONS / RATE ticks: the
 # first of the fill's sessions take the script's last step (their third wake) at the fifth.
@@ -45,11 +45,11 @@ def seconds_late(wakes: LogHistogram, after_ms: float = 1000.0) -> int:
 
 
 async def test_turnover_smoke_run(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
+    substrate: LocalSubstrateProcess, client: Substrate, tmp_path: Path
 ) -> None:
     atespace = "engine-turnover"
     params = RunParams(
-        target={"substrate": substrate.url, "token": TOKEN, "atespace": atespace},
+        target=ate_target(substrate, token=TOKEN, atespace=atespace),
         script="smoke",
         population={
             "kind": "turnover",

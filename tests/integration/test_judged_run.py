@@ -29,16 +29,16 @@ from agentsession_core.engine.run import Run
 from agentsession_core.measure.stats import CONTROL_KIND
 from agentsession_core.output.run_dir import verify_manifest
 from local_substrate.launcher import LocalSubstrate, LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_target
 
 pytestmark = pytest.mark.timeout(180)
 
 
 def params(
-    url: str, out: Path, name: str, token: str | None = None, **campaign: Any
+    proc: Any, out: Path, name: str, token: str | None = None, **campaign: Any
 ) -> CampaignParams:
     return CampaignParams(
-        target={"substrate": url, "token": token, "request_timeout_seconds": 5.0},
+        target=ate_target(proc, token=token, request_timeout_seconds=5.0),
         script="smoke",
         population={
             "kind": "turnover",
@@ -73,7 +73,7 @@ async def test_an_unmeetable_threshold_breaks_and_the_gate_exits_1(
     """Two 3 s windows judged against a wake threshold no wake meets: both break on it and
     pass the step one."""
     p = params(
-        substrate.url,
+        substrate,
         tmp_path / "out",
         "unmeetable",
         TOKEN,  # the session's shared substrate
@@ -130,7 +130,7 @@ async def test_an_abort_rule_trips_once_its_rule_fails_and_ends_the_hold(tmp_pat
     rule_row, sliding, least = (CONTROL_KIND, "SuspendActor"), 3, 3
     async with LocalSubstrate(workers=3, store=tmp_path / "store") as local:
         p = params(
-            local.url,
+            local,
             tmp_path / "out",
             "refused",
             thresholds=[],

@@ -28,9 +28,9 @@ from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.run import Run
 from agentsession_core.measure.stats import TIME_TO_WAKE_ROW
 from agentsession_core.output.run_dir import verify_manifest
-from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.interface import Substrate
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_target
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -41,7 +41,7 @@ SHORTFALL_ROW = ("turnover", "ResidentShortfall")  # every tick books one, 0 inc
 
 def run_fields(substrate: LocalSubstrateProcess, tmp_path: Path, name: str) -> dict[str, Any]:
     return {
-        "target": {"substrate": substrate.url, "token": TOKEN, "atespace": name},
+        "target": ate_target(substrate, token=TOKEN, atespace=name),
         "script": "smoke",
         "population": {
             "kind": "turnover",
@@ -152,7 +152,7 @@ def changes(run_dir: Path) -> list[dict[str, Any]]:
 
 
 async def test_a_run_steered_by_hand(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
+    substrate: LocalSubstrateProcess, client: Substrate, tmp_path: Path
 ) -> None:
     params = RunParams(**run_fields(substrate, tmp_path, "live-control"))
     run = Run(params, handle_signals=False)
@@ -305,15 +305,12 @@ async def test_a_window_spanning_a_change_is_void_and_a_stop_leaves_the_rest_unh
     assert gate["run"]["windows_planned"] == 4 and len(gate["windows"]) == 3
 
 
-async def test_a_level_by_hand_over_the_ate_wire(
-    substrate: LocalSubstrateProcess, client: HttpSubstrate, tmp_path: Path
+async def test_a_level_by_hand_over_the_json_wire(
+    substrate: LocalSubstrateProcess, client: Substrate, tmp_path: Path
 ) -> None:
-    fields = run_fields(substrate, tmp_path, "live-control-ate")
-    fields["target"] |= {
-        "substrate": substrate.grpc_url,
-        "router": substrate.url,
-        "protocol": "ate",
-    }
+    fields = run_fields(substrate, tmp_path, "live-control-json")
+    fields["target"] = {**fields["target"], "substrate": substrate.url, "protocol": "json"}
+    del fields["target"]["router"]
     run = Run(RunParams(**fields), handle_signals=False)
     ticks = Ticks(run)
     seen: dict[str, Any] = {}
@@ -340,4 +337,4 @@ async def test_a_level_by_hand_over_the_ate_wire(
     assert run.result is not None and run.result.status == "completed", run.result
     assert seen["asked_at_level"] == 2 * BASE_RPS, seen
     follows_the_level(run.result.run_dir, seen["level_at"])
-    assert await client.list_actors("live-control-ate") == []
+    assert await client.list_actors("live-control-json") == []

@@ -17,7 +17,7 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import run_campaign_blocking
 from agentsession_core.output.run_dir import verify_manifest
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_args, ate_target
 
 pytestmark = pytest.mark.timeout(600)
 CLI = [sys.executable, "-m", "agentsession_core"]
@@ -92,8 +92,7 @@ def test_a_run_with_bad_credentials_is_refused_in_one_line(
         [
             *CLI,
             "run",
-            "--substrate",
-            substrate.url,
+            *ate_args(substrate),
             "--script",
             "smoke",
             "--hold",
@@ -124,7 +123,7 @@ def test_a_template_too_small_is_a_void_campaign(
         script="smoke",
         hold_minutes=0.1,
         window_seconds=3,
-        target={"substrate": substrate.url, "token": TOKEN, "template": "test/small"},
+        target=ate_target(substrate, token=TOKEN, template="test/small"),
         population={"sessions": 2, "awake": 1},
     )
     result = run_campaign_blocking(params)

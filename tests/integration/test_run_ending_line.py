@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.conftest import ate_args
 from tests.integration.ports import fixed_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -47,8 +48,7 @@ def test_a_run_whose_resident_set_stayed_short_says_it_failed_and_why(tmp_path: 
         args = [
             *CLI,
             "run",
-            "--substrate",
-            substrate.url,
+            *ate_args(substrate),
             "--script",
             "smoke",
             "--population",

@@ -32,7 +32,7 @@ from agentsession_core.measure.stats import ROUTER_KIND
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.script import encode, load_script
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_target
 
 pytestmark = pytest.mark.timeout(120)
 MIX = {"smoke": 3, "smoke-b": 1}  # campaign.json's `script`: by script name
@@ -68,7 +68,7 @@ async def test_a_three_to_one_turnover_campaign_is_judged_per_script(
             "spawn_rate": 20,
             "registration_quiet_seconds": 0.5,
         },
-        target={"substrate": substrate.url, "token": TOKEN, "request_timeout_seconds": 20},
+        target=ate_target(substrate, token=TOKEN, request_timeout_seconds=20),
         cleanup={"stop_grace_seconds": 2.0, "timeout_seconds": 30},
         generator={"void_when_saturated": False},  # judged on a busy machine too
         thresholds=[
