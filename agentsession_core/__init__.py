@@ -30,10 +30,10 @@ _PUBLIC = {
     "CampaignParams": "agentsession_core.campaign.params",
     "load_preset": "agentsession_core.campaign.preset_files",
     # one run, phase by phase or whole
-    "Run": "agentsession_core.engine.run",
-    "RunResult": "agentsession_core.engine.run",
-    "run": "agentsession_core.engine.single_run",
-    "run_blocking": "agentsession_core.engine.single_run",
+    "Run": "agentsession_core.run.run",
+    "RunResult": "agentsession_core.run.run",
+    "run": "agentsession_core.run.single",
+    "run_blocking": "agentsession_core.run.single",
     # a judged campaign without Prefect
     "Campaign": "agentsession_core.campaign.campaign",
     "CampaignResult": "agentsession_core.campaign.run",
@@ -105,11 +105,11 @@ if TYPE_CHECKING:
         run_campaign_blocking,
     )
     from agentsession_core.engine.params import PopulationParams, RunParams, TargetParams
-    from agentsession_core.engine.run import Run, RunResult
-    from agentsession_core.engine.single_run import run, run_blocking
     from agentsession_core.errors import AgentsessionError, UsageError
     from agentsession_core.judge.stored_run import load_run
     from agentsession_core.logs import log_to_stderr
+    from agentsession_core.run.run import Run, RunResult
+    from agentsession_core.run.single import run, run_blocking
     from agentsession_core.script import Script, ScriptError, load_script
     from agentsession_core.substrate.ate.substrate import AteSubstrate
     from agentsession_core.substrate.errors import SubstrateError

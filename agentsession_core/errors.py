@@ -21,7 +21,7 @@ class UsageError(AgentsessionError):
 
 class PreflightError(AgentsessionError):
     """The run cannot start against this substrate; no actor was created. A run ends
-    `refused` with it (engine/run.py `Run.refuse`). Defined here, below every layer, so
+    `refused` with it (run/run.py `Run.refuse`). Defined here, below every layer, so
     that a lower layer can refuse a run too (measure/prometheus.py: a metrics port in use);
     engine/engine.py, where preflight raises it, re-exports it."""
 
@@ -49,3 +49,9 @@ def clip(value: object, limit: int = 80) -> str:
         text = f"<{type(value).__name__}>"
     text = " ".join(text.split())
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An error's text as one line of at most `limit` characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"

@@ -42,10 +42,10 @@ sys.path.insert(0, str(HERE.parent))
 from results_file import write_section  # noqa: E402
 
 from agentsession_core.engine.params import RunParams  # noqa: E402
-from agentsession_core.engine.shards.coordinator import ShardedRun  # noqa: E402
 from agentsession_core.engine.shards.stream import ShardDelta, ShardStream  # noqa: E402
 from agentsession_core.measure.histogram import PERCENTILES  # noqa: E402
 from agentsession_core.measure.recorder import NS_PER_S, Recorder  # noqa: E402
+from agentsession_core.run.run import Run  # noqa: E402
 from tests.integration.netns import Hosts, netns_refusal  # noqa: E402
 
 KS = (1, 2, 4, 8, 16)
@@ -114,24 +114,24 @@ async def measure(k: int, scheduler: str, url: str, hold: float, out: str) -> di
         cleanup={"stop_grace_seconds": 1.0, "timeout_seconds": 30},
         generator={"shards": k, "cluster": scheduler},
     )
-    run = ShardedRun(params, handle_signals=False)
+    run = Run(params, handle_signals=False)
     async with run:
         await run.preflight()
         await run.register()
         await run.fill()
         await run.hold(2.0)  # warm-up: the first seconds' imports and connections
-        assert run.stream is not None
+        assert run.load.stream is not None
         cpu0, wall0 = cpu_s(), time.monotonic()
-        merge0, deltas0 = run.stream.merge_seconds, run.stream.merged_deltas
+        merge0, deltas0 = run.load.stream.merge_seconds, run.load.stream.merged_deltas
         await run.hold(hold)
         cpu, wall = cpu_s() - cpu0, time.monotonic() - wall0
-        merge = run.stream.merge_seconds - merge0
-        deltas = run.stream.merged_deltas - deltas0
+        merge = run.load.stream.merge_seconds - merge0
+        deltas = run.load.stream.merged_deltas - deltas0
         run.finish()
     assert run.result is not None
     status = json.loads((run.result.run_dir / "status.json").read_text())
     summed: dict[str, int] = {}
-    for final in run.finals.values():
+    for final in run.load.fleet.finals.values():
         for key, count in final["counts"].items():
             summed[key] = summed.get(key, 0) + count
     merged = {"/".join(key): s.count for key, s in run.recorder.totals().rows.items()}

@@ -6,7 +6,7 @@ used, and the coordinator's own cost per shard per second.
   .venv/bin/python bench/scaling.py                           # longer holds
   .venv/bin/python bench/scaling.py --quick --write-results   # also rewrites its RESULTS.md section
 
-Needs nginx (`apt-get install -y nginx-light`). Both K run the same machinery (ShardedRun,
+Needs nginx (`apt-get install -y nginx-light`). Both K run the same machinery (a sharded load,
 one ShardActor per worker process, the coordinator merging every shard's per-second
 intervals): closed population, CONCURRENCY zero-think one-ping sessions per shard,
 lifecycle none, the bench's ping script. nginx is pinned to the last core; the generator
@@ -36,7 +36,7 @@ from nginx_target import nginx_target  # noqa: E402
 from results_file import RESULTS, write_section  # noqa: E402
 
 from agentsession_core.engine.params import RunParams  # noqa: E402
-from agentsession_core.engine.shards.coordinator import ShardedRun  # noqa: E402
+from agentsession_core.run.run import Run  # noqa: E402
 
 PING_SCRIPT = str(HERE / "ping.yaml")
 CONCURRENCY = 64  # sessions per shard
@@ -91,23 +91,23 @@ async def measure(url: str, shards: int, seconds: float, warmup: float, out: str
         cleanup={"stop_grace_seconds": 2.0},
         generator={"shards": shards},
     )
-    run = ShardedRun(params, handle_signals=False)
+    run = Run(params, handle_signals=False)
     async with run:
         await run.preflight()
         await run.register()
         await run.fill()
         await run.hold(warmup)
-        shard_procs = [psutil.Process(info["pid"]) for info in run.shard_info]
+        shard_procs = [psutil.Process(info["pid"]) for info in run.load.fleet.info]
         me, nginx = psutil.Process(), nginx_processes()
         machine0 = machine_busy_seconds()
         before = [cpu_seconds([p]) for p in shard_procs], cpu_seconds([me]), cpu_seconds(nginx)
-        merge0, deltas0 = run.stream.merge_seconds, run.stream.merged_deltas  # type: ignore[union-attr]
+        merge0, deltas0 = run.load.stream.merge_seconds, run.load.stream.merged_deltas  # type: ignore[union-attr]
         start, end, reason = await run.hold(seconds)
         after = [cpu_seconds([p]) for p in shard_procs], cpu_seconds([me]), cpu_seconds(nginx)
         machine = machine_busy_seconds() - machine0
-        assert run.stream is not None
-        merge = run.stream.merge_seconds - merge0
-        deltas = run.stream.merged_deltas - deltas0
+        assert run.load.stream is not None
+        merge = run.load.stream.merge_seconds - merge0
+        deltas = run.load.stream.merged_deltas - deltas0
         window = run.recorder.window(start, end)
         run.finish("completed" if reason is None else "failed", reason)
     step = window.row("http", "Step_ping")
@@ -192,7 +192,7 @@ def render(r: dict[str, Any], command: str) -> str:
     return f"""## Scale-out: K generator processes on Dask against one nginx
 
 Run {r["date"]} ({r["mode"]} mode, `.venv/{command}`, {r["seconds_taken"]:.0f} s) on the same
-{r["cores"]}-core VM as above. Both rows run the sharded machinery (ShardedRun, a local
+{r["cores"]}-core VM as above. Both rows run the sharded machinery (a sharded load, a local
 Dask cluster of K worker processes, one shard engine each, the coordinator merging every
 shard's per-second intervals); closed population, {r["per_shard"]} zero-think one-ping
 sessions per shard, lifecycle none, against the private nginx of `bench/nginx/` (one

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 from results_file import write_section  # noqa: E402  (bench/ is on the path)
 
 from agentsession_core.engine.params import parse_params  # noqa: E402
-from agentsession_core.engine.run import Run  # noqa: E402
 from agentsession_core.measure.stats import SUMMARY_KIND, RowStats  # noqa: E402
+from agentsession_core.run.run import Run  # noqa: E402
 
 SECTION = "spawn_burst"
 # A burst's registration creates, primes and parks each actor at `rate`: 1,000 of them at

@@ -32,10 +32,9 @@ from prefect.states import Cancelled, Failed, State
 from agentsession_core.campaign.campaign import Campaign, CampaignError, load_baseline
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import retry_delays, upload_with_retries
-from agentsession_core.engine.run import Run
-from agentsession_core.engine.shards import open_run
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.output.upload import UploadResult, record_failed_upload
+from agentsession_core.run.run import Run
 from flows.credentials import with_token
 from flows.orchestrator import Orchestrator
 from flows.run_logs import current_flow_run_id, engine_logs_to_flow_run
@@ -88,9 +87,9 @@ async def _campaign(params: CampaignParams) -> dict[str, Any] | State:
         try:
             # The run takes SIGTERM/SIGINT itself while the load runs (Prefect's cancellation
             # is a SIGTERM to this process): the hold stops, actors are deleted, status:
-            # cancelled. generator.shards > 1 splits the load over Dask workers (a
-            # ShardedRun, same surface).
-            run = open_run(run_params)
+            # cancelled. generator.shards > 1 splits the load over Dask workers (a sharded
+            # load, the same Run).
+            run = Run(run_params)
         except AgentsessionError as exc:  # an output directory we cannot make
             get_run_logger().error("%s", exc)
             return Failed(message=f"campaign not started: {exc}")

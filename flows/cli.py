@@ -38,9 +38,9 @@ from agentsession_core.campaign.preset_files import preset_names, preset_path
 from agentsession_core.engine.params import parse
 from agentsession_core.engine.params_io import apply_settings, load_values
 from agentsession_core.engine.population_params import with_kind_switched
-from agentsession_core.engine.run import LEAKED_EXIT
 from agentsession_core.errors import UsageError
-from agentsession_core.output.run_dir import redact
+from agentsession_core.redaction import redact
+from agentsession_core.run.run import LEAKED_EXIT
 from flows.api_server import temporary_api
 from flows.credentials import token_in_environment, without_token
 

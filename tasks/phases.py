@@ -10,7 +10,7 @@ from __future__ import annotations
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from agentsession_core.engine.run import Run
+from agentsession_core.run.run import Run
 from tasks.steps import Steps
 
 

@@ -28,19 +28,19 @@ from agentsession_core.campaign.capacity import CapacitySearch, ProbeRecord
 from agentsession_core.campaign.params import CampaignParams, WindowPlan
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.population_params import TurnoverParams
-from agentsession_core.engine.run import Run
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.abort import AbortMonitor
 from agentsession_core.judge.artifacts import step_window_row
 from agentsession_core.judge.baselines import AUTO, last_good_runs
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import baseline_refusal
-from agentsession_core.judge.gate_schema import GateInputError
+from agentsession_core.judge.gate_document import GateInputError
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
 from agentsession_core.measure.health import exhausted_reason
 from agentsession_core.measure.stats import CANDIDATE, Window
 from agentsession_core.output.upload import is_s3, run_location
+from agentsession_core.run.run import Run
 
 # A window that starts this long after the last one ended started late (its task did).
 LATE_START_NS = 1_000_000_000
@@ -129,10 +129,10 @@ class Campaign:
         the window; awake: turnover's resident set (none for other populations)."""
         population = self.run.params.population
         if population.kind == "cold-resume":  # resumes per second, as turnover's swaps
-            return {"target": population.target_rps * self.run.current_level, "awake": None}
+            return {"target": population.target_rps * self.run.load.level, "awake": None}
         if population.kind == "turnover":  # the level now: a live change moves the target too
             rate_level = self.plan[0].level if self.params.search.dimension == "awake" else None
-            target = population.target_rps * (rate_level if rate_level else self.run.current_level)
+            target = population.target_rps * (rate_level if rate_level else self.run.load.level)
             return {"target": target, "awake": self.awake}
         return {"target": intended_rate(window), "awake": None}
 
@@ -213,11 +213,11 @@ class Campaign:
         self, index: int, level: float, start: int, end: int, reason: str | None
     ) -> WindowVerdict:
         window, saturated = self._window(start, end)
-        server = self.run.server  # server-side figures of the window (docs/SPEC.md §5.9)
+        load = self.run.load
+        server = load.server  # server-side figures of the window (docs/SPEC.md §5.9)
         figures = await server.cut(start, end, index=index, level=level) if server else None
-        reference = self.run.reference
-        if reference is not None and reference.server is not None:  # the reference arm's own
-            await reference.server.cut(start, end, index=index, level=level)
+        if load.reference_server is not None:  # the reference arm's own
+            await load.reference_server.cut(start, end, index=index, level=level)
         void: str | None
         if reason is not None and self.run.cut_short(reason):
             # Cut short by SIGINT/SIGTERM, our own disk or a lost shard: not judgeable, and not the
@@ -249,8 +249,8 @@ class Campaign:
         rec = self.run.recorder
         rec.flush()
         first, last = rec.second_of(start), rec.second_of(end)
-        saturated = frozenset(t for t, _ in self.run.health.saturated_in(first, last))
-        if self.run.reference is None:
+        saturated = frozenset(t for t, _ in self.run.load.health.saturated_in(first, last))
+        if not self.run.load.paired:
             return rec.window_seconds(first, last), len(saturated)
         window = rec.window_seconds(first, last, leave_out=saturated).arm(CANDIDATE)
         return window, len(saturated)
@@ -260,8 +260,8 @@ class Campaign:
         return exhausted_reason(rec, rec.second_of(start), rec.second_of(end))
 
     def _void_reason(self, window: Window, saturated: int) -> str | None:
-        if self.run.reference is None:
-            return self.run.health.void_reason(window)
+        if not self.run.load.paired:
+            return self.run.load.health.void_reason(window)
         if saturated and window.duration_s <= 0:
             return f"the load generator was saturated in every one of its {saturated} s"
         return None
@@ -324,7 +324,7 @@ class Campaign:
         # an outage is not a break, whatever the cut window's figures say (issue 29).
         stopped = reason if reason is not None and not self._substrate_side(reason) else None
         if stopped is None:  # a substrate already dead when the probe began (issue 38)
-            stopped = self.run.substrate_silent_since(start)
+            stopped = self.run.load.silent_since(start)
         if stopped is None:  # still at the probe's load: the listing at its end
             await self._sample_density(level, index)
         record = search.record(level, verdict, stopped=stopped)
@@ -347,14 +347,8 @@ class Campaign:
         density = self.search.density if self.search is not None else None
         if density is None or level is None or not density.sampling:
             return
-        engine = getattr(self.run, "engine", None)  # a sharded run has none here
-        template = getattr(engine, "template", None)
-        await density.sample(
-            getattr(engine, "substrate", None),
-            level=level,
-            probe=probe,
-            template_bytes=getattr(template, "memory_limit_bytes", None),
-        )
+        substrate, template_bytes = self.run.load.density_target()
+        await density.sample(substrate, level=level, probe=probe, template_bytes=template_bytes)
         if not density.sampling:
             log.info("capacity search: %s; the density frontier is not measured", density.missing)
 
@@ -370,10 +364,7 @@ class Campaign:
         assert self.search is not None
         residents = int(self.search.dimension.load(level))
         self.awake = residents
-        engine = getattr(self.run, "engine", None)
-        population = getattr(engine, "population", None)
-        if population is not None:
-            population.set_awake(residents)
+        self.run.load.set_awake(residents)
         return self.plan[0].level
 
     def manual_void(self, start_ns: int, end_ns: int) -> str | None:
@@ -420,25 +411,25 @@ class Campaign:
             return None
         return headline(self.run.recorder.window(spans[0][1], spans[-1][2]))
 
-    def capacity(self, run: Run) -> dict[str, Any] | None:
+    def capacity(self) -> dict[str, Any] | None:
         """gate.json's `capacity`: the search's result, or why it did not run."""
         search = self.search
         if search is None:
             return None
         if search.anchor is None and search.not_run is None:
-            stopped = self.stop_reason or run.reason or self.run.stop_reason()
+            stopped = self.stop_reason or self.run.reason or self.run.stop_reason()
             if stopped:
                 search.stop(f"the campaign stopped before the search: {stopped}")
             else:
                 search.start(*self._anchor())
         elif search.running:  # ended between probes (a signal, a lost substrate)
-            search.stop(self.stop_reason or run.reason or "the campaign ended mid-search")
+            search.stop(self.stop_reason or self.run.reason or "the campaign ended mid-search")
         return search.document()
 
-    def write_files(self, run: Run) -> None:
+    def write_files(self) -> None:
         """Run.finalizer: windows.jsonl, hold_seconds.jsonl and gate.json (in a thread,
         campaign_files.py); the Run then draws report.html from them."""
-        self.gate = write_campaign_files(self, run)
+        self.gate = write_campaign_files(self)
 
     @property
     def reached_verdict(self) -> bool:

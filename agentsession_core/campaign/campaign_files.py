@@ -9,8 +9,9 @@ sealed, also when the campaign failed or was cancelled half-way.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from agentsession_core.campaign.params import CampaignParams, WindowPlan
 from agentsession_core.judge.artifacts import windows_jsonl
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import gate_document, with_baseline, without_baseline
@@ -23,18 +24,36 @@ from agentsession_core.judge.hold_seconds import (
 from agentsession_core.judge.hold_seconds import render as render_seconds
 from agentsession_core.judge.paired import paired_comparison
 from agentsession_core.judge.uncertainty import figures
+from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.measure.stats import CANDIDATE, REFERENCE
 from agentsession_core.output.stats_files import DENSITY_CSV, render_density_csv
-
-if TYPE_CHECKING:
-    from agentsession_core.campaign.campaign import Campaign
-    from agentsession_core.campaign.params import CampaignParams
-    from agentsession_core.engine.run import Run
+from agentsession_core.run.run import Run
 
 
-def write_campaign_files(campaign: Campaign, run: Run) -> dict[str, Any]:
+class Judged(Protocol):
+    """What the files read of a campaign (campaign.py `Campaign`; declared here so that the
+    campaign and its files do not import each other)."""
+
+    params: CampaignParams
+    run: Run
+    plan: list[WindowPlan]
+    verdicts: list[WindowVerdict]
+    spans: list[Any]
+    baseline: list[dict[str, Any]] | None
+    stop_reason: str | None
+
+    @property
+    def location(self) -> str: ...
+    def not_held(self, held: int) -> str: ...
+    def hold_headline(self) -> dict[str, Any] | None: ...
+    def headline_spans(self) -> list[tuple[int, int, int]]: ...
+    def capacity(self) -> dict[str, Any] | None: ...
+
+
+def write_campaign_files(campaign: Judged) -> dict[str, Any]:
     """windows.jsonl, hold_seconds.jsonl, gate.json (returned) and, after a density search,
     density.csv."""
+    run = campaign.run
     run_dir = run.run_dir
     run_dir.write_text("windows.jsonl", windows_jsonl(campaign.verdicts))
     described: dict[str, Any] = {
@@ -53,7 +72,7 @@ def write_campaign_files(campaign: Campaign, run: Run) -> dict[str, Any]:
     # comparison) can be recomputed from the run's files alone; a paired run's keep
     # both arms' and which seconds the generator saturated in.
     spans = campaign.headline_spans()
-    paired = run.reference is not None
+    paired = run.load.paired
     saturated = _saturated(run, spans) if paired else None
     seconds = second_records(
         run.recorder, spans, arm=CANDIDATE if paired else None, saturated=saturated
@@ -75,7 +94,7 @@ def write_campaign_files(campaign: Campaign, run: Run) -> dict[str, Any]:
         ),
         confidence=settings.confidence,
         conditions=conditions(campaign.params.model_dump(mode="json")),
-        capacity=campaign.capacity(run),
+        capacity=campaign.capacity(),
         paired=_paired(campaign.params, seconds, theirs) if paired else None,
     )
     if campaign.baseline:
@@ -100,7 +119,7 @@ def _saturated(run: Run, spans: list[tuple[int, int, int]]) -> dict[int, str]:
     rec = run.recorder
     out: dict[int, str] = {}
     for _, start, end in spans:
-        out.update(run.health.saturated_in(rec.second_of(start), rec.second_of(end)))
+        out.update(run.load.health.saturated_in(rec.second_of(start), rec.second_of(end)))
     return out
 
 

@@ -45,7 +45,6 @@ from agentsession_core.campaign.sections import (
     campaign_population,
     with_campaign_defaults,
 )
-from agentsession_core.engine.live_control import MAX_LEVEL  # a live change's bound too
 from agentsession_core.engine.params import (
     MAX_TEXT,
     Number,
@@ -57,6 +56,7 @@ from agentsession_core.engine.params import (
     union_form_position,
 )
 from agentsession_core.judge.thresholds import Threshold
+from agentsession_core.run.live_control import MAX_LEVEL  # a live change's bound too
 from agentsession_core.script.mix import ScriptSpec
 
 # Float arithmetic must not turn 0.3 min / 6 s into 2.9999 windows.

@@ -18,8 +18,6 @@ from typing import Any
 from agentsession_core.campaign.campaign import Campaign, load_baseline
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.pacing import stream
-from agentsession_core.engine.run import RunResult, run_on_fresh_loop
-from agentsession_core.engine.shards import open_run
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.gate import EXIT_CODES
 from agentsession_core.output.upload import (
@@ -28,6 +26,7 @@ from agentsession_core.output.upload import (
     record_failed_upload,
     upload_run,
 )
+from agentsession_core.run.run import Run, RunResult, run_on_fresh_loop
 from agentsession_core.substrate.interface import Substrate
 
 log = logging.getLogger("agentsession")
@@ -74,7 +73,7 @@ async def run_campaign(
             "without Prefect give target.token or target.token_file"
         )
     baseline = await asyncio.to_thread(load_baseline, params)
-    run = open_run(params, substrate=substrate, handle_signals=handle_signals)
+    run = Run(params, substrate=substrate, handle_signals=handle_signals)
     async with run:
         campaign = Campaign(params, run, baseline=baseline)
         await run.preflight()

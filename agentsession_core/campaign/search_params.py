@@ -22,9 +22,9 @@ from agentsession_core.campaign.bounds import (
 )
 from agentsession_core.campaign.rules import Rule, parse_rule
 from agentsession_core.campaign.search import SearchPlan, most_probes
-from agentsession_core.engine.live_control import MAX_LEVEL
 from agentsession_core.engine.param_types import SIZE
 from agentsession_core.engine.params import Number, Seconds, Section
+from agentsession_core.run.live_control import MAX_LEVEL
 
 SearchDimension = Literal["rate", "awake"]
 

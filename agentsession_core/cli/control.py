@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
-from agentsession_core.engine.control_api import STATUS_PATH
-from agentsession_core.engine.live_control import MAX_LEVEL
 from agentsession_core.errors import UsageError, clip
+from agentsession_core.run.control_api import STATUS_PATH
+from agentsession_core.run.live_control import MAX_LEVEL
 
 TIMEOUT_S = 10.0
 ACTIONS = ("status", "level", "pause", "resume", "stop")

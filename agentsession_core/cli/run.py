@@ -26,7 +26,7 @@ from agentsession_core.engine.params import RunParams, parse
 from agentsession_core.engine.params_io import apply_settings, load_values, merge
 from agentsession_core.engine.population_params import with_kind_switched
 from agentsession_core.errors import UsageError, clip
-from agentsession_core.output.run_dir import redact
+from agentsession_core.redaction import redact
 from agentsession_core.script.quantity import QuantityError, parse_duration, seconds
 
 DEFAULT_HOLD = "60s"
@@ -127,7 +127,7 @@ def _token_of(values: dict[str, Any]) -> Any:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from agentsession_core.engine.single_run import run_blocking
+    from agentsession_core.run.single import run_blocking
     from agentsession_core.script.mix import load_mix
 
     try:

@@ -19,7 +19,8 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import Engine, PreflightError
@@ -27,15 +28,12 @@ from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.server_source import embedded_url, open_server_metrics
 from agentsession_core.engine.target import open_substrate
 from agentsession_core.engine.watchdog import Watchdog
+from agentsession_core.errors import one_line
 from agentsession_core.measure.arm_recorder import ArmRecorder
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_sources import ServerMetrics
 from agentsession_core.measure.stats import CANDIDATE, REFERENCE
-from agentsession_core.output.run_dir import one_line
 from agentsession_core.script.mix import ScriptMix
-
-if TYPE_CHECKING:
-    from agentsession_core.output.run_dir import RunDir
 
 log = logging.getLogger("agentsession")
 T = TypeVar("T")
@@ -140,15 +138,16 @@ class ReferenceArm:
     async def open(
         self,
         stack: contextlib.AsyncExitStack,
-        run_dir: RunDir,
+        logs: Path,
         script: ScriptMix,
         background: Callable[[Any, str], None],
     ) -> Engine:
-        """Start the arm on the run's exit stack (so it is closed with the run); a
-        substrate that does not come up is a refusal naming the arm."""
+        """Start the arm on the run's exit stack (so it is closed with the run), its
+        substrate's log in `logs`; a substrate that does not come up is a refusal naming the
+        arm."""
         try:
             substrate = await stack.enter_async_context(
-                open_substrate(self.params.target, run_dir.file(REFERENCE_LOG))
+                open_substrate(self.params.target, logs / REFERENCE_LOG)
             )
         except (RuntimeError, OSError) as exc:
             raise PreflightError(arm_line(REFERENCE, f"substrate local: {one_line(exc)}")) from None

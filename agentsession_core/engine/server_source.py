@@ -25,7 +25,7 @@ from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.server_metrics import ServerMetricsStore
 from agentsession_core.measure.server_sources import PrometheusRange, Scraper, ServerMetrics
 from agentsession_core.measure.wake_split import time_to_wake
-from agentsession_core.output.run_dir import redact
+from agentsession_core.redaction import redact
 from agentsession_core.substrate.protocol import METRICS_PATH
 
 log = logging.getLogger("agentsession")

@@ -48,6 +48,7 @@ from agentsession_core.judge.thresholds import (
     References,
     Threshold,
 )
+from agentsession_core.measure.achieved import achieved
 from agentsession_core.measure.health import HEALTH_KIND, counts_requests
 from agentsession_core.measure.server_metrics import ServerWindow
 from agentsession_core.measure.stats import (
@@ -55,7 +56,6 @@ from agentsession_core.measure.stats import (
     INTENDED_ROWS,
     ROUTER_KIND,
     SCRIPT_SEPARATOR,
-    TIME_TO_WAKE_ROW,
     RowKey,
     RowStats,
     Window,
@@ -66,7 +66,6 @@ from agentsession_core.measure.stats import (
 
 Outcome = Literal["pass", "break", "void", "aborted"]
 OUTCOMES: tuple[str, ...] = ("pass", "break", "void", "aborted")
-TURNOVER_GAUGE = "turnover_sessions"
 # Headline sections: name -> row-name pattern.
 HEADLINE_ROWS = {"TimeToWake": "TimeToWake", "WakeFirstTouch": "WakeFirstTouch", "Step_*": "Step_*"}
 HEADLINE_LATENCIES = ("p50", "p90", "p95", "p99", "p99_9", "max", "mean")
@@ -157,24 +156,6 @@ def select(window: Window, pattern: str | None) -> RowStats:
     if pattern is None:
         return window.aggregate(counts_requests)
     return window.aggregate(lambda key: key[0] != HEALTH_KIND and matches(key, pattern))
-
-
-def is_turnover(window: Window) -> bool:
-    return any(key == TIME_TO_WAKE_ROW or key[0] == "turnover" for key in window.rows) or any(
-        name == TURNOVER_GAUGE for _, _, name, _ in window.gauges
-    )
-
-
-def achieved(window: Window) -> tuple[float, int]:
-    """(achieved requests per second, the count behind it): successful ones only, so a
-    substrate that fails every wake achieves nothing."""
-    if is_turnover(window):
-        done = window.row(*TIME_TO_WAKE_ROW)
-    else:
-        done = window.aggregate(lambda key: key[0] == ROUTER_KIND and key[1].startswith("Step_"))
-    count = done.count - done.failures
-    duration = window.duration_s
-    return (count / duration if duration > 0 else 0.0), count
 
 
 def intended_rate(window: Window) -> float:

@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -38,55 +38,9 @@ MANIFEST = "manifest.json"
 LOG_FILE = "logs.txt"
 # Room held for manifest.json from the start (about 50 entries; a run writes about 15).
 MANIFEST_RESERVE = 8 * 1024
-REDACTED = "***"
 # Runs of one name and tag a second may start before the next is refused (RunDir.create).
 MAX_SAME_SECOND = 100
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# Parameter names that hold credentials. Deliberately not plain "key": script ops have keys.
-_SECRET_NAME = re.compile(
-    r"(token|secret|passw|credential|auth|api[_-]?key|access[_-]?key|private[_-]?key|"
-    r"session[_-]?key|signing[_-]?key|bearer|cookie)",
-    re.IGNORECASE,
-)
-
-
-def redact(params: Any) -> Any:
-    """A copy with credential-like values replaced by "***", recursively; URLs lose their
-    credentials (a password, a token-as-username, secret-named query parameters)."""
-    if isinstance(params, dict):
-        out = {}
-        for key, value in params.items():
-            if isinstance(key, str) and _SECRET_NAME.search(key) and value not in (None, ""):
-                out[key] = REDACTED
-            else:
-                out[key] = redact(value)
-        return out
-    if isinstance(params, list | tuple):
-        return [redact(v) for v in params]
-    if isinstance(params, str) and "://" in params:
-        return _redact_url(params)
-    return params
-
-
-def _redact_url(text: str) -> str:
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return text
-    netloc, query = parts.netloc, parts.query
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        user, colon, _ = userinfo.partition(":")
-        # user:password keeps the user; a lone userinfo is a token (https://TOKEN@host).
-        netloc = f"{user}:{REDACTED}@{host}" if colon else f"{REDACTED}@{host}"
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(_SECRET_NAME.search(k) and v for k, v in pairs):
-            safe = [(k, REDACTED if _SECRET_NAME.search(k) and v else v) for k, v in pairs]
-            query = urlencode(safe, safe="*")
-    if (netloc, query) == (parts.netloc, parts.query):
-        return text
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def _local_root(dest: str) -> Path:
@@ -166,12 +120,6 @@ def describe_os_error(exc: OSError) -> str:
     """`PATH: No space left on device` (a write to a temp file names no path: the reason)."""
     reason = exc.strerror or str(exc) or type(exc).__name__
     return f"{exc.filename}: {reason}" if exc.filename else reason
-
-
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    """An error's text as one line of at most `limit` characters."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 class RunLogHandler(logging.FileHandler):

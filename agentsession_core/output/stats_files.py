@@ -84,7 +84,7 @@ AGGREGATED = "Aggregated"
 HISTORY_CSV = "stats_history.csv"
 HISTORY_JSONL = "stats_history.jsonl"
 # The `type` of a stats_history.jsonl record that books a change made by hand through the
-# control API (engine/live_control.py), not a row's second (docs/SPEC.md §5.10).
+# control API (run/live_control.py), not a row's second (docs/SPEC.md §5.10).
 CHANGE_RECORD_TYPE = "control"
 # The percentiles of each latency view a stats_history.jsonl line carries.
 SECOND_PERCENTILES = percentiles(("p50", "p90", "p99"))

@@ -208,10 +208,11 @@ def parameters_page(
     from agentsession_core.campaign import params as campaign
     from agentsession_core.campaign import rules as campaign_rules
     from agentsession_core.campaign import sections as campaign_sections
-    from agentsession_core.engine import live_control, param_types
+    from agentsession_core.engine import param_types
     from agentsession_core.engine.params import RunParams
     from agentsession_core.engine.params_io import MAX_PARAMS_BYTES
     from agentsession_core.judge import compare
+    from agentsession_core.run import live_control
 
     run_fields = dict(walk(run_model or RunParams))
     campaign_fields = dict(walk(campaign_model or campaign.CampaignParams))

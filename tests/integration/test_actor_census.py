@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.shards import open_run
 from agentsession_core.measure.actor_census import STATES
+from agentsession_core.run.run import Run
 from tests.integration.ports import fixed_port
 from tests.promql_subset import parse_exposition
 
@@ -68,7 +68,7 @@ async def held(tmp_path: Path, **extra: Any) -> list[dict[str, float]]:
     """The censuses of a run held until one of them, taken in the hold, counted every
     session's actor (the census is taken every 5 s: when is the run's own business)."""
     port = fixed_port()
-    run = open_run(params(tmp_path, port, **extra), handle_signals=False)
+    run = Run(params(tmp_path, port, **extra), handle_signals=False)
     done = asyncio.Event()
     seen: list[dict[str, float]] = []
     async with run:

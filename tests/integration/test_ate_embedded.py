@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import Run
 from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.ate.substrate import AteSubstrate
 from agentsession_core.substrate.errors import SubstrateError
 
@@ -49,9 +49,9 @@ async def run_until(run: Run, rows: list[tuple[str, str]]) -> None:
         await run.fill()
         _, _, reason = await run.hold(60, should_stop=booked)
         # A request for an actor that does not exist: the router's own 404, which replaces.
-        assert run.engine is not None
+        assert run.load.engine is not None
         with pytest.raises(SubstrateError) as caught:
-            await run.engine.substrate.request(
+            await run.load.engine.substrate.request(
                 run.atespace, "never-created", "ping", json={}, timeout=30
             )
         assert caught.value.code == "ACTOR_NOT_FOUND"
@@ -67,8 +67,8 @@ async def test_a_run_and_the_router_over_the_embedded_ate_substrate(
     names = ["CreateActor", "SuspendActor"] + (["ResumeActor"] if resume_mode == "explicit" else [])
     await run_until(run, [(CONTROL_KIND, name) for name in names] + [WAKES])
     assert run.result is not None and run.result.status == "completed", run.result
-    assert run.engine is not None and isinstance(run.engine.substrate, AteSubstrate)
-    assert run.engine.substrate.control_url.startswith("grpc://127.0.0.1:")
+    assert run.load.engine is not None and isinstance(run.load.engine.substrate, AteSubstrate)
+    assert run.load.engine.substrate.control_url.startswith("grpc://127.0.0.1:")
     totals = run.recorder.totals()
     for name in names:
         row = totals.row(CONTROL_KIND, name)

@@ -34,8 +34,9 @@ import orjson
 import pytest
 
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import STEP_ROW_PREFIX, Run
 from agentsession_core.measure.stats import ROUTER_KIND, RowStats
+from agentsession_core.run.ending import STEP_ROW_PREFIX
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.ate.control import MAX_ATTEMPTS
 from agentsession_core.substrate.ate.proto import ateapi_pb2_grpc as pb_grpc
 from agentsession_core.substrate.ate.substrate import STALE_RESENDS, AteSubstrate

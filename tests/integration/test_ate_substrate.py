@@ -18,9 +18,9 @@ import pytest
 from agentsession_core.engine import watchdog
 from agentsession_core.engine.engine import Engine, PreflightError
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import Run
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND
+from agentsession_core.run.run import Run
 from agentsession_core.script import load_script
 from agentsession_core.substrate.ate import control_codec as cc
 from agentsession_core.substrate.ate import glutton_codec as gc
@@ -386,7 +386,7 @@ async def test_a_router_credential_refusal_ends_the_run_at_once(
     reason = run.result.reason or ""
     assert reason.startswith("credentials refused by the router (HTTP 403): ")
     assert "\n" not in reason
-    assert run.engine is not None and "HTTP_403" in run.engine.ctx.misconfigured
+    assert run.load.engine is not None and "HTTP_403" in run.load.engine.ctx.misconfigured
     # Each session touched its actor once at most: the refusal was not retried.
     assert len(router.seen) <= 2
     assert control.service.actors == {}

@@ -17,7 +17,7 @@ import pytest
 
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.engine.shards import open_run
+from agentsession_core.run.run import Run
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import ate_target
 
@@ -64,7 +64,7 @@ async def test_a_probe_against_a_substrate_already_dead_is_aborted_not_broke(
     await asyncio.to_thread(proc.start)
     try:
         campaign_params = params(proc, tmp_path / "runs")
-        run = open_run(campaign_params, handle_signals=False)
+        run = Run(campaign_params, handle_signals=False)
         async with run:
             campaign = Campaign(campaign_params, run)
             await run.preflight()

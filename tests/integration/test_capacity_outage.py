@@ -31,7 +31,7 @@ import pytest
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import CleanupParams
-from agentsession_core.engine.shards import open_run
+from agentsession_core.run.run import Run
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import ate_target
 
@@ -118,7 +118,7 @@ async def test_a_substrate_killed_mid_probe_is_an_outage_not_a_break(tmp_path: P
     await asyncio.to_thread(proc.start)
     try:
         params = outage_params(proc, tmp_path / "runs")
-        run = open_run(params, handle_signals=False)
+        run = Run(params, handle_signals=False)
         async with run:
             campaign = Campaign(params, run)
             await run.preflight()

@@ -32,7 +32,7 @@ import pytest
 
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.engine.shards import open_run
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.capacity_standin import OneAtATimeRouter
@@ -101,7 +101,7 @@ async def tolerant(
     """run_campaign's phases (the params turn the void rule off, module docstring);
     `router`'s limit starts once the population is resident; `before_probe(level)` runs as
     each probe begins, before its settle."""
-    run = open_run(params, handle_signals=False)
+    run = Run(params, handle_signals=False)
     async with run:
         campaign = Campaign(params, run)
         await run.preflight()
@@ -197,8 +197,8 @@ async def test_the_rate_search_finds_the_capacity_on_the_ate_wire(
 ) -> None:
     target = {"substrate": refusing.grpc_url, "router": refusing.url, "protocol": "ate"}
     campaign, gate = await rate_capacity(refusing, tmp_path, target, 2)
-    assert campaign.run.engine is not None
-    assert type(campaign.run.engine.substrate).__name__ == "AteSubstrate"
+    assert campaign.run.load.engine is not None
+    assert type(campaign.run.load.engine.substrate).__name__ == "AteSubstrate"
     assert_found_within_resolution(gate, TRUE_RATE)
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from agentsession_core.engine.ledger import UNANSWERED_S
 from agentsession_core.engine.params import CleanupParams, RunParams
-from agentsession_core.engine.run import Run
+from agentsession_core.run.run import Run
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.ports import fixed_port
 
@@ -68,8 +68,8 @@ async def run_then(tmp_path: Path, then: str) -> Run:
             run.finish("completed" if reason is None else "failed", reason)
             # The load stops first (the run leaves), so no session meets the dead substrate
             # and is replaced under a new name: cleanup alone does.
-            assert run.engine is not None
-            await run.engine.stop()
+            assert run.load.engine is not None
+            await run.load.engine.stop()
             await asyncio.to_thread(proc.kill)  # SIGKILL: nothing in it cleans up
             if then == "restart":
                 fresh = substrate(tmp_path, port, "empty")

@@ -22,8 +22,8 @@ import httpx
 import orjson
 import pytest
 
-from agentsession_core.engine.control_api import MAX_BODY
-from agentsession_core.engine.live_control import MAX_LEVEL
+from agentsession_core.run.control_api import MAX_BODY
+from agentsession_core.run.live_control import MAX_LEVEL
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
 

@@ -26,7 +26,7 @@ import pytest
 
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.engine.shards import open_run
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.fake import FakeSubstrate
 from agentsession_core.substrate.interface import Substrate
 from agentsession_core.substrate.protocol import DEFAULT_TEMPLATE
@@ -85,7 +85,7 @@ async def tolerant(
     params: CampaignParams, substrate: Substrate | None = None
 ) -> tuple[Campaign, dict[str, Any]]:
     """The campaign's phases, `substrate` driven instead of the target's."""
-    run = open_run(params, substrate=substrate, handle_signals=False)
+    run = Run(params, substrate=substrate, handle_signals=False)
     async with run:
         campaign = Campaign(params, run)
         await run.preflight()

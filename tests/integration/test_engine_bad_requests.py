@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import Run, RunResult
+from agentsession_core.run.run import Run, RunResult
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
 

@@ -12,9 +12,10 @@ import pytest
 
 from agentsession_core.engine import watchdog
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import STEP_ROW_PREFIX, Run
 from agentsession_core.measure.stats import ROUTER_KIND
 from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.run.ending import STEP_ROW_PREFIX
+from agentsession_core.run.run import Run
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import ate_target
 

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import LEAKED_EXIT, STEP_ROW_PREFIX, Run
 from agentsession_core.measure.stats import ROUTER_KIND
+from agentsession_core.run.ending import STEP_ROW_PREFIX
+from agentsession_core.run.run import LEAKED_EXIT, Run
 from agentsession_core.substrate.ate.substrate import AteSubstrate
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
@@ -124,7 +125,7 @@ async def test_reset_preflight_and_failing_deletes_are_retried(
         await run.register()
         await run.fill()
         await hold_until_a_step(run)
-        actors = run.engine.ledger.live  # type: ignore[union-attr]
+        actors = run.load.engine.ledger.live  # type: ignore[union-attr]
         assert len(actors) >= 2
         # Every control call fails INTERNAL until each actor's deletion has failed at least
         # once, which alone used to leave it behind.

@@ -17,7 +17,7 @@ import pytest
 
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
-from agentsession_core.engine.run import Run
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrate
 
@@ -80,14 +80,14 @@ async def test_a_wake_the_client_gave_up_on_does_not_keep_its_actor_running(
                 # restore all the same.
                 await local.set_faults([f"wake:latency:fixed:{RESTORE_S:g}s"])
                 await run.hold(HOLD_S)
-                assert run.engine is not None
-                population = run.engine.population
+                assert run.load.engine is not None
+                population = run.load.engine.population
                 assert isinstance(population, TurnoverPopulation)
                 # The wakes still under way: once the load stops, a given-up one is not
                 # parked (the stop guard), and its actor runs when its restore lands.
                 under_way = len(population.waking)
-                await run.engine.stop()  # no new wake: what runs now only settles
-                residents = run.residents()
+                await run.load.engine.stop()  # no new wake: what runs now only settles
+                residents = run.load.residents()
                 # Until every restore the client gave up on has landed, and every park the
                 # engine sent for it has ended (they wait for the restore, in order).
                 now = await settled(client, atespace)

@@ -50,7 +50,7 @@ from agentsession_core.engine.populations.turnover import (
     RESIDENT_TOLERANCE,
     TurnoverPopulation,
 )
-from agentsession_core.engine.run import Run
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
@@ -195,14 +195,16 @@ async def until(condition: Callable[[], bool], run: Run, hold: asyncio.Task, wha
 
 
 def population(run: Run) -> TurnoverPopulation:
-    assert run.engine is not None and isinstance(run.engine.population, TurnoverPopulation)
-    return run.engine.population
+    assert run.load.engine is not None and isinstance(
+        run.load.engine.population, TurnoverPopulation
+    )
+    return run.load.engine.population
 
 
 def finish(run: Run, reason: str | None) -> None:
     """End the run as the CLI does: its load's problem (the §4.2 gap) fails it."""
     assert reason == "enough", reason  # the test's own stop, not a failure
-    problem = run.load_problem()
+    problem = run.load.problem()
     run.finish("completed" if problem is None else "failed", problem)
 
 
@@ -312,7 +314,7 @@ class Artifacts:
         hold = self.hold
         wakes = self.run.recorder.window_seconds(hold.start, hold.stop).row("rps", "TimeToWake")
         slow = wakes.response.count - wakes.response.count_at_or_below(500.0)
-        saturated = len(self.run.health.saturated_in(hold.start, hold.stop))
+        saturated = len(self.run.load.health.saturated_in(hold.start, hold.stop))
         missing = lost + failed + slow + saturated
         assert abs(booked - gauged) <= missing, (booked, gauged, lost, failed, slow, saturated)
 
@@ -355,10 +357,10 @@ async def test_a_router_503_blip_and_the_resident_set_is_whole_again_within_the_
         await asyncio.to_thread(served.proc.set_faults, ["router:unavailable:1"])
         # Every wake is refused from now on: each tick's swaps park residents and their wakes
         # fail. Cleared once that cost two ticks' swaps.
-        await until(lambda: run.residents() <= AWAKE - 2 * RATE, run, hold, "the blip cost")
+        await until(lambda: run.load.residents() <= AWAKE - 2 * RATE, run, hold, "the blip cost")
         fired = (await asyncio.to_thread(served.proc.faults))["rules"][0]["fired"]
         await asyncio.to_thread(served.proc.set_faults, [])
-        await until(lambda: run.residents() == AWAKE, run, hold, "the set was whole again")
+        await until(lambda: run.load.residents() == AWAKE, run, hold, "the set was whole again")
         await swaps_on(run, hold, 2 * RATE)
         watch.enough = True
         finish(run, (await hold)[2])
@@ -442,7 +444,7 @@ async def test_the_substrate_killed_mid_hold_and_restarted_on_the_same_port(
                 and replaced() >= lost_at_least
             ):
                 assert not hold.done(), f"not whole again: {run.stop_reason()} {samples}"
-                samples.append((run.residents() or 0, await serving_count(client, atespace)))
+                samples.append((run.load.residents() or 0, await serving_count(client, atespace)))
                 await asyncio.sleep(0.2)
             await swaps_on(run, hold, 2 * RATE)
             watch.enough = True

@@ -21,8 +21,8 @@ import pytest
 
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turnover import RESIDENT_TOLERANCE, TurnoverPopulation
-from agentsession_core.engine.run import Run
-from agentsession_core.engine.single_run import run_blocking
+from agentsession_core.run.run import Run
+from agentsession_core.run.single import run_blocking
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.faults import Faulty
@@ -69,7 +69,7 @@ async def faulty_hold(params: RunParams, faulty: Faulty, hold: float) -> Run:
         await run.preflight()
         await run.register()
         await run.fill()
-        population = run.engine.population  # type: ignore[union-attr]
+        population = run.load.engine.population  # type: ignore[union-attr]
         assert isinstance(population, TurnoverPopulation) and population.fill_short is None
         faulty.armed = True
         _, _, reason = await run.hold(hold)
@@ -107,7 +107,7 @@ def check_books(run: Run, window: dict[str, Any], *, made_good: int) -> None:
     assert booked <= made_good + seconds_late(wakes), (window, seconds_late(wakes))
     gauged = sum(gauged_shortfall(run.result.run_dir, window))
     slow = wakes.count - wakes.count_at_or_below(500.0)
-    saturated = len(run.health.saturated_in(first, last))
+    saturated = len(run.load.health.saturated_in(first, last))
     missing = window["rps_TimeToWake_failures"] + slow + saturated
     assert abs(gauged - booked) <= missing, (gauged, booked, missing)
     short = window["resident_shortfall_mean"] > RESIDENT_TOLERANCE * AWAKE
@@ -138,7 +138,7 @@ async def test_a_fifth_of_wakes_refused_for_the_whole_hold_keeps_the_resident_se
     check_books(run, window, made_good=failed)
     # Owed wakes complete the swaps: beside the fill's and the swaps' wakes, one owed wake
     # for each refusal (but a last one the stop came before).
-    population = run.engine.population  # type: ignore[union-attr]
+    population = run.load.engine.population  # type: ignore[union-attr]
     wakes = rows["rps_TimeToWake"]
     owed = wakes["request_count"] + wakes["cancelled_count"] - AWAKE - population.swaps_started
     assert faulty.refused - 1 <= owed <= faulty.refused, (owed, faulty.refused, wakes)
@@ -161,7 +161,7 @@ async def test_one_percent_of_ops_failing_keeps_every_resident(
     assert faulty.failed > 0 and steps == faulty.failed
     # A failed step keeps its session resident: only the conductor parks, one park a swap
     # (the old engine parked the session, and its slot was owed)...
-    population = run.engine.population  # type: ignore[union-attr]
+    population = run.load.engine.population  # type: ignore[union-attr]
     assert rows["grpc_SuspendActor"]["request_count"] <= population.swaps_started
     # ...and no slot is lost: no wake fails, so the only gap is a wake slower than a tick.
     window = rows["turnover_window"]

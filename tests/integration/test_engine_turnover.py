@@ -14,9 +14,9 @@ from agentsession_core.engine.populations.turnover import (
     RESIDENT_TOLERANCE,
     TurnoverPopulation,
 )
-from agentsession_core.engine.run import Run
 from agentsession_core.measure.histogram import LogHistogram
 from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.interface import Substrate
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN, ate_target
@@ -70,9 +70,9 @@ async def test_turnover_smoke_run(
         await run.fill()
         _, _, reason = await run.hold(HOLD)
         assert reason is None
-        problem = run.load_problem()  # as the CLI ends it: a short resident set fails it
+        problem = run.load.problem()  # as the CLI ends it: a short resident set fails it
         run.finish("completed" if problem is None else "failed", problem)
-        population = run.engine.population  # type: ignore[union-attr]
+        population = run.load.engine.population  # type: ignore[union-attr]
     assert run.result is not None
     run_dir = run.result.run_dir
 

@@ -33,7 +33,7 @@ import pytest
 from agentsession_core.campaign.campaign import Campaign, load_baseline
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.context import now_ns
-from agentsession_core.engine.run import Run, run_on_fresh_loop
+from agentsession_core.run.run import Run, run_on_fresh_loop
 from local_substrate.launcher import LocalSubstrate
 
 pytestmark = pytest.mark.timeout(300)
@@ -93,8 +93,8 @@ def params(
 async def stall_once_held(run: Run) -> None:
     """Block the generator's own loop for STALL_S, a real stall, once the first window's hold
     has begun (it starts on the steady start, which may lie ahead of the call)."""
-    assert run.engine is not None
-    population = run.engine.population
+    assert run.load.engine is not None
+    population = run.load.engine.population
     while run.current_window is None or now_ns() < population.steady_start_ns:  # noqa: ASYNC110
         await asyncio.sleep(0.01)  # state the product holds, no event to await: polled
     time.sleep(STALL_S)  # noqa: ASYNC251 (the stall is the point)

@@ -25,9 +25,9 @@ import pytest
 
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.engine.run import Run
 from agentsession_core.measure.stats import CONTROL_KIND
 from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.run.run import Run
 from local_substrate.launcher import LocalSubstrate, LocalSubstrateProcess
 from tests.integration.conftest import TOKEN, ate_target
 

@@ -25,9 +25,9 @@ import pytest
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import Run
 from agentsession_core.measure.stats import TIME_TO_WAKE_ROW
 from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.interface import Substrate
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN, ate_target
@@ -110,8 +110,8 @@ class Ticks:
 
     @property
     def population(self) -> Any:
-        assert self.run.engine is not None
-        return self.run.engine.population
+        assert self.run.load.engine is not None
+        return self.run.load.engine.population
 
     def now(self) -> tuple[int, int]:
         """(ticks so far, swaps they asked for)."""

@@ -19,9 +19,9 @@ import pytest
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import parse
-from agentsession_core.engine.shards import open_run
-from agentsession_core.engine.shards.coordinator import ShardedRun
+from agentsession_core.engine.shards.load import ShardedLoad
 from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.http import HttpSubstrate
 
 from .netns import Hosts, netns_refusal
@@ -100,8 +100,8 @@ async def test_a_two_shard_campaign_runs_across_namespaces(hosts: Hosts, tmp_pat
             "generator": {"shards": 2, "cluster": scheduler, "void_when_saturated": False},
         },
     )
-    run = open_run(params, handle_signals=False)
-    assert isinstance(run, ShardedRun)
+    run = Run(params, handle_signals=False)
+    assert isinstance(run.load, ShardedLoad)
     async with run:
         campaign = Campaign(params, run)
         await run.preflight()
@@ -123,7 +123,7 @@ async def test_a_two_shard_campaign_runs_across_namespaces(hosts: Hosts, tmp_pat
     assert set(skews) == {"0", "1"} and all(abs(v) < 6000 for v in skews.values()), skews
     # The merged counts are exactly the shards' sums, row by row.
     summed: dict[str, int] = {}
-    for final in run.finals.values():
+    for final in run.load.fleet.finals.values():
         for key, count in final["counts"].items():
             summed[key] = summed.get(key, 0) + count
     merged = {"/".join(key): stats.count for key, stats in run.recorder.totals().rows.items()}

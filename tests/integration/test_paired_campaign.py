@@ -35,11 +35,10 @@ import pytest
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import run_campaign_blocking
-from agentsession_core.engine.run import run_on_fresh_loop
-from agentsession_core.engine.shards import open_run
 from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, parse
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.run.run import Run, run_on_fresh_loop
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN
@@ -108,10 +107,10 @@ def stall(run: Any) -> set[int]:
 async def stalled_campaign(p: CampaignParams) -> dict[str, Any]:
     """The campaign's phases, the generator stalled as the second window begins: it starts
     where the first ended (windows tile the hold), so the stall is inside it."""
-    run = open_run(p, handle_signals=False)
+    run = Run(p, handle_signals=False)
     stalled: set[int] = set()
     async with run:
-        only_stalls_saturate(run.health)
+        only_stalls_saturate(run.load.health)
         campaign = Campaign(p, run)
         await run.preflight()
         await run.register()

@@ -28,10 +28,10 @@ import pytest
 
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.engine.shards import open_run
-from agentsession_core.engine.shards.coordinator import ShardedRun
+from agentsession_core.engine.shards.load import ShardedLoad
 from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, parse
 from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.dask_cluster import local_scheduler
@@ -88,9 +88,9 @@ async def actors_on(url: str, atespace: str) -> list[str]:
 async def held_campaign(p: CampaignParams) -> Path:
     """The campaign's phases, with no saturated second in the merged view (module docstring);
     its run directory."""
-    run = open_run(p, handle_signals=False)
+    run = Run(p, handle_signals=False)
     async with run:
-        only_stalls_saturate(run.health)  # the merged view has no heartbeat: none saturates
+        only_stalls_saturate(run.load.health)  # the merged view has no heartbeat: none saturates
         campaign = Campaign(p, run)
         await run.preflight()
         await run.register()
@@ -142,21 +142,21 @@ async def test_a_lost_shard_s_reference_actors_are_deleted_too(scheduler, tmp_pa
         # Both shards needed: losing one ends the run (no carry-on to wait for).
         generator = {"shards": 2, "min_shards": 2, "cluster": scheduler}
         p = params(tmp_path, "pairlost", cand.url, ref.url, scheduler, generator=generator)
-        run = open_run(p, handle_signals=False)
-        assert isinstance(run, ShardedRun)
+        run = Run(p, handle_signals=False)
+        assert isinstance(run.load, ShardedLoad)
         async with run:
             campaign = Campaign(p, run)
             await run.preflight()
             await run.register()
             await run.fill()
             window = asyncio.create_task(campaign.hold_window(0))
-            assert run.stream is not None
+            assert run.load.stream is not None
             # Mid-hold, once the shard's reference actors' names reached the coordinator
             # (state the product holds; there is no event to await: polled).
-            while run.current_window is None or not run.stream.reference_names[1]:  # noqa: ASYNC110
+            while run.current_window is None or not run.load.stream.reference_names[1]:  # noqa: ASYNC110
                 await asyncio.sleep(0.1)
-            published = set(run.stream.reference_names[1])
-            os.kill(run.shard_info[1]["pid"], signal.SIGKILL)
+            published = set(run.load.stream.reference_names[1])
+            os.kill(run.load.fleet.info[1]["pid"], signal.SIGKILL)
             verdict = await window
             campaign.finish()
         assert run.result is not None

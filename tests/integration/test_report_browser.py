@@ -30,10 +30,10 @@ import pytest
 
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import CampaignResult, run_campaign_blocking
-from agentsession_core.engine.run import run_on_fresh_loop
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.output.upload import s3_client, upload_run
 from agentsession_core.report.svg_chart import esc
+from agentsession_core.run.run import run_on_fresh_loop
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.test_capacity_search import refuse_above, tolerant
 from tests.unit.test_report import SECTIONS, assert_self_contained

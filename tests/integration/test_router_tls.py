@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import Run
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.errors import SubstrateError
 from agentsession_core.substrate.router_client import FastRouterClient
 from agentsession_core.substrate.router_tls import RouterTls

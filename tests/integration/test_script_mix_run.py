@@ -26,10 +26,10 @@ import pytest
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import run_campaign
-from agentsession_core.engine.run import Run
 from agentsession_core.measure.server_metrics import ServerWindow
 from agentsession_core.measure.stats import ROUTER_KIND
 from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.run.run import Run
 from agentsession_core.script import encode, load_script
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN, ate_target
@@ -156,16 +156,16 @@ async def test_personal_assistant_grows_its_worker_through_the_day(tmp_path: Pat
         await run.preflight()
         await run.register()  # step 1, 06:00: the 640 MiB heap
         await run.fill()
-        assert run.server is not None
+        assert run.load.server is not None
         # Window 0 ends at least a second before 07:10 can start (2.1 s of think after step 1,
         # which ended before the hold). Once 07:10 is answered (its growth 2.5 s before its
         # end), the window that saw it, and every later one, lies wholly after the growth.
         last: ServerWindow | None = None
         while last is None or not (run.recorder.totals().row(*message).count and peak(last)):
-            await campaign.hold_window(len(run.server.windows))
-            last = run.server.windows[-1]
+            await campaign.hold_window(len(run.load.server.windows))
+            last = run.load.server.windows[-1]
         campaign.finish()
-    held = len(run.server.windows)
+    held = len(run.load.server.windows)
     assert run.result is not None and run.result.status == "completed", run.result.reason
     run_dir = run.result.run_dir
     rows = {row["metric"]: row["measurements"] for row in jsonl(run_dir / "stats.jsonl")}

@@ -25,11 +25,11 @@ from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.run import run_campaign
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import Run
-from agentsession_core.engine.single_run import run as run_engine
 from agentsession_core.measure.server_metrics import SCHEMA, ServerMetricsStore
 from agentsession_core.measure.server_sources import PrometheusRange
 from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.run.run import Run
+from agentsession_core.run.single import run as run_engine
 from agentsession_core.substrate.ate.control import ControlClient
 from agentsession_core.substrate.fake import FakeSubstrate
 from local_substrate.launcher import LocalSubstrate

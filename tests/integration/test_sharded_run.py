@@ -42,10 +42,10 @@ from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import parse
 from agentsession_core.engine.population_params import with_kind_switched
 from agentsession_core.engine.populations.turnover import RESIDENT_TOLERANCE
-from agentsession_core.engine.shards import files, open_run
-from agentsession_core.engine.shards.coordinator import ShardedRun
+from agentsession_core.engine.shards.load import ShardedLoad
 from agentsession_core.measure.stats import CONTROL_KIND, ROUTER_KIND
 from agentsession_core.output.run_dir import verify_manifest
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrate
 
@@ -117,36 +117,36 @@ async def leftover_actors(url: str, atespace: str, token: str | None = TOKEN) ->
         await client.aclose()
 
 
-def status_of(run: ShardedRun) -> dict:
+def status_of(run: Run) -> dict:
     assert run.result is not None
     return json.loads((run.result.run_dir / "status.json").read_text())
 
 
-def merged_ticks(run: ShardedRun) -> list[int]:
+def merged_ticks(run: Run) -> list[int]:
     """The seconds in which a tick ran, as merged so far: every tick books its
     ResidentShortfall (0 included) at its intended second; a paused one books nothing."""
     return sorted(s for s, rows in run.recorder.intervals.items() if SHORTFALL_ROW in rows)
 
 
-def booked(run: ShardedRun) -> dict[int, int]:
+def booked(run: Run) -> dict[int, int]:
     """Each merged tick's ResidentShortfall (the shards' ticks share their seconds)."""
     return {s: run.recorder.intervals[s][SHORTFALL_ROW].events for s in merged_ticks(run)}
 
 
-def replaced(run: ShardedRun) -> int:
+def replaced(run: Run) -> int:
     """Actors replaced, as merged so far (DeleteActor is booked for a replacement only)."""
     row = run.recorder.totals().row(CONTROL_KIND, "DeleteActor")
     return row.count - row.failures
 
 
-def created(run: ShardedRun, since: float) -> int:
+def created(run: Run, since: float) -> int:
     """Actors created from `since` on, as merged so far (in the hold: replacements)."""
     seconds = run.recorder.intervals
     rows = [seconds[s].get((CONTROL_KIND, "CreateActor")) for s in seconds if s >= int(since)]
     return sum(row.count - row.failures for row in rows if row is not None)
 
 
-def last_loss(run: ShardedRun, since: float) -> int:
+def last_loss(run: Run, since: float) -> int:
     """The last merged second from `since` on in which a shard lost a slot or had one to
     make good on an actor not yet there: a failed wake, or a replacement's CreateActor."""
 
@@ -158,7 +158,7 @@ def last_loss(run: ShardedRun, since: float) -> int:
     return max([int(since)] + [s for s in seconds if s >= int(since) and lost_a_slot(seconds[s])])
 
 
-def whole_again(run: ShardedRun, since: float) -> int | None:
+def whole_again(run: Run, since: float) -> int | None:
     """The first merged tick after the last loss that found every shard's set whole."""
     last = last_loss(run, since)
     return next((s for s, n in booked(run).items() if s > last and n == 0), None)
@@ -181,23 +181,23 @@ async def test_three_shards_merge_into_exact_sums(substrate, scheduler, tmp_path
         generator={"shards": 3},
         target={"metrics_url": f"{substrate.url}/metrics"},  # the substrate's own figures
     )
-    run = open_run(params, handle_signals=False)
-    assert isinstance(run, ShardedRun)
+    run = Run(params, handle_signals=False)
+    assert isinstance(run.load, ShardedLoad)
     async with run:
         await run.preflight()
         await run.register()
         await run.fill()
         start, end, reason = await run.hold(4.0)
-        assert reason is None and run.server is not None
-        await run.server.cut(start, end, index=0)
+        assert reason is None and run.load.server is not None
+        await run.load.server.cut(start, end, index=0)
         run.finish()
     assert run.result is not None and run.result.status == "completed", run.result
     merged = run.recorder.totals().rows
     summed: dict[str, int] = {}
-    for final in run.finals.values():
+    for final in run.load.fleet.finals.values():
         for key, count in final["counts"].items():
             summed[key] = summed.get(key, 0) + count
-    assert len(run.finals) == 3
+    assert len(run.load.fleet.finals) == 3
     by_key = {"/".join(key): stats.count for key, stats in merged.items()}
     assert by_key == summed  # every row: the merged count is exactly the shards' sum
     assert summed[f"{CONTROL_KIND}/CreateActor"] == 3 and summed[f"{ROUTER_KIND}/FirstTouch"] == 3
@@ -224,21 +224,21 @@ async def test_a_killed_shard_voids_its_window_names_itself_and_leaks_nothing(
     params = campaign_params(
         substrate.url, tmp_path, scheduler, generator={"shards": 2, "min_shards": 2}
     )
-    run = open_run(params, handle_signals=False)
-    assert isinstance(run, ShardedRun)
+    run = Run(params, handle_signals=False)
+    assert isinstance(run.load, ShardedLoad)
     async with run:
         campaign = Campaign(params, run)
         await run.preflight()
         await run.register()
         await run.fill()
         window = asyncio.create_task(campaign.hold_window(0))
-        assert run.stream is not None
-        stream = run.stream
+        assert run.load.stream is not None
+        stream = run.load.stream
         # Mid-hold: the shard published its actor names and a tick was merged.
         await until(lambda: stream.names[1] and merged_ticks(run), "names and a tick merged")
         assert not window.done()
         names_before = set(stream.names[1])
-        os.kill(run.shard_info[1]["pid"], signal.SIGKILL)
+        os.kill(run.load.fleet.info[1]["pid"], signal.SIGKILL)
         verdict = await window
         campaign.finish()
     assert verdict is not None and verdict.outcome == "void", verdict
@@ -274,8 +274,8 @@ async def test_an_abort_rule_on_the_merged_stream_trips_once_its_rule_fails(sche
                 "delay_seconds": 2,
             },
         )
-        run = open_run(params, handle_signals=False)
-        assert isinstance(run, ShardedRun)
+        run = Run(params, handle_signals=False)
+        assert isinstance(run.load, ShardedLoad)
         async with run:
             campaign = Campaign(params, run)
             await run.preflight()
@@ -325,8 +325,8 @@ async def test_two_shards_gauges_and_stats_book_the_same_resident_set(scheduler,
     faults = ["wake:latency:fixed:100ms"]
     async with LocalSubstrate(workers=8, store=tmp_path / "store", faults=faults) as local:
         params = campaign_params(local.url, tmp_path, scheduler, target={"token": None})
-        run = open_run(params, handle_signals=False)
-        assert isinstance(run, ShardedRun)
+        run = Run(params, handle_signals=False)
+        assert isinstance(run.load, ShardedLoad)
         async with run:
             await run.preflight()
             await run.register()
@@ -358,8 +358,8 @@ async def test_two_shards_gauges_and_stats_book_the_same_resident_set(scheduler,
     slow = wakes.response.count - wakes.response.count_at_or_below(500.0)
     # A shard that could not keep time in a second (its generator health says so) may take
     # that second's sample late, among the next tick's swaps.
-    assert run.stream is not None
-    late = sum(len(health.saturated_in(first, last)) for health in run.stream.health)
+    assert run.load.stream is not None
+    late = sum(len(health.saturated_in(first, last)) for health in run.load.stream.health)
     missing = failed_wakes + slow + late
     assert abs(gauged - booked) <= missing, (gauged, booked, failed_wakes, slow, late, shortfall)
 
@@ -384,8 +384,8 @@ async def test_a_killed_shard_s_sessions_go_on_on_the_survivor_and_later_windows
         generator={"void_when_saturated": False},
     )
     await every_worker_up(scheduler)  # the spare the carry-on goes to was up at the start
-    run = open_run(params, handle_signals=False)
-    assert isinstance(run, ShardedRun)
+    run = Run(params, handle_signals=False)
+    assert isinstance(run.load, ShardedLoad)
     verdicts = []
     async with run:
         campaign = Campaign(params, run)
@@ -393,11 +393,11 @@ async def test_a_killed_shard_s_sessions_go_on_on_the_survivor_and_later_windows
         await run.register()
         await run.fill()
         first = asyncio.create_task(campaign.hold_window(0))
-        assert run.stream is not None
-        stream = run.stream
+        assert run.load.stream is not None
+        stream = run.load.stream
         await until(lambda: stream.names[1], "the shard published its actor names")
         standing = set(stream.names[1])  # the lost shard's actors, as it published them
-        os.kill(run.shard_info[1]["pid"], signal.SIGKILL)  # a real kill of its worker
+        os.kill(run.load.fleet.info[1]["pid"], signal.SIGKILL)  # a real kill of its worker
         verdicts.append(await first)
         # Until a window held after the lost shard's sessions ran again is judged.
         for index in range(1, len(campaign.plan)):
@@ -420,7 +420,11 @@ async def test_a_killed_shard_s_sessions_go_on_on_the_survivor_and_later_windows
     assert last is not None and last.start_unix >= carried_on and last.outcome == "pass", last
     assert run.result is not None and run.result.status == "completed", run.result
     # Every actor the lost shard had was deleted by the coordinator...
-    assert standing and run.swept[1].deleted >= len(standing) and run.swept[1].leaks == []
+    assert (
+        standing
+        and run.load.losses.swept[1].deleted >= len(standing)
+        and run.load.losses.swept[1].leaks == []
+    )
     # ...and its sessions run on again under their own names, each once (no session twice).
     sessions = params.population.sessions
     names = [base_name(a) for a in on_substrate]
@@ -435,7 +439,7 @@ async def test_a_killed_shard_s_sessions_go_on_on_the_survivor_and_later_windows
         rows[1]["worker"],
     )
     assert (rows[2]["first_session"], rows[2]["sessions"]) == (0, rows[1]["sessions"])
-    assert files.sessions(run) == sessions  # as the live shards' engines hold them: once
+    assert run.load.sessions() == sessions  # as the live shards' engines hold them: once
     last_window = run.recorder.window_seconds(int(last.start_unix), int(last.end_unix))
     assert last_window.row("rps", "TimeToWake").count > 0
     assert status["leaked_actors"] == [] and run.result.leaks == []
@@ -477,8 +481,8 @@ async def test_a_sharded_run_replaces_what_a_substrate_restart_lost(
 
     client = HttpSubstrate(served.url, control_timeout=2)
     try:
-        run = open_run(params, handle_signals=False)
-        assert isinstance(run, ShardedRun)
+        run = Run(params, handle_signals=False)
+        assert isinstance(run.load, ShardedLoad)
         held = False
         async with run:
             await run.preflight()
@@ -513,7 +517,7 @@ async def test_a_sharded_run_replaces_what_a_substrate_restart_lost(
             )
             watch.enough = True
             _, _, reason = await hold
-            problem = run.load_problem()
+            problem = run.load.problem()
             run.finish("completed" if problem is None else "failed", problem)
             held = True
         # The Run takes what its body raised as the run's failure; say that, not a later line.
@@ -541,7 +545,8 @@ async def test_a_sharded_run_replaces_what_a_substrate_restart_lost(
     # where a swap touched it first (the ate wire's router is back before its gRPC), by the
     # failed wake or park.
     deleted = [
-        final["counts"].get(f"{CONTROL_KIND}/DeleteActor", 0) for final in run.finals.values()
+        final["counts"].get(f"{CONTROL_KIND}/DeleteActor", 0)
+        for final in run.load.fleet.finals.values()
     ]
     assert sum(deleted) >= awake, deleted
     # Whole again within the rule's ticks (a shard owes its one slot back in one tick, the
@@ -583,8 +588,8 @@ async def test_live_control_reaches_every_shard(substrate, scheduler, tmp_path):
         metrics_port=0,
         population={"sessions": 6, "awake": 2, "target_rps": 1},
     )
-    run = open_run(params, handle_signals=False)
-    assert isinstance(run, ShardedRun)
+    run = Run(params, handle_signals=False)
+    assert isinstance(run.load, ShardedLoad)
     auth = {"Authorization": f"Bearer {TOKEN}"}
 
     async def ticks_merged(count: int, after: float) -> None:
@@ -593,8 +598,8 @@ async def test_live_control_reaches_every_shard(substrate, scheduler, tmp_path):
 
     async def merged_past(second: int) -> None:
         """Until every shard handed over its seconds up to `second`."""
-        assert run.stream is not None
-        stream = run.stream
+        assert run.load.stream is not None
+        stream = run.load.stream
         await until(lambda: stream.merged_until > second, f"merged past {second % 1000}")
 
     async def steer(url: str) -> dict:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.single_run import run as run_engine
+from agentsession_core.run.single import run as run_engine
 from tests.integration.ports import fixed_port
 from tests.promql_subset import evaluate, parse_exposition, scrapes_source
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from agentsession_core.engine.run import Run
 from agentsession_core.measure.stats import CONTROL_KIND, TIME_TO_WAKE_ROW, RowStats
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.ate.substrate import AteSubstrate
 from agentsession_core.substrate.errors import (
     NOT_SUSPENDED,

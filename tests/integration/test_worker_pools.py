@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
-from agentsession_core.engine.run import Run
 from agentsession_core.engine.worker_pools import PoolDraw
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.ate.substrate import AteSubstrate
 from agentsession_core.substrate.errors import FailureClass, SubstrateError
 from agentsession_core.substrate.http import HttpSubstrate
@@ -76,7 +76,7 @@ async def test_every_actor_stays_on_its_pool(tmp_path: Path) -> None:
         async with run:
             await run.preflight()
             await run.register()
-            population = run.engine.population  # type: ignore[union-attr]
+            population = run.load.engine.population  # type: ignore[union-attr]
             assert isinstance(population, TurnoverPopulation)
             population.tick_ns = TICK_NS
             await run.fill()
@@ -99,8 +99,8 @@ async def test_every_actor_stays_on_its_pool(tmp_path: Path) -> None:
             )
             counting.cancel()
             assert reason == "woken", reason
-            assert run.server is not None
-            await run.server.cut(start, end, index=0, level=1.0)  # as the CLI's run does
+            assert run.load.server is not None
+            await run.load.server.cut(start, end, index=0, level=1.0)  # as the CLI's run does
             run.finish("completed")
         placements = sub.debug_workers()["placements"]
         families = {f.name: f for f in text_string_to_metric_families(scrape(sub.url))}
@@ -182,7 +182,7 @@ async def test_a_missing_pool_is_refused_in_one_line_on_both_wires(tmp_path: Pat
         assert run.result is not None and run.result.status == "failed"
         lines.append(run.result.reason or "")
         assert lines[-1].startswith("misconfigured: "), lines[-1]
-        assert run.engine is not None
-        assert all(s.generation == 0 for s in run.engine.population.sessions)  # none replaced
+        assert run.load.engine is not None
+        assert all(s.generation == 0 for s in run.load.engine.population.sessions)  # none replaced
     for line in lines:  # one line, naming what was asked and what there is
         assert "\n" not in line and NO_POOL_MATCH in line and "gpu" in line and "fast" in line

@@ -8,7 +8,8 @@ import pytest
 
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.run_index import parse_location
-from agentsession_core.output.run_dir import RunDir, atomic_write, redact, verify_manifest
+from agentsession_core.output.run_dir import RunDir, atomic_write, verify_manifest
+from agentsession_core.redaction import redact
 
 STARTED = 1_717_243_200.7  # 2024-06-01T12:00:00.7Z
 

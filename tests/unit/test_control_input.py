@@ -18,8 +18,8 @@ from agentsession_core.cli.control import (
     checked_token,
     read_token_file,
 )
-from agentsession_core.engine.control_api import BadBody, parse_change
 from agentsession_core.errors import UsageError
+from agentsession_core.run.control_api import BadBody, parse_change
 
 
 @pytest.mark.parametrize(

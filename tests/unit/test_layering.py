@@ -1,6 +1,6 @@
-"""The layering contract in pyproject.toml holds, and it does catch a wrong-way import; and no
-module imports itself back at run time (a circle through imports made only for type checking
-is fine: it never runs)."""
+"""The layering contract in pyproject.toml holds, and it does catch a wrong-way import; no
+module imports itself back at run time; and in the core no module does even through imports
+made only for type checking (a circle there is a concept split in two: issue 35)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,8 @@ def test_a_wrong_way_import_breaks_a_contract(
 CIRCLE_FINDER = """
 import graphlib, sys
 import grimp
-graph = grimp.build_graph(*sys.argv[1:], exclude_type_checking_imports=True)
+types = sys.argv[1] == "types"
+graph = grimp.build_graph(*sys.argv[2:], exclude_type_checking_imports=not types)
 imports = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
 try:
     graphlib.TopologicalSorter(imports).prepare()
@@ -100,10 +101,11 @@ except graphlib.CycleError as exc:
 """
 
 
-def run_time_circle(root: Path) -> str:
-    """The first circle of run-time imports among the tree's modules ("" when none)."""
+def first_circle(root: Path, *packages: str, types: bool = False) -> str:
+    """The first circle of imports among `packages`' modules ("" when none): run-time
+    imports only, or also those made only for type checking (`types`)."""
     result = subprocess.run(
-        [sys.executable, "-c", CIRCLE_FINDER, *PACKAGES],
+        [sys.executable, "-c", CIRCLE_FINDER, "types" if types else "run", *packages],
         cwd=root,
         env={**os.environ, "PYTHONPATH": str(root)},
         capture_output=True,
@@ -115,17 +117,37 @@ def run_time_circle(root: Path) -> str:
 
 
 def test_no_module_imports_itself_back_at_run_time() -> None:
-    assert run_time_circle(REPO) == ""
+    assert first_circle(REPO, *PACKAGES) == ""
+
+
+def test_no_module_of_the_core_imports_itself_back_even_for_types() -> None:
+    assert first_circle(REPO, "agentsession_core", types=True) == ""
 
 
 def test_a_run_time_import_circle_is_found(tmp_path: Path) -> None:
     root = copy_of_the_tree(tmp_path)
     # Inside a function, as the circle this test first guarded against was.
-    target = root / "agentsession_core/engine/run.py"
+    target = root / "agentsession_core/run/run.py"
     target.write_text(
         target.read_text() + "\n\ndef _late() -> None:\n"
-        "    import agentsession_core.engine.single_run  # noqa: F401\n"
+        "    import agentsession_core.run.single  # noqa: F401\n"
     )
-    circle = run_time_circle(root)
-    assert "agentsession_core.engine.run" in circle
-    assert "agentsession_core.engine.single_run" in circle
+    circle = first_circle(root, *PACKAGES)
+    assert "agentsession_core.run.run" in circle
+    assert "agentsession_core.run.single" in circle
+
+
+def test_a_circle_made_for_types_only_is_found_in_the_core(tmp_path: Path) -> None:
+    root = copy_of_the_tree(tmp_path)
+    target = root / "agentsession_core/run/files.py"
+    target.write_text(
+        target.read_text().replace(
+            "log = logging.getLogger",
+            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+            "    import agentsession_core.run.run  # noqa: F401\n\nlog = logging.getLogger",
+            1,
+        )
+    )
+    assert first_circle(root, *PACKAGES) == ""  # never runs
+    circle = first_circle(root, "agentsession_core", types=True)
+    assert "agentsession_core.run.run" in circle and "agentsession_core.run.files" in circle

@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from agentsession_core.cli.control import change_of, status_line, status_url
-from agentsession_core.engine.control_api import BadBody, parse_change
 from agentsession_core.engine.engine import Engine
-from agentsession_core.engine.live_control import MAX_LEVEL, LiveControl
 from agentsession_core.engine.params import RunParams
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.gate import decide
 from agentsession_core.measure.recorder import Recorder
 from agentsession_core.report.context import ReportContext
 from agentsession_core.report.data import RunData
+from agentsession_core.run.control_api import BadBody, parse_change
+from agentsession_core.run.live_control import MAX_LEVEL, LiveControl
 from agentsession_core.script import load_script
 from agentsession_core.substrate.fake import FakeSubstrate
 

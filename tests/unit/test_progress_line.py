@@ -6,20 +6,24 @@ import time
 from types import SimpleNamespace
 from typing import Any, cast
 
-from agentsession_core.engine.progress import Progress
 from agentsession_core.measure.health import LOOP_LAG_ROW, GeneratorHealth
 from agentsession_core.measure.recorder import NS_PER_S, Recorder
+from agentsession_core.run.progress import Progress
 
 
 def _progress(
     recorder: Recorder, health: GeneratorHealth | None, *, paused: bool = False
 ) -> Progress:
-    engine = SimpleNamespace(
+    """The line of a closed load (no swaps) in its hold, three sessions parked."""
+    load = SimpleNamespace(
         phase="hold",
-        population=SimpleNamespace(states=lambda: {"parked": 3}, paused=paused),
-        params=SimpleNamespace(population=SimpleNamespace(kind="closed")),
+        level=1.0,
+        recorder=recorder,
+        health=health or GeneratorHealth(Recorder()),  # one that saw nothing
+        states=lambda: {"parked": 3},
+        progress_parts=lambda: [],
     )
-    return Progress(cast(Any, engine), recorder, live=False, health=health)
+    return Progress(cast(Any, load), live=False, paused=lambda: paused)
 
 
 def _beats(recorder: Recorder, second: int, lag_ms: float) -> None:

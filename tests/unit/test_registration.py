@@ -16,8 +16,8 @@ import pytest
 
 from agentsession_core.engine.engine import Engine
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import Run
 from agentsession_core.measure.recorder import Recorder
+from agentsession_core.run.run import Run
 from agentsession_core.script import load_script
 from agentsession_core.substrate.fake import FakeSubstrate
 from agentsession_core.substrate.interface import ActorInfo

@@ -7,9 +7,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from agentsession_core.engine.run import Run
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.report.page import render_report
+from agentsession_core.run.run import Run
 from tests.unit.test_run_seams import ClosingSubstrate, _drive, small_turnover
 
 

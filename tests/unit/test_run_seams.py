@@ -12,8 +12,8 @@ from agentsession_core.engine.context import RunContext
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.closed import ClosedPopulation
-from agentsession_core.engine.run import Run
 from agentsession_core.measure.recorder import Recorder
+from agentsession_core.run.run import Run
 from agentsession_core.script import load_script
 from tests.unit.test_session import MemorySubstrate
 

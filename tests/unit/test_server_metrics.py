@@ -12,7 +12,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run_files import campaign_document
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.thresholds import parse_threshold
 from agentsession_core.judge.verdict import ThresholdResult, evaluate, judge_window
@@ -26,6 +25,7 @@ from agentsession_core.measure.server_metrics import (
     series_name,
     split_figure,
 )
+from agentsession_core.run.files import campaign_document
 from local_substrate.metrics import SubstrateCounters
 from local_substrate.protocol import WireError
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from agentsession_core.engine.pacing import poisson_gap_ns, stream, think_jitter
 from agentsession_core.engine.params import GeneratorParams, RunParams, parse
-from agentsession_core.engine.shards import is_sharded, open_run
 from agentsession_core.engine.shards.shard import JournalLedger
 from agentsession_core.engine.shards.split import (
+    is_sharded,
     plan_shards,
     replan,
     shard_count,
@@ -165,12 +165,13 @@ def test_generator_parameters_parse_and_refuse():
             parse(RunParams, bad)
 
 
-def test_one_shard_is_todays_run_without_dask():
-    from agentsession_core.engine.run import Run
+def test_one_shard_is_todays_run_without_dask(tmp_path):
+    from agentsession_core.engine.local_load import LocalLoad
+    from agentsession_core.run.run import Run
 
-    params = RunParams()
+    params = RunParams(out=str(tmp_path))
     assert not is_sharded(params)
-    assert type(open_run(params, handle_signals=False)) is Run
+    assert type(Run(params, handle_signals=False).load) is LocalLoad
     assert shard_count(params.generator, 10, cores=2) == 1
     auto = parse(RunParams, {"generator": {"shards": "auto"}})
     assert shard_count(auto.generator, 10, cores=4) == 4
@@ -179,11 +180,12 @@ def test_one_shard_is_todays_run_without_dask():
 
 
 def test_a_sharded_run_needs_a_substrate_url_not_an_object(tmp_path):
+    from agentsession_core.run.run import Run
     from agentsession_core.substrate.fake import FakeSubstrate
 
     params = parse(RunParams, {"generator": {"shards": 2}, "out": str(tmp_path)})
     with pytest.raises(UsageError, match=r"target\.substrate"):
-        open_run(params, substrate=FakeSubstrate())
+        Run(params, substrate=FakeSubstrate())
 
 
 # ---------------------------------------------------------------- the merged stream
@@ -224,7 +226,7 @@ def test_merged_windows_are_the_shards_samples_merged():
     rng = np.random.default_rng(3)
     merged = Recorder(clock_ns=lambda: MONO0, wall_clock=lambda: WALL0)
     flow = ShardStream(3)
-    merged._clock_ns = flow.clock_ns  # the watermark clock, as ShardedRun sets it up
+    merged._clock_ns = flow.clock_ns  # the watermark clock, as ShardedLoad sets it up
     flow.attach(merged)
     shards = [make_recorder() for _ in range(3)]
     single = make_recorder()

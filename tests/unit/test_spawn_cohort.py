@@ -11,8 +11,8 @@ from pathlib import Path
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.cohort import INCOMPLETE
 from agentsession_core.engine.populations.spawn import DEADLINE, SpawnPopulation
-from agentsession_core.engine.run import Run
 from agentsession_core.measure.stats import ACTOR_READY_ROW, ALL_READY_ROW, READY_MARK, mark_row
+from agentsession_core.run.run import Run
 from agentsession_core.substrate.fake import FakeSubstrate
 
 ATESPACE = "unit"
@@ -44,8 +44,8 @@ def test_a_cohort_over_the_quota_fails_its_missing_actors_and_deletes_the_rest(
         async with run:
             await run.preflight()
             await run.register()
-            assert run.engine is not None
-            population = run.engine.population
+            assert run.load.engine is not None
+            population = run.load.engine.population
             assert isinstance(population, SpawnPopulation)
             books.append(await population.cohort(population.ctx.recorder.now_ns()))
             left.extend(await substrate.list_actors(ATESPACE))
@@ -66,5 +66,5 @@ def test_a_cohort_over_the_quota_fails_its_missing_actors_and_deletes_the_rest(
     creates = totals.row("grpc", "CreateActor")
     assert creates.count - creates.failures == 3 and creates.failures >= 2
     assert totals.row("grpc", "DeleteActor").count == 3
-    assert left == [] and run.engine is not None and run.engine.ledger.live == []
+    assert left == [] and run.load.engine is not None and run.load.engine.ledger.live == []
     assert run.result is not None and run.result.status == "completed"

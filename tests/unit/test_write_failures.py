@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from agentsession_core.engine.params import RunParams
-from agentsession_core.engine.run import Run
 from agentsession_core.output import run_dir as run_dir_module
 from agentsession_core.output.run_dir import RunDir, verify_manifest
+from agentsession_core.run.run import Run
 from tests.unit.test_session import MemorySubstrate
 
 

@@ -50,7 +50,7 @@ class Population:
         self.steady_start_ns: int | None = None
         self.stopped_ns: int | None = None  # when stop began: the end of the load
         self.last_start_failure: str | None = None  # failure_line of the latest failed start
-        self.paused = False  # by hand (engine/live_control.py): no new work starts
+        self.paused = False  # by hand (run/live_control.py): no new work starts
         self._pause_waiters: set[asyncio.Future[None]] = set()
 
     # ------------------------------------------------------------ phases
@@ -233,7 +233,7 @@ class Population:
 
     def problem(self) -> str | None:
         """One line when the load was not what was asked (a turnover whose resident set
-        stayed short): a plain run ends failed with it, not "completed" (engine/run.py)."""
+        stayed short): a plain run ends failed with it, not "completed" (run/single.py)."""
         return None
 
     def summary_rows(self, recorder: Recorder) -> dict[str, dict[str, Any]]:

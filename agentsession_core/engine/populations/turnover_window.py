@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentsession_core.judge.verdict import achieved
+from agentsession_core.measure.achieved import achieved
 from agentsession_core.measure.health import counts_requests, is_request_row
 from agentsession_core.measure.stats import (
     BACKLOG_ROW,

@@ -1,30 +1,24 @@
-"""The pump: a ShardedRun's once-a-second drain of every shard (docs/SPEC.md §5.8; the
-coordinator's module docstring tells the story).
+"""The pump: a sharded load's once-a-second drain of every shard (docs/SPEC.md §5.8;
+load.py's module docstring tells the story).
 
 Every shard is drained once a second; its deltas merge into the run's one recorder
 (stream.py) and its log lines are said as the shard's. A shard that stays silent
 LOST_AFTER_MISSES drains in a row, or whose call fails because its worker is gone, is lost
 (losses.py). Once every live shard waits at the fill's barrier the common t0 is released (a
-carry-on shard gets the next whole second), and stats_history.csv and status.json are written
-once per merged second.
+carry-on shard gets the next whole second), and each merged second is announced: the run
+writes its files then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
 
-from agentsession_core.engine.shards import files
-
-if TYPE_CHECKING:
-    from agentsession_core.engine.shards.coordinator import ShardedRun
-    from agentsession_core.engine.shards.stream import ShardStream
-    from agentsession_core.measure.recorder import Recorder
-    from agentsession_core.output.stats_files import HistoryWriter
+from agentsession_core.engine.shards.fleet import Lose, ShardFleet
+from agentsession_core.measure.recorder import Recorder
 
 log = logging.getLogger("agentsession")
 
@@ -46,108 +40,89 @@ def _until_next(phase_s: float) -> float:
 
 
 class ShardPump:
-    """A ShardedRun's drains, t0 barrier and once-a-second files. Mixed into ShardedRun,
-    whose state it reads (declared below for the types)."""
+    """The drains of one fleet into one recorder, the t0 barrier, the merged seconds."""
 
-    if TYPE_CHECKING:  # the ShardedRun's own
-        stream: ShardStream | None
-        recorder: Recorder
-        actors: list[Any]
-        futures: list[Any]
-        shard_start_unix: dict[int, int]
-        t0_ns: int | None
-        _started: asyncio.Event
-        _misses: dict[int, int]
-        _last_report_second: int
-        _last_progress: float
-        history: HistoryWriter
+    def __init__(self, fleet: ShardFleet, recorder: Recorder, lose: Lose) -> None:
+        self.fleet = fleet
+        self.recorder = recorder
+        self.lose = lose
+        self.misses: dict[int, int] = {}
+        self.merged = asyncio.Event()  # set when a new second is merged
+        self._last_second = 0
 
-        @property
-        def live_shards(self) -> list[int]: ...
-        async def _lose(self, k: int, why: str, *, silent: bool = False) -> None: ...
-        async def _save_progress(
-            self, history: dict[str, str], status: Callable[[], dict[str, Any]]
-        ) -> None: ...
-
-    async def _pump(self) -> None:
+    async def run(self) -> None:
         while True:
             await asyncio.sleep(_until_next(DRAIN_AT_S))
-            await asyncio.gather(*(self._drain(k) for k in self.live_shards))
+            await self.drain_all()
             await self._release_t0()
-            await self._report()
+            if (second := self.recorder.closed_until) != self._last_second:
+                self._last_second = second
+                self.merged.set()
 
-    async def _drain(self, k: int) -> None:
-        assert self.stream is not None
+    async def drain_all(self) -> None:
+        await asyncio.gather(*(self.drain(k) for k in self.fleet.live))
+
+    async def next_second(self) -> None:
+        """Until the next merged second (or a second: the run's status still updates while
+        no shard answers)."""
+        self.merged.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await self.merged.wait()
+
+    async def drain(self, k: int) -> None:
+        fleet = self.fleet
         try:
             async with asyncio.timeout(DRAIN_TIMEOUT_S):
-                deltas = await self.actors[k].drain()
+                deltas = await fleet.actors[k].drain()
         except Exception as exc:
-            self._misses[k] = self._misses.get(k, 0) + 1
+            self.misses[k] = self.misses.get(k, 0) + 1
             # Only a shard that did not answer in time may still run; one whose call failed
             # otherwise (Dask: "Worker holding Actor was lost") is gone.
-            silent = isinstance(exc, TimeoutError) and not await self._is_lost(k)
-            if not silent or self._misses[k] >= LOST_AFTER_MISSES:
+            silent = isinstance(exc, TimeoutError) and not fleet.is_lost(k)
+            if not silent or self.misses[k] >= LOST_AFTER_MISSES:
                 why = f"{type(exc).__name__}: {exc}".rstrip(": ")
-                await self._lose(k, why, silent=silent)
+                await self.lose(k, why, silent=silent)
             return
-        self._misses[k] = 0
+        self.misses[k] = 0
         for delta in deltas:
-            self.stream.add(k, delta)
+            fleet.stream.add(k, delta)
             for level, line in delta.logs:
                 log.log(level, "shard %d: %s", k, line)
-
-    async def _is_lost(self, k: int) -> bool:
-        """Dask's own word: the actor's task is no longer held by a live worker."""
-        return self.futures[k].status not in ("finished", "pending")
 
     async def _release_t0(self) -> None:
         """Once every live shard waits at the fill's barrier: t0 for all of them. A shard that
         carries a lost shard's sessions on gets the next whole second once it waits there
         (on whole seconds, as the first t0: the gauges are sampled half a second off)."""
-        if self.stream is None:
-            return
-        live = self.live_shards
+        fleet = self.fleet
+        live = fleet.live
         waiting = [
             k
             for k in live
-            if k not in self.shard_start_unix and self.stream.status[k].get("waiting_t0")
+            if k not in fleet.start_unix and fleet.stream.status[k].get("waiting_t0")
         ]
-        if not waiting or (self.t0_ns is None and len(waiting) < len(live)):
+        if not waiting or (fleet.t0_ns is None and len(waiting) < len(live)):
             return
         t0_unix_s = math.ceil(time.time() + T0_LEAD_S)
         t0_unix_ns = t0_unix_s * 1_000_000_000
         at = time.strftime("%H:%M:%S", time.gmtime(t0_unix_s))
-        if self.t0_ns is None:
-            self.t0_ns = t0_unix_ns - (time.time_ns() - time.monotonic_ns())
+        if fleet.t0_ns is None:
+            fleet.t0_ns = t0_unix_ns - (time.time_ns() - time.monotonic_ns())
             log.info("common t0 for %d shards: %s UTC", len(live), at)
         else:
             log.info("shards %s start at %s UTC", ", ".join(map(str, waiting)), at)
-        self.shard_start_unix.update((k, t0_unix_s) for k in waiting)
-        self._started.set()
+        fleet.start_unix.update((k, t0_unix_s) for k in waiting)
+        fleet.started.set()
         await asyncio.gather(
-            *(self.actors[k].start_at(t0_unix_ns) for k in waiting), return_exceptions=True
+            *(fleet.actors[k].start_at(t0_unix_ns) for k in waiting), return_exceptions=True
         )
 
-    async def _report(self) -> None:
-        """stats_history.csv (+ .jsonl) and status.json once per merged second; a progress
-        line."""
-        second = self.recorder.closed_until
-        if second == self._last_report_second:
-            return
-        self._last_report_second = second
-        run = cast("ShardedRun", self)  # files.py reads the whole run
-        texts = self.history.render_closed_files(self.recorder, files.sessions(run))
-        await self._save_progress(texts, lambda: files.status_document(run, final=False))
-        if time.monotonic() - self._last_progress >= 10.0:
-            self._last_progress = time.monotonic()
-            log.info("progress: %s", files.progress_line(run))
-
-    async def _caught_up(self, end_ns: int) -> None:
+    async def caught_up(self, end_ns: int) -> None:
         """Until the merged stream holds every second before `end_ns` (or CATCH_UP_S)."""
-        assert self.stream is not None
+        stream = self.fleet.stream
         wanted = self.recorder.second_of(end_ns)
         give_up = time.monotonic() + CATCH_UP_S
-        while self.stream.merged_until < wanted and self.stream.live:
+        while stream.merged_until < wanted and stream.live:
             if time.monotonic() > give_up:
                 log.warning("shards still behind %ss after the hold ended", CATCH_UP_S)
                 return

@@ -1,7 +1,7 @@
-"""A sharded paired run's reference arm, as the coordinator holds it (docs/SPEC.md §6.8).
+"""A sharded paired run's reference arm, as the sharded load holds it (docs/SPEC.md §6.8).
 
 Every shard drives both arms (shard.py); what is the run's, not a shard's, stays here, as
-the candidate's does in the coordinator: the reference's substrate (an embedded one started
+the candidate's does in the load: the reference's substrate (an embedded one started
 once, here, or its URL), the one probe that watches it, its server figures (booked into the
 merged recorder under `:arm=reference` names), the URLs every shard's reference engine is
 given, and the deletion of a lost shard's reference actors. It keeps the surface a paired
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.engine import PreflightError
@@ -21,19 +22,18 @@ from agentsession_core.engine.server_source import open_server_metrics
 from agentsession_core.engine.shards.sweep import Swept, sweep
 from agentsession_core.engine.target import client_for, local_endpoints, local_substrate
 from agentsession_core.engine.watchdog import Watchdog
+from agentsession_core.errors import one_line
 from agentsession_core.measure.stats import REFERENCE
-from agentsession_core.output.run_dir import one_line
 from agentsession_core.substrate.interface import Substrate
 
 if TYPE_CHECKING:
     from agentsession_core.engine.params import RunParams
     from agentsession_core.engine.shards.split import ShardPlan
     from agentsession_core.measure.recorder import Recorder
-    from agentsession_core.output.run_dir import RunDir
 
 
 class ShardedReference(ReferenceArm):
-    """The reference arm of a ShardedRun: its substrate, probe and server figures here, its
+    """The reference arm of a sharded load: its substrate, probe and server figures here, its
     engines in the shards."""
 
     def __init__(
@@ -48,9 +48,7 @@ class ShardedReference(ReferenceArm):
         self.client: Substrate | None = None
         self.swept: dict[int, Swept] = {}
 
-    async def open_target(
-        self, stack: contextlib.AsyncExitStack, run_dir: RunDir
-    ) -> dict[str, Any]:
+    async def open_target(self, stack: contextlib.AsyncExitStack, logs: Path) -> dict[str, Any]:
         """Start or reach the reference's substrate on the run's exit stack; the target
         fields every shard's reference engine gets. One that does not come up is a refusal
         naming the arm."""
@@ -59,7 +57,7 @@ class ShardedReference(ReferenceArm):
         if url is None:  # started once, here, as the candidate's is
             try:
                 local = await stack.enter_async_context(
-                    local_substrate(target, run_dir.file(REFERENCE_LOG))
+                    local_substrate(target, logs / REFERENCE_LOG)
                 )
             except (RuntimeError, OSError) as exc:
                 line = arm_line(REFERENCE, f"substrate local: {one_line(exc)}")

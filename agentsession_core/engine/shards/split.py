@@ -73,6 +73,16 @@ class ShardLevel:
     target_rps: float | None = None
 
 
+def is_sharded(params: RunParams) -> bool:
+    """Whether `params` asks for more than this one process (or for a Dask cluster)."""
+    generator = params.generator
+    if generator.cluster is not None:
+        return True
+    if generator.shards == "auto":
+        return shard_count(generator, params.population.sessions) > 1
+    return generator.shards > 1
+
+
 def shard_count(generator: GeneratorParams, sessions: int, cores: int | None = None) -> int:
     """K for a run: the number asked for, or `auto` = one per core (at most one per session)."""
     if generator.shards != "auto":

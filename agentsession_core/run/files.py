@@ -1,7 +1,8 @@
-"""The files a Run writes itself: campaign.json, script.yaml, status.json and the manifest's
-reserved room at the start, status.json every second, and at the end the final stats
-(stats.csv, failures.csv, stats.jsonl, gauges.jsonl), the finalizers' files, report.html (for
-every run, drawn from the files alone) and the manifest, last (docs/SPEC.md §7)."""
+"""The files a Run writes, whatever its load: campaign.json, script.yaml, status.json and the
+manifest's reserved room at the start, status.json every second, and at the end the final
+stats (stats.csv, failures.csv, stats.jsonl, gauges.jsonl, and the load's own files: a
+sharded load's shards/<k>/health.json), the finalizers' files, report.html (for every run,
+drawn from the files alone) and the manifest, last (docs/SPEC.md §7)."""
 
 from __future__ import annotations
 
@@ -10,30 +11,60 @@ import logging
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from agentsession_core.engine.context import now_ns
-from agentsession_core.measure.stats import CANDIDATE, REFERENCE, Window
-from agentsession_core.output.run_dir import redact
+from agentsession_core.engine.load import Load
+from agentsession_core.engine.params import RunParams
+from agentsession_core.measure.recorder import Recorder
+from agentsession_core.measure.stats import CANDIDATE, REFERENCE
+from agentsession_core.output.run_dir import RunDir
 from agentsession_core.output.stats_files import (
     HISTORY_JSONL,
+    HistoryWriter,
     jsonl_row,
     render_failures_csv,
     render_jsonl,
     render_stats_csv,
     render_stats_jsonl,
 )
+from agentsession_core.redaction import redact
+from agentsession_core.report.context import ThresholdRule
 from agentsession_core.report.page import write_report
+from agentsession_core.run.live_control import LiveControl
 from agentsession_core.script import encode
 from agentsession_core.script.mix import ScriptMix
 from agentsession_core.version import __version__
 
-if TYPE_CHECKING:
-    from agentsession_core.engine.run import Run
-
 log = logging.getLogger("agentsession")
+
+
+class Run(Protocol):
+    """What the files read of a run (run.py `Run`; declared here so that the files and the
+    run that writes them do not import each other)."""
+
+    params: RunParams
+    run_dir: RunDir
+    load: Load
+    script: ScriptMix | None
+    atespace: str
+    started_unix: float
+    status: str
+    reason: str | None
+    write_failure: str | None
+    control: LiveControl
+    history: HistoryWriter
+    extra_rows: list[dict[str, Any]]
+    finalizers: list[Callable[[], None]]
+    report_rules: Sequence[ThresholdRule]
+
+    @property
+    def recorder(self) -> Recorder: ...
+    @property
+    def exit_code(self) -> int: ...
+    def writes_failed(self, exc: OSError) -> None: ...
+    def finish(self, status: str = "completed", reason: str | None = None) -> None: ...
 
 
 def write_start_files(run: Run) -> None:
@@ -78,23 +109,18 @@ def campaign_document(run: Run) -> dict[str, Any]:
 
 
 def status_document(run: Run, *, final: bool) -> dict[str, Any]:
-    engine = run.engine
+    load = run.load
     return {
         "status": run.status if final else "running",
         "exit_code": run.exit_code if final else None,
-        "phase": engine.phase if engine else "setup",
-        "stats_generated": final and engine is not None,
+        "phase": load.phase,
+        "stats_generated": final and load.opened,
         "abort_reason": run.reason,
         "started_unix": run.started_unix,
         "updated_unix": time.time(),
         "atespace": run.atespace,
-        "actors_created": engine.ledger.created if engine else 0,
-        "actors_deleted": engine.ledger.deleted if engine else 0,
-        "leaked_actors": run.leaks,  # every arm's (a reference arm's with `arm`): the exit code
-        "misconfigured": engine.ctx.misconfigured if engine else {},
         "control": run.control.summary(),  # changes by hand (docs/SPEC.md §5.10)
-        # A paired run's reference arm: its own books (docs/SPEC.md §6.8).
-        **({"reference": run.reference.status()} if run.reference is not None else {}),
+        **load.books(),  # actors created, deleted, leaked; a reference arm's; the shards'
     }
 
 
@@ -103,40 +129,22 @@ Attempt = Callable[[str, Callable[[], object]], None]
 
 
 def write_final_files(run: Run) -> None:
-    """The final stats, the finalizers' files, the final status and the manifest, last."""
-    seal(run, functools.partial(_write_stats, run), status_document)
+    """The final stats, the finalizers' files, the final status and the manifest, last (in a
+    thread, once the load is closed)."""
+    seal(run, functools.partial(_write_stats, run))
 
 
 def _write_stats(run: Run, attempt: Attempt) -> None:
-    engine = run.engine
-    if engine is None:
-        return
-    rec = run.recorder
-    rec.flush(now_ns() + 1_000_000_000)  # close the last open second
-    whole = rec.window(rec.mono_ns_of_second(rec.first_second), now_ns() + 1_000_000_000)
-    history = run.history.render_closed_files(rec, len(engine.population.sessions))
-    reference = run.reference
-    theirs = None
-    if reference is not None and reference.engine is not None:
-        theirs = reference.engine.population.summary_rows(reference.recorder)
-    write_stats_files(
-        run, attempt, whole, history, engine.population.summary_rows(rec), reference_rows=theirs
-    )
-
-
-def write_stats_files(
-    run: Run,
-    attempt: Attempt,
-    whole: Window,
-    history: dict[str, str],
-    population_rows: dict[str, dict[str, Any]],
-    *,
-    reference_rows: dict[str, dict[str, Any]] | None = None,
-) -> None:
     """The last history lines, gauges.jsonl, stats.csv, failures.csv and stats.jsonl (with
     the population's rows; a paired run's reference arm's beside them, every row saying its
-    arm) from the whole run's window: a Run's and a ShardedRun's alike."""
+    arm) from the whole run's window, and the load's own files."""
+    load = run.load
+    final = load.final_stats()
+    whole = final.whole
+    if whole is None:  # the load never opened: nothing was measured
+        return
     run_dir = run.run_dir
+    history = run.history.render_closed_files(run.recorder, load.sessions())
     tag, test = run.params.tag, run.params.name
     attempt("stats_history", lambda: append_history(run, history))
     gauges = render_jsonl(
@@ -146,9 +154,9 @@ def write_stats_files(
     attempt("gauges.jsonl", lambda: run_dir.write_text("gauges.jsonl", gauges))
     attempt("stats.csv", lambda: run_dir.write_text("stats.csv", render_stats_csv(whole)))
     attempt("failures.csv", lambda: run_dir.write_text("failures.csv", render_failures_csv(whole)))
-    paired = run.reference is not None
+    paired = load.paired
     extra = []
-    for arm, rows in ((CANDIDATE, population_rows), (REFERENCE, reference_rows or {})):
+    for arm, rows in ((CANDIDATE, final.population_rows), (REFERENCE, final.reference_rows or {})):
         for kind, measurements in rows.items():
             row = jsonl_row(kind, measurements, tag=tag, test_name=test)
             extra.append({**row, "arm": arm} if paired else row)
@@ -156,15 +164,13 @@ def write_stats_files(
         whole, tag=tag, test_name=test, extra_rows=[*extra, *run.extra_rows], arms=paired
     )
     attempt("stats.jsonl", lambda: run_dir.write_text("stats.jsonl", stats))
+    for name, doc in final.files.items():
+        attempt(name, functools.partial(run_dir.write_json, name, doc))
 
 
-def seal(
-    run: Run,
-    write_stats: Callable[[Attempt], None],
-    status: Callable[..., dict[str, Any]],
-) -> None:
+def seal(run: Run, write_stats: Callable[[Attempt], None]) -> None:
     """`write_stats(attempt)`, then the final status, the finalizers' files, the status again
-    (finalizers read it) and the manifest, last — for a Run and a ShardedRun alike.
+    (finalizers read it) and the manifest, last.
 
     Every write is attempted even when one fails (a full or vanished disk, issue #11,
     docs/SPEC.md §7): the run then ends `failed` with the reason, status.json and
@@ -187,20 +193,21 @@ def seal(
                 run.finish(run.status, run.reason)  # settle: failed, with the reason
 
     def final_status() -> None:
-        run_dir.write_json("status.json", status(run, final=True), in_place=True)
+        run_dir.write_json("status.json", status_document(run, final=True), in_place=True)
 
     write_stats(attempt)
     # docs/SPEC.md §7; before the finalizers: the report reads it. A paired run's reference
     # arm has its own figures, under `reference`.
-    summary = run.server.document() if run.server is not None else {}
-    if run.reference is not None and run.reference.server is not None:
-        summary[REFERENCE] = run.reference.server.document()
+    load = run.load
+    summary = load.server.document() if load.server is not None else {}
+    if load.reference_server is not None:
+        summary[REFERENCE] = load.reference_server.document()
     if summary:
         attempt("server_summary.json", lambda: run_dir.write_json("server_summary.json", summary))
     attempt("status.json", final_status)  # first: finalizers (gate, report) read it
     for finalize in run.finalizers:
         try:
-            attempt("a finalizer's file", functools.partial(finalize, run))
+            attempt("a finalizer's file", finalize)
         except Exception:
             log.exception("finalizer failed")
     attempt("status.json", final_status)

@@ -1,8 +1,8 @@
 """Live control of a running run (docs/SPEC.md §5.10): what a person changed by hand — the
 level, a pause, a stop — and when.
 
-`LiveControl` holds the state and the list of changes; the Run applies a change to its
-population (engine/run.py `Run.control_change`), the HTTP front is engine/control_api.py.
+`LiveControl` holds the state and the list of changes; run/control_api.py, its HTTP front,
+applies a change to the run's load.
 Every change is logged once, booked in stats_history.jsonl as a `control` record (the report
 marks it on its charts from there) and voids the campaign window it falls in.
 """

@@ -17,13 +17,15 @@ import asyncio
 import hmac
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
-from agentsession_core.engine.live_control import MAX_LEVEL
+from agentsession_core.engine.load import Load
+from agentsession_core.engine.params import RunParams
 from agentsession_core.errors import clip
 from agentsession_core.measure.stats import (
     ARRIVALS_ROW,
@@ -31,15 +33,15 @@ from agentsession_core.measure.stats import (
     STEPS_DUE_ROW,
     TIME_TO_WAKE_ROW,
 )
+from agentsession_core.run.live_control import MAX_LEVEL, LiveControl
 
 if TYPE_CHECKING:
-    from agentsession_core.engine.run import Run
     from agentsession_core.measure.prometheus import MetricsServer
 
 STATUS_PATH = "/v1/status"
 FIELDS = ("level", "paused", "stopped")
 MAX_BODY = 4096  # bytes: a change is one small object
-ENDING = ("stopping", "stopped", "cleanup", "done")  # Engine / ShardedRun phases after the load
+ENDING = ("stopping", "stopped", "cleanup", "done")  # a load's phases after it stopped
 RATE_UNIT = {
     "turnover": "wakes/s",
     "closed": "steps/s",
@@ -109,10 +111,20 @@ def _refusal(status: int, line: str) -> web.Response:
 
 
 class ControlAPI:
-    """The routes, bound to one Run (a ShardedRun alike)."""
+    """The routes, bound to one run: its parameters, its changes by hand, its load (local or
+    sharded alike), when it started and the campaign window it holds now."""
 
-    def __init__(self, run: Run) -> None:
-        self.run = run
+    def __init__(
+        self,
+        params: RunParams,
+        control: LiveControl,
+        load: Load,
+        started_unix: float,
+        window: Callable[[], dict[str, Any] | None],
+    ) -> None:
+        self.params, self.control, self.load = params, control, load
+        self.started_unix = started_unix
+        self.window = window
         self._lock = asyncio.Lock()  # one change at a time: each is booked against the last
 
     def add_routes(self, app: web.Application) -> None:
@@ -125,7 +137,7 @@ class ControlAPI:
 
     # ------------------------------------------------------------ auth
     async def _expected_token(self) -> str | None:
-        target = self.run.params.target
+        target = self.params.target
         if target.token:
             return target.token
         if target.token_file:  # re-read: a rotated token is the one that counts
@@ -165,9 +177,9 @@ class ControlAPI:
         except BadBody as exc:
             return _refusal(400, str(exc))
         async with self._lock:
-            if self.run.control.stop is not None:
-                return _refusal(409, f"stopped: the run is stopping ({self.run.control.stop_line})")
-            if (state := self.run.state()) == "setup":
+            if self.control.stop is not None:
+                return _refusal(409, f"stopped: the run is stopping ({self.control.stop_line})")
+            if (state := self.load.phase) == "setup":
                 return _refusal(409, "the run has not opened its engine yet")
             if state in ENDING:
                 return _refusal(409, f"the run is ending ({state}): nothing left to change")
@@ -175,33 +187,33 @@ class ControlAPI:
         return web.json_response(self.status())
 
     async def _apply(self, change: dict[str, Any]) -> None:
-        run, control = self.run, self.run.control
-        if "level" in change and float(change["level"]) != run.current_level:
-            before, after = run.current_level, float(change["level"])
-            await run.apply_level(after)
+        load, control = self.load, self.control
+        if "level" in change and float(change["level"]) != load.level:
+            before, after = load.level, float(change["level"])
+            await load.set_level(after)
             control.note("level", before, after)
-        level = run.current_level
+        level = load.level
         if "paused" in change and change["paused"] != control.paused:
-            await run.apply_paused(change["paused"])
+            await load.set_paused(change["paused"])
             control.note("pause" if change["paused"] else "resume", level, level)
         if change.get("stopped"):
             control.note("stop", level, level)
 
     # ------------------------------------------------------------ the status
     def status(self) -> dict[str, Any]:
-        run, control = self.run, self.run.control
+        load, control = self.load, self.control
         intended, achieved = self.rates()
         return {
-            "state": run.state(),
-            "level": run.current_level,
+            "state": load.phase,
+            "level": load.level,
             "paused": control.paused,
             "stopped": control.stop is not None,
             "intended_rate": intended,
             "achieved_rate": achieved,
-            "rate_unit": RATE_UNIT.get(run.params.population.kind, "per s"),
-            "residents": run.residents(),
-            "elapsed_seconds": round(time.time() - run.started_unix, 3),
-            "window": run.current_window,
+            "rate_unit": RATE_UNIT.get(self.params.population.kind, "per s"),
+            "residents": load.residents(),
+            "elapsed_seconds": round(time.time() - self.started_unix, 3),
+            "window": self.window(),
             "changes": len(control.changes),
         }
 
@@ -211,12 +223,12 @@ class ControlAPI:
         to two seconds; GET never closes a second itself). Turnover's
         target_rps × level (0 while paused) against its successful wakes; closed's steps due
         and turns' arrivals against the successful steps (docs/SPEC.md §6's achieved_rps)."""
-        recorder = self.run.recorder
+        recorder = self.load.recorder
         second = recorder.closed_until - 1
         if second < recorder.first_second:
             return None, None
         rows = recorder.window_seconds(second, second + 1).rows
-        population = self.run.params.population
+        population = self.params.population
 
         def ok(key: tuple[str, str]) -> float:
             stats = rows.get(key)
@@ -227,7 +239,7 @@ class ControlAPI:
             return float(stats.events) if stats else 0.0
 
         if population.kind in ("turnover", "cold-resume"):
-            intended = 0.0 if self.run.paused else population.target_rps * self.run.current_level
+            intended = 0.0 if self.control.paused else population.target_rps * self.load.level
             return intended, ok(TIME_TO_WAKE_ROW)
         steps = sum(ok(k) for k in rows if k[0] == ROUTER_KIND and k[1].startswith("Step_"))
         due = events(STEPS_DUE_ROW if population.kind == "closed" else ARRIVALS_ROW)

@@ -1,21 +1,15 @@
 """What a person watching a run sees: one status line a second on a terminal, a plain log
-line every few seconds otherwise (CI logs, cron mail)."""
+line every few seconds otherwise (CI logs, cron mail); the same line for any load."""
 
 from __future__ import annotations
 
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from agentsession_core.engine.context import now_ns
-from agentsession_core.engine.populations.turnover import TurnoverPopulation
-from agentsession_core.measure.recorder import Recorder
+from agentsession_core.engine.load import Load
 from agentsession_core.measure.stats import ROUTER_KIND, TIME_TO_WAKE_ROW
-
-if TYPE_CHECKING:
-    from agentsession_core.engine.engine import Engine
-    from agentsession_core.measure.health import GeneratorHealth
 
 log = logging.getLogger("agentsession")
 
@@ -25,39 +19,40 @@ RECENT_S = 10  # the figures on the line are over the last this many seconds
 
 
 class Progress:
+    """The line for `load`; `paused`: whether a pause by hand holds it; `swaps_at`: a
+    turnover's intended wakes per second at 1× (its swaps are the rate shown), else None."""
+
     def __init__(
         self,
-        engine: Engine,
-        recorder: Recorder,
+        load: Load,
         *,
         live: bool,
-        health: GeneratorHealth | None = None,
+        paused: Callable[[], bool] = lambda: False,
+        swaps_at: float | None = None,
     ) -> None:
-        self.engine = engine
-        self.recorder = recorder
+        self.load = load
         self.live = live
-        self.health = health
+        self.paused = paused
+        self.swaps_at = swaps_at
         self.started = time.monotonic()
         self._last_plain = 0.0
 
     def line(self) -> str:
-        engine = self.engine
-        rec = self.recorder
-        now = now_ns()
+        load = self.load
+        rec = load.recorder
+        now = rec.now_ns()
         recent = rec.window(now - RECENT_S * 1_000_000_000, now)
-        states = engine.population.states()
+        states = load.states()
         parts = [
-            f"{engine.phase:<8}",
+            f"{load.phase:<8}",
             f"{time.monotonic() - self.started:6.0f}s",
             "sessions " + " ".join(f"{k}={v}" for k, v in sorted(states.items())),
         ]
-        if engine.params.population.kind == "turnover":
+        if self.swaps_at is not None:
             woke = recent.row(*TIME_TO_WAKE_ROW)
             rate = woke.count / recent.duration_s if recent.duration_s else 0.0
-            parts.append(f"swaps {rate:.1f}/{engine.population.level:.1f}/s")
-            population = engine.population
-            if isinstance(population, TurnoverPopulation):
-                parts.append(f"resident {population.residents}/{population.awake}")
+            parts.append(f"swaps {rate:.1f}/{self.swaps_at * load.level:.1f}/s")
+        parts += load.progress_parts()  # a turnover's resident set, a sharded load's shards
         for kind, name in HEADLINE_ROWS:
             stats = recent.row(kind, name)
             if stats.count:
@@ -69,7 +64,7 @@ class Progress:
         saturated = self._saturated(now)
         if saturated:  # early on the line: the live display cuts it at 200 characters
             parts.insert(2, saturated)
-        if engine.population.paused:  # by hand (docs/SPEC.md §5.10): no new work starts
+        if self.paused():  # by hand (docs/SPEC.md §5.10): no new work starts
             parts.insert(1, "PAUSED")
         return "  ".join(parts)
 
@@ -77,10 +72,8 @@ class Progress:
         """The generator's saturated seconds in the last RECENT_S whole seconds, with the
         latest reason: a window holding them is judged void (docs/SPEC.md §5.6), so whoever
         watches the run learns it while it runs, not from the verdict."""
-        if self.health is None:
-            return ""
-        last = self.recorder.second_of(now)  # the current second is still open
-        seconds = self.health.saturated_in(last - RECENT_S, last)
+        last = self.load.recorder.second_of(now)  # the current second is still open
+        seconds = self.load.health.saturated_in(last - RECENT_S, last)
         if not seconds:
             return ""
         return f"SATURATED {len(seconds)}/{RECENT_S}s ({seconds[-1][1]})"
