@@ -36,9 +36,9 @@ _PUBLIC = {
     "run_blocking": "agentsession_core.run.single",
     # a judged campaign without Prefect
     "Campaign": "agentsession_core.campaign.campaign",
-    "CampaignResult": "agentsession_core.campaign.run",
-    "run_campaign": "agentsession_core.campaign.run",
-    "run_campaign_blocking": "agentsession_core.campaign.run",
+    "CampaignResult": "agentsession_core.campaign.standalone",
+    "run_campaign": "agentsession_core.campaign.standalone",
+    "run_campaign_blocking": "agentsession_core.campaign.standalone",
     "load_run": "agentsession_core.judge.stored_run",
     # scripts
     "Script": "agentsession_core.script",
@@ -99,7 +99,7 @@ if TYPE_CHECKING:
     from agentsession_core.campaign.campaign import Campaign
     from agentsession_core.campaign.params import CampaignParams
     from agentsession_core.campaign.preset_files import load_preset
-    from agentsession_core.campaign.run import (
+    from agentsession_core.campaign.standalone import (
         CampaignResult,
         run_campaign,
         run_campaign_blocking,

@@ -83,7 +83,7 @@ def one_run(
     out: Path, tag: str, hold_s: float, seed: int, faults: list[str], window_s: float = 30.0
 ) -> dict[str, Any]:
     from agentsession_core.campaign.params import CampaignParams
-    from agentsession_core.campaign.run import run_campaign_blocking
+    from agentsession_core.campaign.standalone import run_campaign_blocking
     from local_substrate.launcher import LocalSubstrateProcess
 
     started = time.time()

@@ -82,7 +82,7 @@ def one_run(
     out: Path, tag: str, args: argparse.Namespace, seed: int, shift_ms: float, with_hog: bool
 ) -> dict[str, Any]:
     from agentsession_core.campaign.params import CampaignParams
-    from agentsession_core.campaign.run import run_campaign_blocking
+    from agentsession_core.campaign.standalone import run_campaign_blocking
     from local_substrate.launcher import LocalSubstrateProcess
 
     faults = [f"wake:latency:fixed:{shift_ms}ms"] if shift_ms else []

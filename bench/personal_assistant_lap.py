@@ -24,7 +24,7 @@ from typing import Any
 from results_file import write_section
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign
+from agentsession_core.campaign.standalone import run_campaign
 from agentsession_core.script import load_script
 
 MiB = 1 << 20

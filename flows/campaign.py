@@ -31,7 +31,7 @@ from prefect.states import Cancelled, Failed, State
 
 from agentsession_core.campaign.campaign import Campaign, CampaignError, load_baseline
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import retry_delays, upload_with_retries
+from agentsession_core.campaign.upload import retry_delays, upload_with_retries
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.output.upload import UploadResult, record_failed_upload
 from agentsession_core.run.run import Run

@@ -17,7 +17,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import task_run
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import upload_once
+from agentsession_core.campaign.upload import upload_once
 from agentsession_core.output.upload import UploadError, UploadResult
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign_blocking
+from agentsession_core.campaign.standalone import run_campaign_blocking
 from agentsession_core.logs import log_to_stderr
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.preset_files import load_preset
-from agentsession_core.campaign.run import run_campaign
+from agentsession_core.campaign.standalone import run_campaign
 from agentsession_core.output.run_dir import verify_manifest
 
 pytestmark = pytest.mark.timeout(180)

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign
+from agentsession_core.campaign.standalone import run_campaign
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN, ate_target
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign_blocking
+from agentsession_core.campaign.standalone import run_campaign_blocking
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs/getting-started.md"

@@ -34,7 +34,7 @@ import pytest
 
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign_blocking
+from agentsession_core.campaign.standalone import run_campaign_blocking
 from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, parse
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.output.run_dir import verify_manifest

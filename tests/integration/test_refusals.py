@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign_blocking
+from agentsession_core.campaign.standalone import run_campaign_blocking
 from agentsession_core.output.run_dir import verify_manifest
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import TOKEN, ate_args, ate_target

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import CampaignResult, run_campaign_blocking
+from agentsession_core.campaign.standalone import CampaignResult, run_campaign_blocking
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.output.upload import s3_client, upload_run
 from agentsession_core.report.svg_chart import esc

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import upload_with_retries
+from agentsession_core.campaign.upload import upload_with_retries
 from agentsession_core.output.run_dir import RunDir
 from agentsession_core.output.upload import read_object, s3_client
 

@@ -25,7 +25,7 @@ import pytest
 
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign
+from agentsession_core.campaign.standalone import run_campaign
 from agentsession_core.measure.server_metrics import ServerWindow
 from agentsession_core.measure.stats import ROUTER_KIND
 from agentsession_core.output.run_dir import verify_manifest

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign
+from agentsession_core.campaign.standalone import run_campaign
 from agentsession_core.engine.params import RunParams
 from agentsession_core.measure.server_metrics import SCHEMA, ServerMetricsStore
 from agentsession_core.measure.server_sources import PrometheusRange

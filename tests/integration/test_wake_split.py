@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign
+from agentsession_core.campaign.standalone import run_campaign
 from agentsession_core.measure.agent_substrate import preset_queries
 from tests.integration.agent_substrate_standin import (
     ObservedSubstrate,

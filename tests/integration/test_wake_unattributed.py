@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign
+from agentsession_core.campaign.standalone import run_campaign
 from agentsession_core.measure.wake_unattributed import row_name
 from tests.integration.agent_substrate_standin import (
     ObservedSubstrate,

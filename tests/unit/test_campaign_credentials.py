@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.run import run_campaign
+from agentsession_core.campaign.standalone import run_campaign
 from agentsession_core.cli import main
 from agentsession_core.engine.params import parse
 from agentsession_core.engine.shards.split import plan_shards
