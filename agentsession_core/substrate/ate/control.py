@@ -78,6 +78,9 @@ MAX_RECEIVE_BYTES = 64 * 2**20
 # a few seconds of the server's return.
 RECONNECT_BACKOFF_MS = (200, 3000)  # initial, max
 TLS_RECHECK_S = 5.0  # a TLS diagnosis is reused this long (a storm of failures makes one)
+# Where target.token comes from, for a refused credential's hint: a campaign flow fills it
+# from the Secret block target.token_secret names, so that is named too.
+TOKEN_SOURCES = "AGENTSESSION_TOKEN, a --params file or the Secret block target.token_secret names"
 
 M = TypeVar("M", bound=Message)
 
@@ -361,12 +364,9 @@ class ControlClient:
         if self._token_file is not None:
             sent = f"target.token_file {self._token_file} (its token was sent)"
         elif self._token:
-            sent = "target.token (AGENTSESSION_TOKEN or a --params file; it was sent)"
+            sent = f"target.token ({TOKEN_SOURCES}; it was sent)"
         else:
-            sent = (
-                "target.token (AGENTSESSION_TOKEN or a --params file) or target.token_file: "
-                "no bearer token was sent"
-            )
+            sent = f"target.token ({TOKEN_SOURCES}) or target.token_file: no bearer token was sent"
         if self._certificate_chain is not None:
             sent += ", or the client certificate (target.cert_file)"
         if code == "PERMISSION_DENIED":

@@ -42,6 +42,7 @@ from agentsession_core.substrate.ate import glutton_codec
 from agentsession_core.substrate.ate.control import (
     DEFAULT_SERVER_NAME,
     DEFAULT_TIMEOUT,
+    TOKEN_SOURCES,
     Answer,
     ControlClient,
 )
@@ -117,12 +118,10 @@ class AteSubstrate:
         )
         # What to check when the router refuses who we are: it gets the plain token only.
         if token:
-            self._router_check = (
-                "target.token (AGENTSESSION_TOKEN or a --params file; the router got it)"
-            )
+            self._router_check = f"target.token ({TOKEN_SOURCES}; the router got it)"
         else:
             self._router_check = (
-                "target.token (AGENTSESSION_TOKEN or a --params file): the router got no token "
+                f"target.token ({TOKEN_SOURCES}): the router got no token "
                 "(a target.token_file goes to the control API only)"
             )
 
