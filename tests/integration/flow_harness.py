@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,11 +78,11 @@ def small_campaign(tmp_path: Path, **overrides: object) -> dict:
     return values
 
 
-def on_substrate(values: dict, url: str) -> dict:
+def on_substrate(values: dict, proc: Any) -> dict:
     """The campaign against a standalone substrate (the session's, its token from
-    AGENTSESSION_TOKEN) instead of an embedded one of its own."""
+    AGENTSESSION_TOKEN) instead of an embedded one of its own, on the ate wire."""
     target = {k: v for k, v in values["target"].items() if k != "local_workers"}
-    return {**values, "target": {**target, "substrate": url}}
+    return {**values, "target": {**target, "substrate": proc.grpc_url, "router": proc.url}}
 
 
 async def run_flow(values: dict):  # type: ignore[no-untyped-def]

@@ -25,7 +25,7 @@ import pytest
 from agentsession_core.run.control_api import MAX_BODY
 from agentsession_core.run.live_control import MAX_LEVEL
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -44,8 +44,7 @@ def small_run(substrate: LocalSubstrateProcess, out: Path, *more: str) -> list[s
     return [
         *CLI,
         "run",
-        "--substrate",
-        substrate.url,
+        *ate_args(substrate),
         "--script",
         "smoke",
         "--population",

@@ -64,7 +64,7 @@ async def test_flow_uploads_to_s3_under_the_upstream_layout(
         out=str(tmp_path / "local"),
         upload={"endpoint_url": s3_endpoint},
     )
-    state = await run_flow(on_substrate(values, substrate.url))
+    state = await run_flow(on_substrate(values, substrate))
     # Two 3 s windows: it moved inside one (a window's own ticks run from 0 to its end,
     # 50 % and 100 % being the ends of the two), and ends at 100 %.
     assert [p for p in published if p not in (0.0, 50.0, 100.0)], published
@@ -139,7 +139,7 @@ async def test_s3_down_keeps_the_local_copy_retries_and_says_so(
         upload={"endpoint_url": dead, "attempts": 3},
     )
     with prefect_console() as console:
-        state = await run_flow(on_substrate(values, substrate.url))
+        state = await run_flow(on_substrate(values, substrate))
     assert state.is_completed(), state  # the campaign reached its verdict
     result = await state.result()
     upload = result["upload"]
@@ -196,7 +196,10 @@ async def test_an_out_that_cannot_be_written_fails_the_campaign_in_one_line(
 async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tmp_path):
     """A refusal is a verdict (void, with the reason), not a crashed flow (issue #11), and
     is announced as one (the verdict event, issue #17)."""
-    values = small_campaign(tmp_path, target={"substrate": f"http://127.0.0.1:{closed_port()}"})
+    dead = f"127.0.0.1:{closed_port()}"
+    values = small_campaign(
+        tmp_path, target={"substrate": f"grpc://{dead}", "router": f"http://{dead}"}
+    )
     state = await run_flow(values)
     assert state.is_completed(), state
     result = await state.result()
@@ -215,7 +218,7 @@ async def test_unreachable_substrate_is_refused_before_any_actor(prefect_api, tm
     assert len(events) == 1, events
     (event,) = events
     assert event.resource.id == "agentsession.campaign.ci"
-    assert event.resource["agentsession.target"] == values["target"]["substrate"][len("http://") :]
+    assert event.resource["agentsession.target"] == dead  # the control address's host:port
     assert event.payload["verdict"] == "void" and event.payload["tag"] == "flow"
     assert event.payload["reason"] == result["reason"] and event.payload["regressions"] == []
     assert event.payload["location"] == result["location"]

@@ -40,7 +40,7 @@ async def test_a_token_from_the_environment_reaches_the_substrate_not_prefect(
     """The substrate requires TOKEN: the campaign completes only if the flow took it from
     AGENTSESSION_TOKEN, and Prefect's records of the run never hold it."""
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    values = on_substrate(small_campaign(tmp_path, hold_minutes=0.05), substrate.url)
+    values = on_substrate(small_campaign(tmp_path, hold_minutes=0.05), substrate)
     state = await run_flow(values)
     assert state.is_completed(), state
     result = await state.result()
@@ -62,7 +62,7 @@ async def test_a_secret_block_names_the_token(
     await Secret(value=TOKEN).asave("substrate-token", overwrite=True)
     await Secret(value="not-the-token").asave("stale-token", overwrite=True)
 
-    values = on_substrate(small_campaign(tmp_path, hold_minutes=0.05), substrate.url)
+    values = on_substrate(small_campaign(tmp_path, hold_minutes=0.05), substrate)
     values["target"]["token_secret"] = "substrate-token"
     state = await run_flow(values)
     assert state.is_completed(), state

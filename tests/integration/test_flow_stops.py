@@ -77,7 +77,7 @@ async def test_a_two_shard_campaign_runs_end_to_end_on_a_local_dask_cluster(
     """generator.shards=2 with no cluster address: a local Dask cluster of two worker
     processes, one run directory with the merged rows and each shard's health beside it."""
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    values = on_substrate({**small_campaign(tmp_path), "generator": {"shards": 2}}, substrate.url)
+    values = on_substrate({**small_campaign(tmp_path), "generator": {"shards": 2}}, substrate)
     state = await run_flow(values)
     assert state.is_completed(), state
     result = await state.result()

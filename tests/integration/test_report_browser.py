@@ -35,6 +35,7 @@ from agentsession_core.output.upload import s3_client, upload_run
 from agentsession_core.report.svg_chart import esc
 from agentsession_core.run.run import run_on_fresh_loop
 from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.conftest import ate_target
 from tests.integration.test_capacity_search import refuse_above, tolerant
 from tests.unit.test_report import SECTIONS, assert_self_contained
 from tests.unit.test_report_server import figure_rows, server_section
@@ -330,7 +331,7 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             levels=[1.0],
             ramp_minutes=None,
             thresholds=["TimeToWake: failure_ratio < 0.02"],
-            target={"substrate": proc.url},
+            target=ate_target(proc),
             population={
                 "kind": "turnover",
                 "sessions": 10,
