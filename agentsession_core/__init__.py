@@ -40,6 +40,7 @@ _PUBLIC = {
     "run_campaign": "agentsession_core.campaign.standalone",
     "run_campaign_blocking": "agentsession_core.campaign.standalone",
     "load_run": "agentsession_core.judge.stored_run",
+    "StoredRun": "agentsession_core.judge.stored_run",
     # scripts
     "Script": "agentsession_core.script",
     "ScriptError": "agentsession_core.script",
@@ -79,6 +80,7 @@ __all__ = [
     "RunResult",
     "Script",
     "ScriptError",
+    "StoredRun",
     "Substrate",
     "SubstrateError",
     "TargetParams",
@@ -106,7 +108,7 @@ if TYPE_CHECKING:
     )
     from agentsession_core.engine.params import PopulationParams, RunParams, TargetParams
     from agentsession_core.errors import AgentsessionError, UsageError
-    from agentsession_core.judge.stored_run import load_run
+    from agentsession_core.judge.stored_run import StoredRun, load_run
     from agentsession_core.logs import log_to_stderr
     from agentsession_core.run.run import Run, RunResult
     from agentsession_core.run.single import run, run_blocking

@@ -158,15 +158,15 @@ def load(run: dict[str, Any], confidence: float) -> dict[str, Any] | None:
     from agentsession_core.judge.stored_run import load_run
     from agentsession_core.judge.uncertainty import figures
 
-    loaded = load_run(str(run["location"]))
+    stored = load_run(str(run["location"]))
+    loaded = {"location": stored.location, "gate": dict(stored.gate_json), "tag": run["tag"]}
     held = Path(run["location"]) / HOLD_SECONDS_FILE
     if held.exists():
         records = parse(held.read_text())
-        seed = int((loaded["params"] or {}).get("seed", 0))
+        seed = int(stored.params.get("seed", 0))
         loaded["gate"]["figures"] = figures(
             HoldSeconds.of_records(records), confidence=confidence, seed=seed
         )
-    loaded["tag"] = run["tag"]
     return loaded
 
 
@@ -184,11 +184,12 @@ def outcome(doc: dict[str, Any]) -> str:
 def compare_one(current: dict, baselines: list[dict], args: argparse.Namespace) -> str:
     from agentsession_core.judge.gate import with_baseline
     from agentsession_core.judge.gate_document import GateInputError
+    from agentsession_core.judge.stored_run import StoredRun
 
     try:
         doc = with_baseline(
             current["gate"],
-            baselines,
+            [StoredRun.of(b["location"], b["gate"]) for b in baselines],
             args.max_regression,
             night_spread=args.night_spread,
             confidence=args.confidence,

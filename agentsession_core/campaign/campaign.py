@@ -35,7 +35,7 @@ from agentsession_core.judge.baselines import AUTO, last_good_runs
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import baseline_refusal
 from agentsession_core.judge.gate_document import GateInputError
-from agentsession_core.judge.stored_run import load_run
+from agentsession_core.judge.stored_run import StoredRun, load_run
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
 from agentsession_core.measure.health import exhausted_reason
 from agentsession_core.measure.stats import CANDIDATE, Window
@@ -61,7 +61,7 @@ class Span:
     end_ns: int
 
 
-def load_baseline(params: CampaignParams) -> list[dict[str, Any]] | None:
+def load_baseline(params: CampaignParams) -> list[StoredRun] | None:
     """The baseline run(s), read before any actor exists so a bad one is refused early: a
     run that cannot be read, or that measured nothing to compare against (void, failed,
     refused), ends the campaign before it starts, with the parameter named. `auto`: the last
@@ -91,7 +91,7 @@ class Campaign:
     """Windows, verdicts and the campaign's files for one Run (enter the Run first)."""
 
     def __init__(
-        self, params: CampaignParams, run: Run, *, baseline: list[dict[str, Any]] | None = None
+        self, params: CampaignParams, run: Run, *, baseline: list[StoredRun] | None = None
     ) -> None:
         self.params = params
         self.run = run

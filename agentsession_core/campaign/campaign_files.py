@@ -23,6 +23,7 @@ from agentsession_core.judge.hold_seconds import (
 )
 from agentsession_core.judge.hold_seconds import render as render_seconds
 from agentsession_core.judge.paired import paired_comparison
+from agentsession_core.judge.stored_run import StoredRun
 from agentsession_core.judge.uncertainty import figures
 from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.measure.stats import CANDIDATE, REFERENCE
@@ -39,7 +40,7 @@ class Judged(Protocol):
     plan: list[WindowPlan]
     verdicts: list[WindowVerdict]
     spans: list[Any]
-    baseline: list[dict[str, Any]] | None
+    baseline: list[StoredRun] | None
     stop_reason: str | None
 
     @property

@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import sys
+from typing import Any
 
 import orjson
 
@@ -137,10 +138,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=gate)
 
 
-def settings(run: dict, args: argparse.Namespace) -> tuple[float, float, Rule, Rule]:
+def settings(params: dict[str, Any], args: argparse.Namespace) -> tuple[float, float, Rule, Rule]:
     """max_regression, night_spread and the decision rules (against a baseline, and a paired
-    campaign's): the flags, else the run's own parameters."""
-    params = run.get("params") or {}
+    campaign's): the flags, else the run's own parameters (campaign.json's)."""
     max_regression = args.max_regression
     if max_regression is None:
         max_regression = float(params.get("max_regression", DEFAULT_MAX_REGRESSION))
@@ -177,9 +177,9 @@ def judged(args: argparse.Namespace) -> dict:
     """The run's gate document, compared and re-judged as the flags ask (stored with
     --write)."""
     run = load_run(args.run)
-    doc = run["gate"]
-    max_regression, spread, rule, paired_rule = settings(run, args)
-    if doc.get("paired") and (args.max_regression is not None or args.rule is not None):
+    doc = run.gate_json
+    max_regression, spread, rule, paired_rule = settings(run.params, args)
+    if run.gate.paired and (args.max_regression is not None or args.rule is not None):
         doc = rejudge_paired(doc, max_regression, paired_rule)  # its intervals kept
     if args.baseline:
         found = (
@@ -204,5 +204,5 @@ def judged(args: argparse.Namespace) -> dict:
         stored = dict(doc)
         stored.pop("location", None)  # where it was read from, not part of the file
         data = orjson.dumps(stored, option=orjson.OPT_INDENT_2) + b"\n"
-        rewrite_run_file(run["location"], "gate.json", data)
+        rewrite_run_file(run.location, "gate.json", data)
     return doc

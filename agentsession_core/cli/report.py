@@ -26,7 +26,7 @@ from agentsession_core.judge.baselines import AUTO, auto_baselines
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.gate import baseline_refusal, gate_document, with_baseline
 from agentsession_core.judge.gate_document import GateDocument, GateInputError
-from agentsession_core.judge.stored_run import load_run
+from agentsession_core.judge.stored_run import StoredRun, load_run
 from agentsession_core.judge.thresholds import Threshold, parse_thresholds
 from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output.output_file import output_file, write_output
@@ -71,7 +71,7 @@ def report(args: argparse.Namespace) -> int:
         comparison = auto_comparison(args, data)
     elif args.baseline:
         baseline, refused = read_baseline(args.baseline, args.endpoint_url)
-        max_regression, spread, rule, _ = settings({"params": data.params}, args)
+        max_regression, spread, rule, _ = settings(data.params, args)
         comparison = compare_runs(
             data,
             baseline,
@@ -110,7 +110,7 @@ def auto_comparison(args: argparse.Namespace, data: RunData) -> Comparison:
         raise
     except AgentsessionError as exc:  # not in the campaign layout: a run this cannot use
         raise GateInputError(str(exc)) from None
-    max_regression, spread, rule, _ = settings(run, args)
+    max_regression, spread, rule, _ = settings(run.params, args)
     if not found:
         return Comparison(
             None,
@@ -119,7 +119,7 @@ def auto_comparison(args: argparse.Namespace, data: RunData) -> Comparison:
             f"{args.history} good, comparable runs before this one become its baseline",
             source="baseline: auto",
         )
-    newest = read_run(open_run(found[-1]["location"], endpoint_url=args.endpoint_url))
+    newest = read_run(open_run(found[-1].location, endpoint_url=args.endpoint_url))
     runs = (
         f"the last {len(found)} good comparable runs"
         if len(found) > 1
@@ -202,7 +202,7 @@ def compare_runs(
     max_regression: float | None,
     *,
     refused: str | None = None,
-    against: list[dict[str, Any]] | None = None,
+    against: list[StoredRun] | None = None,
     night_spread: float | None = None,
     confidence: float | None = None,
     rule: Rule = DEFAULT_RULE,
@@ -210,8 +210,7 @@ def compare_runs(
     """What the gate judges of `data` against `baseline`, as data for the report.
     `refused`: the line the gate refuses this baseline with (read_baseline); without it, the
     refusal a readable baseline's own verdict earns. `against`: the runs judged against
-    (load_run() results, oldest first; `--baseline auto`'s), when they are more than the
-    one drawn."""
+    (oldest first; `--baseline auto`'s), when they are more than the one drawn."""
     if max_regression is None:
         max_regression = number(data.params.get("max_regression"))
         if max_regression is None:
@@ -225,7 +224,7 @@ def compare_runs(
             reason=f"not judged: {which} has no judged windows",
             refused=refused,
         )
-    base = {"gate": base_doc, "location": baseline.location}
+    base = StoredRun.of(baseline.location, base_doc)
     if refused is None:
         refused = baseline_refusal(base)
     options: dict[str, Any] = {"confidence": confidence, "rule": rule}

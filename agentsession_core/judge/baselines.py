@@ -18,7 +18,7 @@ from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.conditions import differences
 from agentsession_core.judge.gate import refusal
 from agentsession_core.judge.run_index import RunRef, find_runs, parse_location
-from agentsession_core.judge.stored_run import load_run
+from agentsession_core.judge.stored_run import StoredRun, load_run
 
 log = logging.getLogger("agentsession")
 AUTO = "auto"
@@ -32,9 +32,9 @@ def last_good_runs(
     history: int,
     before_ts: int | None = None,
     endpoint_url: str | None = None,
-) -> list[dict[str, Any]]:
-    """Up to `history` load_run() results, oldest first."""
-    found: list[dict[str, Any]] = []
+) -> list[StoredRun]:
+    """Up to `history` good, comparable runs, oldest first."""
+    found: list[StoredRun] = []
     candidates: list[RunRef] = [
         r
         for r in find_runs(prefix, name, endpoint_url=endpoint_url)
@@ -48,25 +48,24 @@ def last_good_runs(
         except AgentsessionError as exc:
             log.warning("baseline auto: %s skipped: %s", ref.location, exc)
             continue
-        if refusal(run) is not None or differences(conditions, run["gate"].get("conditions")):
+        if refusal(run) is not None or differences(conditions, run.conditions):
             continue
         found.append(run)
     return list(reversed(found))
 
 
-def auto_baselines(run: dict[str, Any], *, history: int) -> list[dict[str, Any]]:
-    """The baselines of a stored run (load_run() result): the good runs before it in its own
-    campaign's tree."""
-    ref = parse_location(run["location"])
+def auto_baselines(run: StoredRun, *, history: int) -> list[StoredRun]:
+    """The baselines of a stored run: the good runs before it in its own campaign's tree."""
+    ref = parse_location(run.location)
     if ref is None:
         raise AgentsessionError(
-            f"{run['location']}: --baseline auto needs a run in the campaign layout "
+            f"{run.location}: --baseline auto needs a run in the campaign layout "
             "(…/runs/NAME/run_date=…/run_ts=…/run_tag=…)"
         )
     return last_good_runs(
         ref.prefix,
         ref.name,
-        conditions=run["gate"].get("conditions"),
+        conditions=run.conditions,
         history=history,
         before_ts=ref.run_ts,
     )

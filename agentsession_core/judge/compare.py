@@ -32,7 +32,7 @@ from typing import Any
 
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.figures import figures_of as read_figures
-from agentsession_core.judge.gate_document import JudgedFigure
+from agentsession_core.judge.gate_document import GateDocument, JudgedFigure
 from agentsession_core.judge.judged_figure import (
     CAPACITY,
     HIGHER_IS_BETTER,
@@ -78,19 +78,20 @@ def _scale(metric: str, figure: dict[str, Any]) -> float:
     return math.log(max(float(figure["value"]), 0.0) + FLOORS.get(unit, 0.0) + 1e-12)
 
 
-def figures_of(gate: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def figures_of(gate: GateDocument) -> dict[str, dict[str, Any]]:
     """A gate document's figures as plain dicts (judge/figures.py reads both schemas; a
     schema-1 document's headline values come without intervals)."""
     return {metric: f.to_dict() for metric, f in read_figures(gate).items()}
 
 
-def reference_of(runs: list[dict[str, Any]], *, night_spread: float) -> Reference:
-    """`runs`: load_run() results (oldest first). One run: its figures, the spread assumed;
-    several: each figure's median across them, with their measured spread once there are
-    MIN_NIGHTS of them (fewer nights say too little about it: the assumed spread then)."""
-    locations = [r.get("location") or r["gate"].get("location", "?") for r in runs]
-    per_run = [figures_of(r["gate"]) for r in runs]
-    if len(runs) == 1:
+def reference_of(gates: list[GateDocument], *, night_spread: float) -> Reference:
+    """`gates`: the baseline runs' gate documents, as read back (oldest first; each with its
+    `location`). One run: its figures, the spread assumed; several: each figure's median
+    across them, with their measured spread once there are MIN_NIGHTS of them (fewer nights
+    say too little about it: the assumed spread then)."""
+    locations = [g.location or "?" for g in gates]
+    per_run = [figures_of(g) for g in gates]
+    if len(gates) == 1:
         only = per_run[0]
         return Reference(locations, only, {m: night_spread for m in only}, "assumed")
     figures: dict[str, dict[str, Any]] = {}
@@ -113,8 +114,8 @@ def reference_of(runs: list[dict[str, Any]], *, night_spread: float) -> Referenc
             spread[metric] = MAD_TO_SD * statistics.median(abs(v - middle) for v in logs)
         else:
             spread[metric] = night_spread
-    measured = len(runs) >= MIN_NIGHTS
-    source = f"measured over {len(runs)} runs" if measured else "assumed"
+    measured = len(gates) >= MIN_NIGHTS
+    source = f"measured over {len(gates)} runs" if measured else "assumed"
     return Reference(locations, figures, spread, source)
 
 
@@ -211,52 +212,53 @@ def compare(
 
 
 # --------------------------------------------------------------------------- a capacity
-def _known_capacity(gate: dict[str, Any]) -> tuple[float, float] | None:
+def _known_capacity(gate: GateDocument) -> tuple[float, float] | None:
     """(rate, log width of its bracket) of a gate document's capacity, when it found one:
     the knee lies in [rate, broke_at_rate), or within resolution of rate when the search
     stopped before a level broke it (docs/SPEC.md §6.7)."""
-    capacity = gate.get("capacity") or {}
-    rate, broke = capacity.get("rate"), capacity.get("broke_at_rate")
-    if not isinstance(rate, int | float) or rate <= 0:
+    capacity = gate.capacity
+    if capacity is None or capacity.rate is None or capacity.rate <= 0:
         return None
-    if isinstance(broke, int | float) and broke > rate:
-        return float(rate), math.log(broke / rate)
-    return float(rate), math.log1p(float(capacity.get("resolution") or 0.0))
+    rate, broke = capacity.rate, capacity.broke_at_rate
+    if broke is not None and broke > rate:
+        return rate, math.log(broke / rate)
+    return rate, math.log1p(capacity.resolution or 0.0)
 
 
 def compare_capacity(
-    current: dict[str, Any],
-    baselines: list[dict[str, Any]],
+    current: GateDocument,
+    baselines: list[GateDocument],
     *,
     night_spread: float,
     max_regression: float,
     confidence: float,
     rule: Rule = DEFAULT_RULE,
 ) -> dict[str, Any] | None:
-    """The capacity of a gate document against its baselines' (gate documents), by the one
-    rule above: d = log(baseline) − log(current) (a fall is worse), its interval widened by
-    both brackets and z × the run-to-run spread (measured over MIN_NIGHTS baselines, else
+    """The capacity of a gate document against its baselines', by the one rule above:
+    d = log(baseline) − log(current) (a fall is worse), its interval widened by both
+    brackets and z × the run-to-run spread (measured over MIN_NIGHTS baselines, else
     assumed). None when no side searched; inconclusive when a side found no capacity."""
-    searched = [g for g in baselines if g.get("capacity")]
-    if not current.get("capacity") and not searched:
+    searched = [g for g in baselines if g.capacity]
+    if not current.capacity and not searched:
         return None
     mine = _known_capacity(current)
     theirs = [c for c in (_known_capacity(g) for g in searched) if c is not None]
     out: dict[str, Any] = {
         "metric": CAPACITY,
         "better": "higher",
-        "unit": (current.get("capacity") or {}).get("unit"),
+        "unit": current.capacity.unit if current.capacity else None,
         "current": mine[0] if mine else None,
         "baseline": statistics.median(r for r, _ in theirs) if theirs else None,
         "samples": {
-            "current": len(current.get("capacity", {}).get("probes") or []),
+            "current": len(current.capacity.probes) if current.capacity else 0,
             "baseline": len(theirs),
         },
     }
     if mine is None or not theirs:
         side = "current" if mine is None else "baseline"
-        why = (current if mine is None else (searched[-1] if searched else {})).get("capacity")
-        reason = f"{side}: {(why or {}).get('reason') or 'no capacity search'}"
+        why = (current if mine is None else (searched[-1] if searched else None)) or None
+        said = why.capacity.reason if why is not None and why.capacity else None
+        reason = f"{side}: {said or 'no capacity search'}"
         out.update(status="inconclusive", why=reason, change=0.0)  # gate.json's order
         return {**out, **inconclusive(reason), "log_change": 0.0}
     rate, width = mine

@@ -11,10 +11,10 @@ scripts adds each script's TimeToWake/<script> and Step_*/<script> at the same p
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from agentsession_core.judge.gate_document import GateDocument
 from agentsession_core.judge.uncertainty import COMPARED_LATENCIES
 from agentsession_core.judge.verdict import HEADLINE_ROWS
 from agentsession_core.measure.stats import row_script
@@ -58,69 +58,44 @@ def unit_of(metric: str) -> str:
     return REQUEST_FIGURES.get(metric.split(".", 1)[-1], "")
 
 
-def _number(value: Any) -> float | None:
-    # bool is an int: a stray true is not a figure.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _count(value: Any) -> int | None:
-    number = _number(value)
-    return None if number is None else int(number)
-
-
-def _from_schema2(metric: str, raw: Any) -> Figure | None:
-    if not isinstance(raw, dict):
-        return None
-    value = _number(raw.get("value"))
-    if value is None:
-        return None
-    estimable = raw.get("estimable")
-    return Figure(
-        value=value,
-        low=_number(raw.get("low")),
-        high=_number(raw.get("high")),
-        n=_count(raw.get("n")),
-        beyond=_count(raw.get("beyond")),
-        estimable=estimable if isinstance(estimable, bool) else None,
-        unit=str(raw.get("unit") or unit_of(metric)),
-        se_log=_number(raw.get("se_log")),
-    )
-
-
-def _from_headline(headline: dict) -> dict[str, Figure]:
+def _from_headline(headline: dict[str, dict[str, float | None]]) -> dict[str, Figure]:
     out: dict[str, Figure] = {}
     for section in LATENCY_SECTIONS:
-        values = headline.get(section)
-        if not isinstance(values, dict):
-            continue
+        values = headline.get(section) or {}
+        count = values.get("count")
         for key in LATENCY_FIGURES:
-            value = _number(values.get(key))
+            value = values.get(key)
             if value is not None:
-                count = _count(values.get("count"))
-                out[f"{section}.{key}"] = Figure(value, n=count, unit=LATENCY_UNIT)
-    requests = headline.get("requests")
-    if isinstance(requests, dict):
-        for key, unit in REQUEST_FIGURES.items():
-            value = _number(requests.get(key))
-            if value is not None:
-                out[f"requests.{key}"] = Figure(value, n=_count(requests.get("count")), unit=unit)
+                out[f"{section}.{key}"] = Figure(
+                    value, n=None if count is None else int(count), unit=LATENCY_UNIT
+                )
+    requests = headline.get("requests") or {}
+    count = requests.get("count")
+    for key, unit in REQUEST_FIGURES.items():
+        value = requests.get(key)
+        if value is not None:
+            out[f"requests.{key}"] = Figure(
+                value, n=None if count is None else int(count), unit=unit
+            )
     return out
 
 
-def figures_of(gate: dict) -> dict[str, Figure]:
+def figures_of(gate: GateDocument) -> dict[str, Figure]:
     """{metric: Figure} of a gate document: its schema-2 ``figures`` where present, and for
     any headline metric they lack (a schema-1 run has no ``figures`` at all) the plain value
     from ``headline``."""
-    headline = gate.get("headline")
-    out = _from_headline(headline) if isinstance(headline, dict) else {}
-    figures = gate.get("figures")
-    if isinstance(figures, dict):
-        for metric, raw in figures.items():
-            figure = _from_schema2(str(metric), raw)
-            if figure is not None:
-                out[str(metric)] = figure
+    out = _from_headline(gate.headline or {})
+    for metric, f in (gate.figures or {}).items():
+        out[metric] = Figure(
+            value=f.value,
+            low=f.low,
+            high=f.high,
+            n=f.n,
+            beyond=f.beyond,
+            estimable=f.estimable,
+            unit=f.unit or unit_of(metric),
+            se_log=f.se_log,
+        )
     order = {name: i for i, name in enumerate(headline_metrics())}
     return dict(sorted(out.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
 

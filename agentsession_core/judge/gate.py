@@ -19,7 +19,8 @@ the judged windows at the first level (percentiles of different windows are neve
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from agentsession_core.errors import UsageError
 from agentsession_core.judge import paired
@@ -50,6 +51,18 @@ EXIT_CODES = {"pass": 0, "fail": 1, "void": 2}
 DEFAULT_MAX_REGRESSION = 0.2
 # A baseline with one of these verdicts or run states measured nothing to compare against.
 UNUSABLE_VERDICTS = ("void", "fail")
+
+
+class StoredBaseline(Protocol):
+    """What the comparison reads of a stored run (judge/stored_run.py `StoredRun`): where it
+    is and its gate document (declared here: the stored run is read with this module's
+    gate_document)."""
+
+    @property
+    def location(self) -> str: ...
+
+    @property
+    def gate(self) -> GateDocument: ...
 
 
 # --------------------------------------------------------------------------- headline
@@ -235,30 +248,29 @@ def gate_document(
     return doc
 
 
-def refusal(baseline: dict) -> str | None:
+def refusal(baseline: StoredBaseline) -> str | None:
     """Why a run cannot serve as a baseline (None when it can): it measured nothing to
     compare against, or failed itself."""
-    gate = baseline.get("gate", baseline)
-    if gate.get("run_status") == "refused":
+    gate = baseline.gate
+    if gate.run_status == "refused":
         return "it was refused before any load"
-    if gate.get("verdict") in UNUSABLE_VERDICTS:
-        return f"its verdict is {gate['verdict']} ({gate.get('reason') or 'no reason'})"
+    if gate.verdict in UNUSABLE_VERDICTS:
+        return f"its verdict is {gate.verdict} ({gate.reason or 'no reason'})"
     return None
 
 
-def baseline_refusal(run: dict) -> str | None:
+def baseline_refusal(run: StoredBaseline) -> str | None:
     """The one line the gate refuses a readable baseline with (None: it is one), as
     `gate --baseline`, a campaign's `baseline` and the report all say it."""
     why = refusal(run)
     if why is None:
         return None
-    where = run.get("location") or run.get("gate", run).get("location") or "baseline"
-    return f"baseline {where}: not a baseline: {why}"
+    return f"baseline {run.location or 'baseline'}: not a baseline: {why}"
 
 
 def with_baseline(
     doc: dict,
-    baselines: dict | list[dict],
+    baselines: StoredBaseline | Sequence[StoredBaseline],
     max_regression: float,
     *,
     night_spread: float = DEFAULT_NIGHT_SPREAD,
@@ -266,22 +278,22 @@ def with_baseline(
     refuse: bool = True,
     rule: Rule = DEFAULT_RULE,
 ) -> dict:
-    """A copy of a gate document compared against one baseline run or several (load_run()
-    results, oldest first), verdict recomputed. A baseline that cannot be one is refused
-    (GateInputError; `refuse=False` only to show figures side by side, as the report does);
-    one whose conditions differ is `not comparable`."""
+    """A copy of a gate document compared against one baseline run or several (oldest
+    first), verdict recomputed. A baseline that cannot be one is refused (GateInputError;
+    `refuse=False` only to show figures side by side, as the report does); one whose
+    conditions differ is `not comparable`."""
     if not (max_regression >= 0 and math.isfinite(max_regression)):
         raise UsageError(f"--max-regression: {max_regression} is not a fraction >= 0")
-    runs = [baselines] if isinstance(baselines, dict) else list(baselines)
+    runs = list(baselines) if isinstance(baselines, Sequence) else [baselines]
     for run in runs:
         line = baseline_refusal(run)
         if line is not None and refuse:
             raise GateInputError(line)
     level = confidence if confidence is not None else doc.get("confidence") or DEFAULT_CONFIDENCE
     out = dict(doc)
-    locations = [r.get("location") or r.get("gate", r).get("location") for r in runs]
+    locations: list[str | None] = [r.location for r in runs]
     differing = sorted(
-        {d for r in runs for d in differences(doc.get("conditions"), _conditions(r))}
+        {d for r in runs for d in differences(doc.get("conditions"), r.gate.conditions)}
     )
     if differing:
         out["baseline"] = {
@@ -293,20 +305,19 @@ def with_baseline(
             "regressions": [],
         }
     else:
-        reference = reference_of(
-            [
-                {"location": loc, "gate": r.get("gate", r)}
-                for loc, r in zip(locations, runs, strict=True)
-            ],
-            night_spread=night_spread,
-        )
+        current = GateDocument.model_validate({"verdict": "void", **doc})
+        reference = reference_of([r.gate for r in runs], night_spread=night_spread)
         metrics = compare(
-            figures_of(doc), reference, max_regression=max_regression, confidence=level, rule=rule
+            figures_of(current),
+            reference,
+            max_regression=max_regression,
+            confidence=level,
+            rule=rule,
         )
         # The capacity beside the figures, by the same rule (known to its bracket).
         capacity = compare_capacity(
-            doc,
-            [r.get("gate", r) for r in runs],
+            current,
+            [r.gate for r in runs],
             night_spread=night_spread,
             max_regression=max_regression,
             confidence=level,
@@ -328,11 +339,6 @@ def with_baseline(
         }
     out["verdict"], out["reason"] = decide(out)
     return out
-
-
-def _conditions(run: dict) -> dict[str, Any] | None:
-    gate = run.get("gate", run)
-    return gate.get("conditions") or run.get("conditions")
 
 
 def without_baseline(doc: dict, why: str) -> dict:
@@ -381,6 +387,7 @@ def summary(doc: dict) -> str:
 
 __all__ = [
     "EXIT_CODES",
+    "StoredBaseline",
     "baseline_refusal",
     "decide",
     "describe_paired",

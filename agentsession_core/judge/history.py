@@ -3,8 +3,8 @@ headline figures, and where each figure changed (docs/SPEC.md §6.4).
 
 A destination is a campaign's ``out`` directory or its ``dest`` s3:// prefix; runs live at
 ``<prefix>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/`` (docs/SPEC.md §7).
-`find_runs` lists them oldest first; `load_series` reads each (gate.json through
-judge.stored_run.load_gate, campaign.json beside it) into a RunRecord that keeps only what
+`find_runs` lists them oldest first; `load_series` reads each (judge/stored_run.py
+`load_run`, as history believes a run) into a RunRecord that keeps only what
 history shows of it (verdict, reason, figures, regressions: never the whole gate.json, so a
 history of 10,000 nights holds 10,000 small records). A run is believed when sealed, the
 files read hashed and the others checked by presence and size (docs/SPEC.md §6.4). A run
@@ -29,7 +29,8 @@ from typing import Any
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge import changepoints, run_index
 from agentsession_core.judge.figures import Figure, figures_of, headline_metrics, is_latency
-from agentsession_core.judge.stored_run import load_gate
+from agentsession_core.judge.gate_document import GateDocument
+from agentsession_core.judge.stored_run import load_run
 from agentsession_core.output import upload
 
 HISTORY_SCHEMA = "agentsession.history/1"
@@ -88,15 +89,13 @@ def _figure_dicts(record: RunRecord) -> dict[str, dict[str, Any]]:
     return {m: dict(vars(f)) for m, f in record.figures.items()}
 
 
-def regressions_of(gate: dict[str, Any]) -> list[str]:
+def regressions_of(gate: GateDocument) -> list[str]:
     """The metrics a gate.json judged regressed: `baseline.regressions` and `paired.regressions`
     (either may be absent), together, sorted."""
     found: set[str] = set()
-    for section in ("baseline", "paired"):
-        part = gate.get(section)
-        names = part.get("regressions") if isinstance(part, dict) else None
-        if isinstance(names, list):
-            found.update(n for n in names if isinstance(n, str))
+    for part in (gate.baseline, gate.paired):
+        if part is not None:
+            found.update(part.regressions or [])
     return sorted(found)
 
 
@@ -132,16 +131,16 @@ def load_record(location: str, *, endpoint_url: str | None = None) -> RunRecord:
     )
     try:
         # Sealed, the files read hashed, the others by presence and size (SPEC §6.4).
-        gate, params = load_gate(location, endpoint_url=endpoint_url)
+        run = load_run(location, endpoint_url=endpoint_url, verify="files read")
     except Exception as exc:  # a bad night is listed with its reason, never dropped
         record.error = str(exc) or type(exc).__name__
         record.reason = f"unreadable: {record.error}"
         return record
-    record.verdict = str(gate.get("verdict") or "void")
-    record.reason = str(gate.get("reason") or "")
-    record.figures = figures_of(gate)
-    record.regressions = regressions_of(gate)
-    if not params:  # the gate is still usable; say what is missing
+    record.verdict = run.gate.verdict
+    record.reason = run.gate.reason or ""
+    record.figures = figures_of(run.gate)
+    record.regressions = regressions_of(run.gate)
+    if not run.params:  # the gate is still usable; say what is missing
         record.error = "campaign.json: missing or without parameters"
     return record
 

@@ -1,18 +1,22 @@
-"""Reading a finished run back (a directory or an s3:// prefix) for the gate: its gate.json,
-windows, status and parameters — what `agentsession gate`, `gate --baseline`, a campaign's
-`baseline`, `baseline: auto` and history believe of a run.
+"""A finished run read back (a directory or an s3:// prefix): its gate.json, windows, status
+and parameters as typed parts — what `agentsession gate`, `gate --baseline`, a campaign's
+`baseline`, `baseline: auto` and history believe of a run, and `ag.load_run` returns.
 
-A run is believed only when sealed (output/sealed_run.py `check_sealed`: manifest.json
-complete, every file it lists present with its size and sha256). History reads many runs
-for their figures alone: `load_gate` checks the same manifest by presence and size and
-hashes only the files it reads (`open_sealed`, docs/SPEC.md §6.4). Every file is read through
-output/run_reader.py (regular files only, capped, JSON without NaN or runaway nesting) and
-gate.json is validated against its model (judge/gate_document.py `GateDocument.read`). A
-file that is missing is None; any other problem is a GateInputError naming the file (exit 2)."""
+`load_run` is the one way in. A run is believed only when sealed (output/sealed_run.py):
+`verify=True`, every gate's reading, checks every file the manifest lists, hashed;
+`verify="files read"`, history's (docs/SPEC.md §6.4), the same manifest by presence and size,
+hashing only the files it reads (gate.json and campaign.json, and windows.jsonl and
+status.json only for a run without gate.json); `verify=False` believes an unsealed run.
+Every file is read through output/run_reader.py (regular files only, capped, JSON without NaN
+or runaway nesting) and gate.json is validated against its model (judge/gate_document.py
+`GateDocument.read`). A file that is missing is absent; any other problem is a
+GateInputError naming the file (exit 2)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import gate_document
@@ -21,22 +25,101 @@ from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output import run_reader, sealed_run
 from agentsession_core.output.run_reader import RunReadError
 
+Verify = bool | Literal["files read"]
 
-def read_file(location: str, name: str, endpoint_url: str | None = None) -> bytes | None:
-    """A file of the run (bounded, regular files only), or None when it does not exist."""
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A finished run as a gate believes it. `gate` is gate.json as its model (or the gate
+    rebuilt from windows.jsonl and status.json for a run that has none); `gate_json` the
+    same document as stored, a dict, which is what a reader hands on and what `gate --write`
+    writes back byte for byte (never the model dumped: that would turn 1200 into 1200.0 and
+    reorder keys). Both carry `location` (where the run was read) and, for a run written
+    before gate.json held them, the `conditions` from campaign.json. `windows` are
+    windows.jsonl's (empty when the file was not read: history's reading of a run with
+    gate.json); `status` is status.json (None: absent or not read), `params` campaign.json's
+    parameters ({} when absent)."""
+
+    location: str
+    gate: GateDocument
+    gate_json: dict[str, Any]
+    windows: list[WindowVerdict] = field(default_factory=list)
+    status: dict[str, Any] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        location: str,
+        gate_json: dict[str, Any],
+        *,
+        windows: list[WindowVerdict] | None = None,
+        status: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> StoredRun:
+        """A run from its gate document (a GateInputError naming `location`'s gate.json when
+        it is not one): where it was read, and the conditions an older run's gate.json lacks
+        from its parameters, are added to a copy."""
+        doc = dict(gate_json)
+        doc.setdefault("location", location)
+        if not doc.get("conditions") and params:
+            doc["conditions"] = conditions(params)
+        gate = GateDocument.read(doc, run_reader.where(location, "gate.json"))
+        return cls(location, gate, doc, list(windows or []), status, dict(params or {}))
+
+    @property
+    def conditions(self) -> dict[str, Any] | None:
+        return self.gate.conditions
+
+
+def load_run(location: str, *, endpoint_url: str | None = None, verify: Verify = True) -> StoredRun:
+    """The finished run at `location` (a directory, a file:// URL, its gate.json, or an s3://
+    prefix), believed as `verify` says (this module's docstring). Without gate.json its gate
+    is rebuilt from windows.jsonl and status.json."""
+    location = _normalise(location)
     try:
-        return run_reader.read_run_file(location, name, endpoint_url=endpoint_url)
+        if verify == "files read":
+            sealed = sealed_run.open_sealed(location, endpoint_url=endpoint_url)
+            read, read_json = sealed.read, sealed.json
+        else:
+            if verify:
+                sealed_run.check_sealed(location, endpoint_url=endpoint_url)
+
+            def read(name: str) -> bytes | None:
+                return run_reader.read_run_file(location, name, endpoint_url=endpoint_url)
+
+            def read_json(name: str) -> dict[str, Any] | None:
+                return run_reader.read_json_file(location, name, endpoint_url=endpoint_url)
+
+        gate = read_json("gate.json")
+        windows_bytes = status = None
+        if gate is None or verify != "files read":
+            windows_bytes = read("windows.jsonl")
+            status = run_reader.check_status(
+                read_json("status.json"), run_reader.where(location, "status.json")
+            )
+        campaign = run_reader.check_campaign(
+            read_json("campaign.json"), run_reader.where(location, "campaign.json")
+        )
     except GateInputError:
         raise
     except RunReadError as exc:
         raise GateInputError(str(exc)) from None
-
-
-def _json(location: str, name: str, endpoint_url: str | None) -> dict | None:
-    try:
-        return run_reader.read_json_file(location, name, endpoint_url=endpoint_url)
-    except RunReadError as exc:
-        raise GateInputError(str(exc)) from None
+    params = (campaign or {}).get("params") or {}
+    windows = _windows(location, windows_bytes) if windows_bytes is not None else []
+    if gate is None:
+        if windows_bytes is None and (status or {}).get("status") != "refused":
+            raise GateInputError(
+                f"{location}: neither gate.json nor windows.jsonl (not a judged run)"
+            )
+        # A refused run (`agentsession run` writes no windows) is judged too: void, with
+        # the reason (docs/SPEC.md §6).
+        gate = gate_document(
+            windows,
+            abort_reason=(status or {}).get("abort_reason"),
+            run_status=(status or {}).get("status", "completed"),
+        )
+    return StoredRun.of(location, gate, windows=windows, status=status, params=params)
 
 
 def _windows(location: str, data: bytes) -> list[WindowVerdict]:
@@ -70,95 +153,4 @@ def _normalise(location: str) -> str:
     return str(path)
 
 
-def load_run(location: str, *, endpoint_url: str | None = None, verify: bool = True) -> dict:
-    """{"location", "gate", "windows" (WindowVerdicts), "status", "params"} of a finished
-    run. `verify` (every gate's reading): refused unless its manifest seals it. Without
-    gate.json the gate is rebuilt from windows.jsonl and status.json; a gate without its
-    conditions (an older run) gets them from campaign.json."""
-    location = _normalise(location)
-    if verify:
-        try:
-            sealed_run.check_sealed(location, endpoint_url=endpoint_url)
-        except RunReadError as exc:
-            raise GateInputError(str(exc)) from None
-    gate = _json(location, "gate.json", endpoint_url)
-    windows_bytes = read_file(location, "windows.jsonl", endpoint_url)
-    try:
-        status = run_reader.check_status(
-            _json(location, "status.json", endpoint_url),
-            run_reader.where(location, "status.json"),
-        )
-        campaign = run_reader.check_campaign(
-            _json(location, "campaign.json", endpoint_url),
-            run_reader.where(location, "campaign.json"),
-        )
-    except RunReadError as exc:
-        raise GateInputError(str(exc)) from None
-    params = (campaign or {}).get("params") or {}
-    gate, windows = _judged(location, gate, windows_bytes, status, params)
-    return {
-        "location": location,
-        "gate": gate,
-        "windows": windows,
-        "status": status,
-        "params": params,
-    }
-
-
-def _judged(
-    location: str,
-    gate: dict | None,
-    windows_bytes: bytes | None,
-    status: dict | None,
-    params: dict,
-) -> tuple[dict, list[WindowVerdict]]:
-    """The run's gate (gate.json checked against its schema, or rebuilt from its windows and
-    status) and its windows."""
-    windows = _windows(location, windows_bytes) if windows_bytes is not None else []
-    if gate is not None:
-        GateDocument.read(gate, run_reader.where(location, "gate.json"))
-    elif windows_bytes is not None or (status or {}).get("status") == "refused":
-        # A refused run (`agentsession run` writes no windows) is judged too: void, with
-        # the reason (docs/SPEC.md §6).
-        gate = gate_document(
-            windows,
-            abort_reason=(status or {}).get("abort_reason"),
-            run_status=(status or {}).get("status", "completed"),
-        )
-    else:
-        raise GateInputError(f"{location}: neither gate.json nor windows.jsonl (not a judged run)")
-    gate.setdefault("location", location)
-    if not gate.get("conditions") and params:
-        gate["conditions"] = conditions(params)
-    return gate, windows
-
-
-def load_gate(location: str, *, endpoint_url: str | None = None) -> tuple[dict, dict]:
-    """(gate, params) of a finished run as history believes it (docs/SPEC.md §6.4): sealed
-    as output/sealed_run.py `open_sealed` checks (manifest.json complete, every file it lists
-    present with its size, none of the gate's files unlisted), and each file read hashed
-    against the manifest as it is read: gate.json and campaign.json, and windows.jsonl and
-    status.json only for a run without gate.json, whose gate is rebuilt from them as
-    load_run does. A refusal is a GateInputError, the line load_run gives where both
-    check; only an altered file history does not read goes unnoticed."""
-    location = _normalise(location)
-    try:
-        sealed = sealed_run.open_sealed(location, endpoint_url=endpoint_url)
-        gate = sealed.json("gate.json")
-        windows_bytes = status = None
-        if gate is None:
-            windows_bytes = sealed.read("windows.jsonl")
-            status = run_reader.check_status(
-                sealed.json("status.json"), run_reader.where(location, "status.json")
-            )
-        campaign = run_reader.check_campaign(
-            sealed.json("campaign.json"), run_reader.where(location, "campaign.json")
-        )
-    except RunReadError as exc:
-        raise GateInputError(str(exc)) from None
-    params = (campaign or {}).get("params") or {}
-    gate, _ = _judged(location, gate, windows_bytes, status, params)
-    return gate, params
-
-
-__all__ = ["load_gate", "load_run", "read_file"]
+__all__ = ["StoredRun", "Verify", "load_run"]

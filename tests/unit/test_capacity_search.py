@@ -15,6 +15,7 @@ from agentsession_core.errors import UsageError
 from agentsession_core.judge.compare import compare_capacity
 from agentsession_core.judge.gate import gate_document, with_baseline
 from agentsession_core.judge.gate_document import GateDocument, GateInputError
+from agentsession_core.judge.stored_run import StoredRun
 
 PLAN = SearchPlan(start=2.0, factor=2.0, resolution=0.1, max_level=16.0)
 
@@ -216,9 +217,13 @@ def gate(cap: dict | None) -> dict:
     return doc
 
 
+def model(doc: dict) -> GateDocument:
+    return GateDocument.model_validate(doc)
+
+
 def test_a_capacity_regression_beyond_both_brackets_fails_the_gate() -> None:
     now, base = gate(capacity(5.0, 5.4)), gate(capacity(10.0, 10.8))
-    compared = with_baseline(now, base, 0.2, night_spread=0.0)
+    compared = with_baseline(now, StoredRun.of("base", base), 0.2, night_spread=0.0)
     metric = next(m for m in compared["baseline"]["metrics"] if m["metric"] == "capacity.rate")
     assert metric["status"] == "regressed"
     assert compared["verdict"] == "fail" and "capacity.rate" in compared["reason"]
@@ -227,8 +232,8 @@ def test_a_capacity_regression_beyond_both_brackets_fails_the_gate() -> None:
 def test_a_capacity_within_its_resolution_is_unchanged() -> None:
     # 9.5 vs 10: inside both brackets (±10 %), whatever the margin.
     metric = compare_capacity(
-        gate(capacity(9.5, 10.4)),
-        [gate(capacity(10.0, 10.9))],
+        model(gate(capacity(9.5, 10.4))),
+        [model(gate(capacity(10.0, 10.9)))],
         night_spread=0.0,
         max_regression=0.0,
         confidence=0.99,
@@ -238,8 +243,8 @@ def test_a_capacity_within_its_resolution_is_unchanged() -> None:
 
 def test_the_run_to_run_spread_keeps_a_modest_fall_unchanged() -> None:
     metric = compare_capacity(
-        gate(capacity(7.0, 7.5)),
-        [gate(capacity(10.0, 10.8))],
+        model(gate(capacity(7.0, 7.5))),
+        [model(gate(capacity(10.0, 10.8)))],
         night_spread=0.1,
         max_regression=0.2,
         confidence=0.99,
@@ -252,8 +257,8 @@ def test_a_fall_past_the_margin_is_regressed_when_significant_not_when_its_inter
     interval reaches below the margin (whole-interval keeps it unchanged)."""
     judged = {
         rule: compare_capacity(
-            gate(capacity(7.0, 7.5)),
-            [gate(capacity(10.0, 10.8))],
+            model(gate(capacity(7.0, 7.5))),
+            [model(gate(capacity(10.0, 10.8)))],
             night_spread=0.1,
             max_regression=0.2,
             confidence=0.99,
@@ -269,8 +274,8 @@ def test_a_fall_past_the_margin_is_regressed_when_significant_not_when_its_inter
 
 def test_a_side_with_no_capacity_is_inconclusive_and_no_search_is_no_metric() -> None:
     metric = compare_capacity(
-        gate(capacity(None)),
-        [gate(capacity(10.0, 10.8))],
+        model(gate(capacity(None))),
+        [model(gate(capacity(10.0, 10.8)))],
         night_spread=0.0,
         max_regression=0.2,
         confidence=0.99,
@@ -279,7 +284,11 @@ def test_a_side_with_no_capacity_is_inconclusive_and_no_search_is_no_metric() ->
     assert metric["why"].startswith("current:")
     assert (
         compare_capacity(
-            gate(None), [gate(None)], night_spread=0.1, max_regression=0.2, confidence=0.99
+            model(gate(None)),
+            [model(gate(None))],
+            night_spread=0.1,
+            max_regression=0.2,
+            confidence=0.99,
         )
         is None
     )

@@ -7,6 +7,7 @@ import pytest
 
 from agentsession_core.judge.compare import compare_figure, reference_of
 from agentsession_core.judge.gate import rejudge_regressions, with_baseline
+from agentsession_core.judge.stored_run import StoredRun
 from tests.unit.gate_runs import gate_of, seconds
 
 
@@ -17,7 +18,7 @@ def by_metric(doc):
 def test_an_a_a_pair_changes_nothing_it_can_see():
     base = gate_of(seconds(p50_ms=40, seconds=600, seed=1))
     same = gate_of(seconds(p50_ms=40, seconds=600, seed=2))
-    doc = with_baseline(same, {"gate": base, "location": "base"}, 0.2)
+    doc = with_baseline(same, StoredRun.of("base", base), 0.2)
     assert doc["verdict"] == "pass", doc["reason"]
     statuses = {m["status"] for m in doc["baseline"]["metrics"]}
     assert statuses <= {"unchanged", "inconclusive"}
@@ -31,7 +32,7 @@ def test_an_a_a_pair_changes_nothing_it_can_see():
 def test_a_slower_wake_regresses_and_the_reason_says_by_how_much():
     base = gate_of(seconds(p50_ms=40, seconds=600, seed=1))
     slow = gate_of(seconds(p50_ms=80, seconds=600, seed=2))
-    doc = with_baseline(slow, {"gate": base, "location": "base"}, 0.2)
+    doc = with_baseline(slow, StoredRun.of("base", base), 0.2)
     assert doc["verdict"] == "fail"
     wake = by_metric(doc)["TimeToWake.p50"]
     assert wake["status"] == "regressed" and wake["regression"] is True
@@ -40,14 +41,14 @@ def test_a_slower_wake_regresses_and_the_reason_says_by_how_much():
     assert "TimeToWake.p50 +" in doc["reason"] and "(2400 vs 2400 samples)" in doc["reason"]
     assert "TimeToWake.p50" in doc["baseline"]["regressions"]
     # the other way round the same change is an improvement, never a failure
-    back = with_baseline(base, {"gate": slow, "location": "slow"}, 0.2)
+    back = with_baseline(base, StoredRun.of("slow", slow), 0.2)
     assert back["verdict"] == "pass" and by_metric(back)["TimeToWake.p50"]["status"] == "improved"
 
 
 def test_a_p99_from_a_few_hundred_samples_is_inconclusive_and_decides_nothing():
     base = gate_of(seconds(p50_ms=40, seconds=100, per_second=3, seed=1))
     worse = gate_of(seconds(p50_ms=40, seconds=100, per_second=3, seed=2, sigma=1.2))
-    doc = with_baseline(worse, {"gate": base, "location": "base"}, 0.2)
+    doc = with_baseline(worse, StoredRun.of("base", base), 0.2)
     p99 = by_metric(doc)["TimeToWake.p99"]
     assert p99["status"] == "inconclusive" and p99["interval"] is None
     assert "300 samples, 3 beyond the percentile" in p99["why"]
@@ -59,8 +60,8 @@ def test_a_change_inside_the_run_to_run_spread_is_unchanged():
     of nights like these (0.15) the interval reaches back under the budget."""
     base = gate_of(seconds(p50_ms=40, seconds=600, seed=1))
     slower = gate_of(seconds(p50_ms=52, seconds=600, seed=2))
-    tight = with_baseline(slower, {"gate": base, "location": "b"}, 0.2, night_spread=0.0)
-    loose = with_baseline(slower, {"gate": base, "location": "b"}, 0.2, night_spread=0.15)
+    tight = with_baseline(slower, StoredRun.of("b", base), 0.2, night_spread=0.0)
+    loose = with_baseline(slower, StoredRun.of("b", base), 0.2, night_spread=0.15)
     assert by_metric(tight)["TimeToWake.p50"]["status"] == "regressed"
     assert by_metric(loose)["TimeToWake.p50"]["status"] == "unchanged"
     assert loose["verdict"] == "pass"
@@ -68,7 +69,7 @@ def test_a_change_inside_the_run_to_run_spread_is_unchanged():
 
 def test_history_measures_the_spread_across_nights_robustly():
     nights = [
-        {"location": f"n{i}", "gate": gate_of(seconds(p50_ms=p50, seconds=300, seed=i))}
+        StoredRun.of(f"n{i}", gate_of(seconds(p50_ms=p50, seconds=300, seed=i))).gate
         for i, p50 in enumerate([40, 44, 38, 41, 400])  # one odd night
     ]
     ref = reference_of(nights, night_spread=0.5)
@@ -93,7 +94,7 @@ def test_achieved_rate_is_better_higher():
 def test_another_max_regression_rejudges_the_stored_comparison():
     base = gate_of(seconds(p50_ms=40, seconds=600, seed=1))
     slow = gate_of(seconds(p50_ms=80, seconds=600, seed=2))
-    doc = with_baseline(slow, {"gate": base, "location": "base"}, 0.2)
+    doc = with_baseline(slow, StoredRun.of("base", base), 0.2)
     lenient = rejudge_regressions(doc, 2.0)
     assert lenient["verdict"] == "pass" and lenient["baseline"]["regressions"] == []
     assert by_metric(lenient)["TimeToWake.p50"]["status"] == "unchanged"
@@ -106,7 +107,7 @@ def test_the_prefect_verdict_artifact_tabulates_the_comparison():
 
     base = gate_of(seconds(p50_ms=40, seconds=600, seed=1))
     slow = gate_of(seconds(p50_ms=80, seconds=600, seed=2))
-    doc = with_baseline(slow, {"gate": base, "location": "base"}, 0.2)
+    doc = with_baseline(slow, StoredRun.of("base", base), 0.2)
     text = verdict_markdown(doc, {"ok": True, "location": "s3://b/r"})
     row = next(line for line in text.splitlines() if line.startswith("| TimeToWake.p50 |"))
     assert "**regressed**" in row and "2400 / 2400" in row

@@ -9,7 +9,7 @@ from agentsession_core.cli import main
 from agentsession_core.judge.artifacts import windows_jsonl
 from agentsession_core.judge.gate import gate_document, with_baseline, worst_headline
 from agentsession_core.judge.gate_document import GateInputError
-from agentsession_core.judge.stored_run import load_run
+from agentsession_core.judge.stored_run import StoredRun, load_run
 from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
 from agentsession_core.output.run_dir import RunDir, verify_manifest
 from tests.unit import gate_runs
@@ -95,7 +95,7 @@ def test_worst_headline_takes_the_worse_direction():
 def test_a_void_run_stays_void_whatever_the_comparison_says():
     base = gate_runs.gate_of(seconds(p50_ms=40, seconds=600, seed=1))
     slow = gate_runs.gate_of(seconds(p50_ms=90, seconds=600, seed=2), outcomes=("pass", "void"))
-    doc = with_baseline(slow, {"gate": base, "location": "base"}, 0.2)
+    doc = with_baseline(slow, StoredRun.of("base", base), 0.2)
     assert doc["baseline"]["regressions"]  # the figures did move ...
     assert doc["verdict"] == "void"  # ... but a void window's run is never a fail
     assert "window 1 is void: generator saturated" in doc["reason"]
@@ -107,7 +107,7 @@ def test_a_baseline_that_measured_nothing_is_refused_in_one_line():
         bad = gate_runs.gate_of(seconds(p50_ms=40, seconds=60), outcomes=outcomes)
         refused = f"baseline there: not a baseline: its verdict is {word}"
         with pytest.raises(GateInputError, match=refused):
-            with_baseline(run, {"gate": bad, "location": "there"}, 0.2)
+            with_baseline(run, StoredRun.of("there", bad), 0.2)
 
 
 def test_a_baseline_with_other_parameters_is_not_comparable_and_names_them():
@@ -117,7 +117,7 @@ def test_a_baseline_with_other_parameters_is_not_comparable_and_names_them():
         script="coding-session",
         population={**gate_runs.PARAMS["population"], "target_rps": 5},
     )
-    doc = with_baseline(run, {"gate": other, "location": "other"}, 0.2)
+    doc = with_baseline(run, StoredRun.of("other", other), 0.2)
     assert doc["baseline"]["status"] == "not comparable" and doc["baseline"]["metrics"] == []
     assert doc["baseline"]["differences"] == [
         "population.target_rps: 5 → 2",
@@ -141,11 +141,12 @@ def write_run(path: Path, vs, *, status="completed", gate=True) -> Path:
 def test_load_run_reads_gate_and_windows_or_rebuilds_the_gate(tmp_path):
     vs = [verdict(0, "pass"), verdict(1, "break", missed=True)]
     loaded = load_run(str(write_run(tmp_path / "a", vs)))
-    assert loaded["gate"]["verdict"] == "fail"
-    assert loaded["windows"] == vs
+    assert loaded.gate.verdict == "fail" and loaded.gate_json["verdict"] == "fail"
+    assert loaded.windows == vs
+    assert loaded.status == {"status": "completed", "abort_reason": None}
     rebuilt = load_run(str(write_run(tmp_path / "b", vs, gate=False)))
-    assert rebuilt["gate"]["verdict"] == "fail"
-    assert load_run(f"file://{tmp_path / 'a' / 'gate.json'}")["location"] == str(tmp_path / "a")
+    assert rebuilt.gate.verdict == "fail"
+    assert load_run(f"file://{tmp_path / 'a' / 'gate.json'}").location == str(tmp_path / "a")
 
 
 @pytest.mark.parametrize(
@@ -191,7 +192,7 @@ def test_s3_prefixes_read_through_the_upload_module(tmp_path, monkeypatch):
     monkeypatch.setattr(upload, "head_object", head_object)
     monkeypatch.setattr(upload, "read_object", read_object)
     loaded = load_run("s3://bucket/runs/x/", verify=False)
-    assert loaded["gate"]["verdict"] == "fail"  # rebuilt from windows.jsonl: no gate.json
+    assert loaded.gate.verdict == "fail"  # rebuilt from windows.jsonl: no gate.json
     assert "s3://bucket/runs/x/windows.jsonl" in asked
 
     def broken(url, **_):

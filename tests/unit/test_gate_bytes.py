@@ -23,6 +23,7 @@ from agentsession_core.judge.gate import (
 )
 from agentsession_core.judge.hold_seconds import HoldSeconds
 from agentsession_core.judge.paired import paired_comparison
+from agentsession_core.judge.stored_run import StoredRun
 from agentsession_core.measure.stats import REFERENCE
 from tests.unit.gate_runs import gate_of, seconds, window
 
@@ -63,10 +64,8 @@ def documents() -> dict[str, Any]:
     slow = gate_of(seconds(p50_ms=70, seconds=300, seed=2))
     slow["capacity"] = _capacity(6.0, 6.6)
     nights = [gate_of(seconds(p50_ms=40 + i, seconds=300, seed=10 + i)) for i in range(3)]
-    one = with_baseline(slow, {"gate": base, "location": "base"}, 0.2)
-    history = with_baseline(
-        slow, [{"gate": n, "location": f"night{i}"} for i, n in enumerate(nights)], 0.2
-    )
+    one = with_baseline(slow, StoredRun.of("base", base), 0.2)
+    history = with_baseline(slow, [StoredRun.of(f"night{i}", n) for i, n in enumerate(nights)], 0.2)
     paired = gate_document(
         [window(0), window(1)],
         abort_reason=None,

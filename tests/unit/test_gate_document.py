@@ -24,7 +24,7 @@ from agentsession_core.judge.gate_document import (
     gate_json_schema,
 )
 from agentsession_core.judge.hold_seconds import HoldSeconds
-from agentsession_core.judge.stored_run import load_run
+from agentsession_core.judge.stored_run import StoredRun, load_run
 from agentsession_core.judge.uncertainty import figures
 from agentsession_core.substrate.fake import FakeSubstrate
 from agentsession_core.substrate.protocol import DEFAULT_TEMPLATE
@@ -139,7 +139,7 @@ async def fresh_gate() -> dict[str, Any]:
         paired=compared(arm_records(30, seed=1), arm_records(20, seed=2)),
     )
     base = dict(gate_runs.gate_of(gate_runs.seconds(p50_ms=30, seconds=120)), capacity=capacity)
-    doc = with_baseline(mine, {"location": "/runs/base", "gate": base}, 0.2)
+    doc = with_baseline(mine, StoredRun.of("/runs/base", base), 0.2)
     return json.loads(json.dumps(doc))
 
 
@@ -169,7 +169,7 @@ async def test_a_field_written_but_not_declared_is_found() -> None:
 
 def test_a_sealed_run_of_the_gates_own_making_reads_back(tmp_path: Path) -> None:
     run = gate_runs.write_run(tmp_path, 1_000, gate_runs.seconds(p50_ms=40, seconds=60))
-    assert load_run(str(run))["gate"]["schema"] == GATE_SCHEMA
+    assert load_run(str(run)).gate.schema_version == GATE_SCHEMA
 
 
 def test_the_published_schema_is_the_models() -> None:

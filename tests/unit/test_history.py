@@ -12,7 +12,9 @@ import pytest
 
 from agentsession_core.cli import main
 from agentsession_core.judge.changepoints import change_points
-from agentsession_core.judge.figures import Figure, figures_of
+from agentsession_core.judge.figures import Figure
+from agentsession_core.judge.figures import figures_of as figures_of_model
+from agentsession_core.judge.gate_document import GateDocument, GateInputError
 from agentsession_core.judge.history import (
     HistoryError,
     RunRecord,
@@ -28,6 +30,15 @@ from agentsession_core.report import history_page
 from agentsession_core.report.history_page import render_history
 from tests.unit.test_report import assert_self_contained
 
+
+def as_model(doc: dict) -> GateDocument:
+    return GateDocument.model_validate(doc)
+
+
+def figures_of(doc: dict) -> dict[str, Figure]:
+    return figures_of_model(as_model(doc))
+
+
 HEADLINE = {
     "TimeToWake": {"count": 60.0, "p50": 10.0, "p90": 12.0, "p99": 20.0, "p99_9": 21.0},
     "Step_*": {"count": 50.0, "p50": 3.0, "p90": 70.0, "p99": 75.0, "p99_9": 76.0},
@@ -40,7 +51,7 @@ def gate(verdict: str = "pass", headline: dict | None = None, **extra: object) -
         "schema": 1,
         "verdict": verdict,
         "reason": f"{verdict} for the test",
-        "windows": [{"index": 0, "level": 1.0, "outcome": verdict}],
+        "windows": [{"index": 0, "level": 1.0, "outcome": {"fail": "break"}.get(verdict, verdict)}],
         "headline": HEADLINE if headline is None else headline,
         **extra,
     }
@@ -142,36 +153,41 @@ def test_schema_2_figures_carry_their_interval_and_win_over_the_headline() -> No
                 "unit": "ms",
             },
             "requests.failure_ratio": {"value": 0.01, "low": 0.0, "high": 0.02, "n": 9},
-            "Step_*.p50": {"value": float("nan")},
-            "TimeToWake.p90": "not a figure",
         },
     )
     figures = figures_of(doc)
     assert figures["TimeToWake.p99"] == Figure(812.3, 700.1, 950.2, 1834, 18, True, "ms")
     assert figures["TimeToWake.p99_9"] == Figure(900.0, None, None, 1834, 1, False, "ms")
     assert figures["requests.failure_ratio"].unit == "ratio"  # from the metric when absent
-    # An unusable schema-2 entry leaves the headline's value standing.
+    # A headline figure the schema-2 figures lack keeps the headline's value.
     assert figures["Step_*.p50"].value == 3.0 and figures["TimeToWake.p90"].value == 12.0
-    assert figures_of({"schema": 2, "figures": {"TimeToWake.p50": {"value": 5}}}) == {
-        "TimeToWake.p50": Figure(5.0, unit="ms")
+    only = {
+        "schema": 2,
+        "verdict": "pass",
+        "windows": [],
+        "figures": {"TimeToWake.p50": {"value": 5}},
     }
+    assert figures_of(only) == {"TimeToWake.p50": Figure(5.0, unit="ms")}
+    # An unusable entry is no figure: the document is refused before anything reads it.
+    for bad in ({"value": float("nan")}, "not a figure"):
+        with pytest.raises(GateInputError, match=r"here: figures\.Step_\*\.p50"):
+            GateDocument.read({**doc, "figures": {"Step_*.p50": bad}}, "here")
 
 
 def test_a_gate_without_headline_or_figures_has_no_figures() -> None:
-    assert figures_of({"verdict": "void", "headline": None}) == {}
-    assert figures_of(gate(headline={"TimeToWake": {"p50": True, "p99": "1"}})) == {}
+    assert figures_of({"verdict": "void", "windows": [], "headline": None}) == {}
+    assert figures_of(gate(headline={"TimeToWake": {"count": 3.0}})) == {}
 
 
 def test_regressions_are_the_gates_baseline_and_paired_ones_together() -> None:
     doc = gate(
         "fail",
         baseline={"status": "compared", "regressions": ["TimeToWake.p90", "TimeToWake.p50"]},
-        paired={"regressions": ["TimeToWake.p50", "capacity", 7]},
+        paired={"status": "compared", "regressions": ["TimeToWake.p50", "capacity"]},
     )
-    assert regressions_of(doc) == ["TimeToWake.p50", "TimeToWake.p90", "capacity"]
-    assert regressions_of(gate()) == []  # no baseline, not paired
-    assert regressions_of(gate(baseline={"status": "none"}, paired=None)) == []
-    assert regressions_of(gate(baseline="nonsense", paired={"regressions": "x"})) == []
+    assert regressions_of(as_model(doc)) == ["TimeToWake.p50", "TimeToWake.p90", "capacity"]
+    assert regressions_of(as_model(gate())) == []  # no baseline, not paired
+    assert regressions_of(as_model(gate(baseline={"status": "none"}, paired=None))) == []
 
 
 def test_a_regressed_night_is_marked_in_the_document_and_on_the_page(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ def run(tmp_path: Path) -> Path:
 
 def test_a_sealed_run_verifies_and_is_read(run: Path) -> None:
     assert check_sealed(str(run)) == "bytes"
-    assert load_run(str(run))["gate"]["verdict"] == "pass"
+    assert load_run(str(run)).gate.verdict == "pass"
 
 
 def test_a_run_killed_before_it_was_sealed_is_refused_naming_manifest_json(run: Path) -> None:
