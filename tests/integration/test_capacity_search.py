@@ -33,10 +33,9 @@ import pytest
 from agentsession_core.campaign.campaign import Campaign
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.run.run import Run
-from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.capacity_standin import OneAtATimeRouter
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_client, ate_target
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -205,7 +204,7 @@ async def test_the_rate_search_finds_the_capacity_on_the_ate_wire(
 async def test_an_abort_during_the_search_ends_it_at_the_last_level_held(
     refusing: LocalSubstrateProcess, tmp_path: Path
 ) -> None:
-    target = {"substrate": refusing.url}
+    target = ate_target(refusing)
     only_failures = ("TimeToWake: failure_ratio < 0.02",)
     params = rate_search(tmp_path, target, 3, thresholds=only_failures, window_seconds=3)
     # Trips once wakes are refused: 6x, the first probe above the capacity.
@@ -233,7 +232,7 @@ async def test_an_abort_during_the_search_ends_it_at_the_last_level_held(
     ]
     assert capacity["level"] == 3 and capacity["broke_at_level"] == 6
     assert campaign.run.result is not None and campaign.run.result.leaks == []
-    client = HttpSubstrate(refusing.url, token=TOKEN)
+    client = ate_client(refusing, token=TOKEN)
     try:
         assert await client.list_actors(campaign.run.atespace) == []
     finally:
@@ -253,7 +252,7 @@ async def test_the_density_search_finds_the_resident_limit(tmp_path: Path) -> No
         log_path=tmp_path / "substrate.log",
     ) as proc:
         params = CampaignParams(
-            target={"substrate": proc.url, "token": TOKEN, "template": "test/density"},
+            target=ate_target(proc, token=TOKEN, template="test/density"),
             script="smoke",
             think_scale=0.05,
             name="density",

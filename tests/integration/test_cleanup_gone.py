@@ -29,18 +29,26 @@ SESSIONS = 6
 CLEANUP_DEADLINE_S = CleanupParams().timeout_seconds
 
 
-def substrate(tmp_path: Path, port: int, store: str) -> LocalSubstrateProcess:
+def substrate(tmp_path: Path, ports: tuple[int, int], store: str) -> LocalSubstrateProcess:
+    """On the router port and the ate control port given, so a restart comes back on both."""
+    port, grpc_port = ports
     return LocalSubstrateProcess(
         workers=2,
         store=tmp_path / store,
         log_path=tmp_path / f"{store}.log",
-        extra_args=["--port", str(port), "--grpc-port", "none"],
+        extra_args=["--port", str(port), "--grpc-port", str(grpc_port)],
     )
 
 
-def params(url: str, out: Path) -> RunParams:
+def params(ports: tuple[int, int], out: Path) -> RunParams:
+    port, grpc_port = ports
     return RunParams(
-        target={"substrate": url, "atespace": "gone", "request_timeout_seconds": 5.0},
+        target={
+            "substrate": f"grpc://127.0.0.1:{grpc_port}",
+            "router": f"http://127.0.0.1:{port}",
+            "atespace": "gone",
+            "request_timeout_seconds": 5.0,
+        },
         script="smoke",
         population={"kind": "closed", "sessions": SESSIONS, "spawn_rate": 50},
         think_scale=0.05,
@@ -54,12 +62,12 @@ async def run_then(tmp_path: Path, then: str) -> Run:
     """Register and hold a closed run, stop its load, then kill the substrate (`then`:
     "kill", or "restart" it empty on the same port) just before the run leaves: cleanup
     meets it."""
-    port = fixed_port()
-    proc = substrate(tmp_path, port, "store")
+    ports = (fixed_port(), fixed_port())
+    proc = substrate(tmp_path, ports, "store")
     await asyncio.to_thread(proc.start)
     fresh: LocalSubstrateProcess | None = None
     try:
-        run = Run(params(f"http://127.0.0.1:{port}", tmp_path / "out"), handle_signals=False)
+        run = Run(params(ports, tmp_path / "out"), handle_signals=False)
         async with run:
             assert await run.preflight(), run.refusal
             await run.register()
@@ -72,7 +80,7 @@ async def run_then(tmp_path: Path, then: str) -> Run:
             await run.load.engine.stop()
             await asyncio.to_thread(proc.kill)  # SIGKILL: nothing in it cleans up
             if then == "restart":
-                fresh = substrate(tmp_path, port, "empty")
+                fresh = substrate(tmp_path, ports, "empty")
                 await asyncio.to_thread(fresh.start)
     finally:
         await asyncio.to_thread(proc.stop)
@@ -88,7 +96,8 @@ async def test_cleanup_gives_up_on_a_substrate_that_stopped_answering(tmp_path: 
     status = json.loads((result.run_dir / "status.json").read_text())
     leaked = status["leaked_actors"]
     assert sorted(leak["actor"] for leak in leaked) == [f"agent-{i}" for i in range(SESSIONS)]
-    assert all("TRANSPORT" in leak["reason"] for leak in leaked), leaked
+    # Refused connections: gRPC's UNAVAILABLE on the ate wire (the JSON wire says TRANSPORT).
+    assert all("UNAVAILABLE" in leak["reason"] for leak in leaked), leaked
     # The silence rule ended the retries, after UNANSWERED_S without an answer, as the
     # reason says; not the deadline it used to spend (116 s of 120), as the cleanup's own
     # line says.

@@ -30,9 +30,8 @@ import pytest
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.campaign.standalone import run_campaign
 from agentsession_core.substrate.errors import SubstrateError
-from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_client, ate_target
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 HOLD_S = 6  # two 3 s windows
@@ -51,9 +50,11 @@ def podless(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSubstrate
         yield proc
 
 
-def campaign(url: str, out: Path, name: str, **population: Any) -> CampaignParams:
+def campaign(
+    proc: LocalSubstrateProcess, out: Path, name: str, **population: Any
+) -> CampaignParams:
     return CampaignParams(
-        target={"substrate": url, "token": TOKEN},
+        target=ate_target(proc, token=TOKEN),
         script="smoke",
         seed=5,
         name=name,
@@ -99,7 +100,7 @@ async def test_wake_probe_none_passes_with_no_router_request(
 ) -> None:
     # The substrate has no data plane: a request through its router is refused, so a wake
     # proven by a probe request could only fail here.
-    client = HttpSubstrate(podless.url, token=TOKEN)
+    client = ate_client(podless, token=TOKEN)
     try:
         await client.ensure_atespace("probe-check")
         await client.create_actor("probe-check", "a", "benchmark-workloads", "glutton")
@@ -112,7 +113,7 @@ async def test_wake_probe_none_passes_with_no_router_request(
     router_before = router_requests(podless.url)
     control_wakes_before = metric(podless.url, "wakes").get('via="control"', 0.0)
 
-    params = campaign(podless.url, tmp_path, "control-plane", sessions=12, target_rps=2)
+    params = campaign(podless, tmp_path, "control-plane", sessions=12, target_rps=2)
     result = await run_campaign(params, handle_signals=False)
     assert result.run.status == "completed", result.run.reason
     judged = windows(result.run_dir)
@@ -142,7 +143,7 @@ async def test_a_cold_resume_whose_fleet_runs_out_is_void(
     # Each tick asks for 40 resumes at once of a fleet of 2: at most 2 are cold, so every
     # tick's second books resumes that found no cold actor, however fast the machine.
     params = campaign(
-        podless.url, tmp_path, "fleet-exhausted", sessions=2, target_rps=40, swap_pacing="tick"
+        podless, tmp_path, "fleet-exhausted", sessions=2, target_rps=40, swap_pacing="tick"
     )
     result = await run_campaign(params, handle_signals=False)
     judged = windows(result.run_dir)

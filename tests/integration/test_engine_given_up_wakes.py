@@ -18,8 +18,9 @@ import pytest
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turnover import TurnoverPopulation
 from agentsession_core.run.run import Run
-from agentsession_core.substrate.http import HttpSubstrate
+from agentsession_core.substrate.interface import Substrate
 from local_substrate.launcher import LocalSubstrate
+from tests.integration.conftest import ate_client, ate_target
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -32,7 +33,7 @@ GIVE_UP_S, RESTORE_S = 2.0, 4.0
 SETTLING = ("RESUMING", "SUSPENDING")
 
 
-async def settled(client: HttpSubstrate, atespace: str) -> list[str]:
+async def settled(client: Substrate, atespace: str) -> list[str]:
     """The run's actors' states once none is RESUMING or SUSPENDING (a minute at most)."""
     deadline = time.monotonic() + 60
     while True:
@@ -49,11 +50,7 @@ async def test_a_wake_the_client_gave_up_on_does_not_keep_its_actor_running(
     atespace = "given-up"
     async with LocalSubstrate(workers=AWAKE + SPARE, store=tmp_path / "store") as local:
         params = RunParams(
-            target={
-                "substrate": local.url,
-                "atespace": atespace,
-                "request_timeout_seconds": GIVE_UP_S,
-            },
+            target=ate_target(local, atespace=atespace, request_timeout_seconds=GIVE_UP_S),
             script="smoke",
             population={
                 "kind": "turnover",
@@ -69,7 +66,7 @@ async def test_a_wake_the_client_gave_up_on_does_not_keep_its_actor_running(
             # Long enough for every wake and park under way to end: nothing is cut off.
             cleanup={"stop_grace_seconds": 3 * RESTORE_S},
         )
-        client = HttpSubstrate(local.url, control_timeout=5)
+        client = ate_client(local, control_timeout=5)
         try:
             run = Run(params, handle_signals=False)
             async with run:

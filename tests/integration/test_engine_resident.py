@@ -23,9 +23,9 @@ from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.populations.turnover import RESIDENT_TOLERANCE, TurnoverPopulation
 from agentsession_core.run.run import Run
 from agentsession_core.run.single import run_blocking
-from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.faults import Faulty
+from tests.integration.conftest import ate_client, ate_target
 from tests.integration.test_engine_turnover import read_jsonl, seconds_late
 
 pytestmark = pytest.mark.timeout(240)
@@ -46,9 +46,9 @@ def wide(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSubstratePro
         yield proc
 
 
-def turnover_params(out: Path, url: str | None, **population: Any) -> RunParams:
+def turnover_params(out: Path, proc: LocalSubstrateProcess, **population: Any) -> RunParams:
     return RunParams(
-        target={"substrate": url, "request_timeout_seconds": 10.0},
+        target=ate_target(proc, request_timeout_seconds=10.0),
         script="smoke",
         seed=7,
         out=str(out),
@@ -118,10 +118,10 @@ def check_books(run: Run, window: dict[str, Any], *, made_good: int) -> None:
 async def test_a_fifth_of_wakes_refused_for_the_whole_hold_keeps_the_resident_set(
     wide: LocalSubstrateProcess, tmp_path: Path
 ) -> None:
-    client = HttpSubstrate(wide.url, control_timeout=30, router_timeout=30)
+    client = ate_client(wide, control_timeout=30, router_timeout=30)
     faulty = Faulty(client, refuse_wakes=0.2, seed=5)
     faulty.armed = False
-    params = turnover_params(tmp_path, wide.url, sessions=40, awake=AWAKE, target_rps=1.0)
+    params = turnover_params(tmp_path, wide, sessions=40, awake=AWAKE, target_rps=1.0)
     try:
         run = await faulty_hold(params, faulty, REFUSED_HOLD)
     finally:
@@ -147,10 +147,10 @@ async def test_a_fifth_of_wakes_refused_for_the_whole_hold_keeps_the_resident_se
 async def test_one_percent_of_ops_failing_keeps_every_resident(
     wide: LocalSubstrateProcess, tmp_path: Path
 ) -> None:
-    client = HttpSubstrate(wide.url, control_timeout=30, router_timeout=30)
+    client = ate_client(wide, control_timeout=30, router_timeout=30)
     faulty = Faulty(client, fail_ops=0.01, seed=32)
     faulty.armed = False
-    params = turnover_params(tmp_path, wide.url, sessions=40, awake=AWAKE, target_rps=5.0)
+    params = turnover_params(tmp_path, wide, sessions=40, awake=AWAKE, target_rps=5.0)
     try:
         run = await faulty_hold(params, faulty, OPS_HOLD)
     finally:

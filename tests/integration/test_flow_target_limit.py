@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import orjson
 import pytest
@@ -20,7 +21,7 @@ import pytest
 from flows.credentials import TOKEN_ENV
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration import flow_harness
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_target
 from tests.integration.flow_harness import (
     TEST_TIMEOUT_S,
     flow_run_logs,
@@ -143,7 +144,7 @@ async def test_two_campaigns_on_one_substrate_take_turns_and_report_to_prefect(
     from flows.target_limit import LEASE_SECONDS, ensure_limit, limit_name
 
     await apply_report_deployment()
-    port = int(substrate.url.rsplit(":", 1)[1].split("/")[0])
+    port = urlsplit(substrate.grpc_url).port  # a target is its control endpoint's host:port
     limit = limit_name(f"127.0.0.1:{port}")
     waiting = f"waiting for the global concurrency limit {limit}"
     env = {
@@ -165,7 +166,7 @@ async def test_two_campaigns_on_one_substrate_take_turns_and_report_to_prefect(
                     tmp_path,
                     name=name,
                     hold_minutes=0.2 if rules else 0.05,
-                    target={"substrate": substrate.url},
+                    target=ate_target(substrate),
                     generator={"void_when_saturated": False},
                 )
                 values["levels"] = [1.0]

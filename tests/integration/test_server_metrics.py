@@ -30,11 +30,12 @@ from agentsession_core.measure.server_sources import PrometheusRange
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.run.run import Run
 from agentsession_core.run.single import run as run_engine
-from agentsession_core.substrate.ate.control import ControlClient
 from agentsession_core.substrate.fake import FakeSubstrate
+from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrate
 from local_substrate.metric_names import FAMILIES, PREFIX
 from tests import grafana
+from tests.integration.conftest import ate_target
 from tests.integration.ports import fixed_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -100,12 +101,13 @@ async def test_the_demo_campaign_server_figures_move_with_the_load(tmp_path: Pat
             assert set(figures[series]) == {"start", "end", "increase", "rate", "samples"}
         assert figures["workers_rss_bytes"]["min"] > 5 * (1 << 20)  # five real processes
         assert figures["actors"]["max"] == 16
-        assert {"parked_requests", "wake_queue", "requests_router_ok_json"} <= set(figures)
+        # The embedded substrate speaks ate: the run's router requests are protobuf.
+        assert {"parked_requests", "wake_queue", "requests_router_ok_ate"} <= set(figures)
     lo, hi = low["figures"], high["figures"]
     # Three times the swaps: the substrate wakes and snapshots at least half as much again.
     assert hi["wakes_router"]["rate"] > 1.5 * lo["wakes_router"]["rate"] > 0
     assert hi["snapshot_bytes_written"]["rate"] > 1.5 * lo["snapshot_bytes_written"]["rate"]
-    assert hi["requests_router_ok_json"]["rate"] > lo["requests_router_ok_json"]["rate"]
+    assert hi["requests_router_ok_ate"]["rate"] > lo["requests_router_ok_ate"]["rate"]
     steady = doc["steady"]
     assert steady["start_unix"] == low["start_unix"] and steady["end_unix"] == high["end_unix"]
     for counter in ("wakes", "snapshot_bytes_written"):
@@ -272,10 +274,11 @@ async def test_every_dashboard_query_names_a_metric_the_run_exports(tmp_path: Pa
             hold_minutes=2 / 60,
             window_seconds=2,
             population={"kind": "turnover", "sessions": 6, "awake": 2, "target_rps": 2, **QUIET},
-            target={"substrate": local.url, "token": TOKEN, "metrics_url": f"{local.url}/metrics"},
+            target=ate_target(local, token=TOKEN, metrics_url=f"{local.url}/metrics"),
             cleanup=CLEANUP,
         )
-        ate = ControlClient(local.grpc_url, token=TOKEN, timeout=10)
+        # The run speaks ate; one call on the JSON wire, so both wires' counts are exported.
+        json_wire = HttpSubstrate(local.url, token=TOKEN, control_timeout=10)
         run = Run(params, handle_signals=False)
         async with run:
             campaign = Campaign(params, run)
@@ -285,14 +288,14 @@ async def test_every_dashboard_query_names_a_metric_the_run_exports(tmp_path: Pa
             await campaign.hold_window(0)
             # Scraped once the window was held, while the run still serves: every family it
             # exports has had the hold to be booked.
-            await ate.get_actor_template("benchmark-workloads", "glutton")
+            await json_wire.get_template("benchmark-workloads", "glutton")
             async with httpx.AsyncClient(timeout=10) as http:
                 engine = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
                 auth = {"Authorization": f"Bearer {TOKEN}"}
                 substrate = (await http.get(f"{local.url}/metrics", headers=auth)).text
                 refused = await http.get(f"{local.url}/metrics")
             campaign.finish()
-        await ate.aclose()
+        await json_wire.aclose()
     assert refused.status_code == 401  # /metrics takes the token like every other route
     offered = grafana.exposed_names(engine) | grafana.exposed_names(substrate)
     assert {PREFIX + family for family in FAMILIES} <= grafana.exposed_names(substrate)
@@ -302,8 +305,8 @@ async def test_every_dashboard_query_names_a_metric_the_run_exports(tmp_path: Pa
         for s in family.samples
         if s.name == f"{PREFIX}requests_total"
     }
-    assert requests[("ate", "control", "ok")] >= 1  # the gRPC call above
-    assert requests[("json", "router", "ok")] > 0 and requests[("json", "control", "ok")] > 0
+    assert requests[("json", "control", "ok")] >= 1  # the JSON call above
+    assert requests[("ate", "router", "ok")] > 0 and requests[("ate", "control", "ok")] > 0
     for expr in grafana.expressions(grafana.load()):
         missing = grafana.metric_names(expr) - offered
         assert not missing, f"{expr}: {sorted(missing)} not exported"

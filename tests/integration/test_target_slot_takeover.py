@@ -88,7 +88,9 @@ def said() -> Iterator[Said]:
 
 
 def target(port: int) -> TargetParams:
-    return TargetParams(substrate=f"http://127.0.0.1:{port}")
+    """A target on the ate wire whose control endpoint is 127.0.0.1:port (nothing listens:
+    the slot is all these tests take)."""
+    return TargetParams(substrate=f"grpc://127.0.0.1:{port}", router="http://127.0.0.1:1")
 
 
 async def test_a_dead_local_holder_is_taken_over_at_once(prefect_api, said: Said) -> None:
