@@ -1,5 +1,5 @@
 """The verdict: read back from gate.json (the same file release gates read) and shown as
-a markdown artifact."""
+a markdown artifact, the summary `agentsession gate --summary` writes."""
 
 from __future__ import annotations
 
@@ -13,86 +13,21 @@ from prefect.artifacts import acreate_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from agentsession_core.judge.gate import summary
+from agentsession_core.judge.gate_document import GateDocument
+from agentsession_core.report.gate_summary import gate_summary
 from tasks.publish import artifact_key, best_effort
 from tasks.steps import Steps
 
 
-def comparison_lines(comparison: dict[str, Any]) -> list[str]:
-    """The baseline comparison as a table: every figure's change, interval and status."""
-    status = comparison.get("status")
-    if not status:
-        return []
-    if status != "compared":
-        why = comparison.get("why") or ", ".join(comparison.get("differences") or [])
-        return ["", f"Baseline {status}: {why}"]
-    lines = [
-        "",
-        f"Against {comparison.get('runs')} baseline run(s), spread "
-        f"{comparison.get('spread_from')}:",
-        "",
-        "| figure | baseline | this run | change | interval | samples | status |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for m in comparison.get("metrics") or []:
-        interval = m.get("interval")
-        span = f"{interval[0]:+.0%} … {interval[1]:+.0%}" if interval else m.get("why", "")
-        samples = m.get("samples") or {}
-        lines.append(
-            f"| {m['metric']} | {m['baseline']:.4g} | {m['current']:.4g} | "
-            f"{m['change']:+.0%} | {span} | {samples.get('baseline')} / "
-            f"{samples.get('current')} | **{m['status']}** |"
-        )
-    return lines
-
-
-def paired_lines(paired: dict[str, Any]) -> list[str]:
-    """A paired campaign's candidate against its reference arm (docs/SPEC.md §6.8)."""
-    if not paired:
-        return []
-    head = (
-        f"Candidate against the reference arm: {paired.get('blocks')} paired blocks of "
-        f"{paired.get('block_seconds')} s ({paired.get('blocks_dropped')} dropped), rule "
-        f"{paired.get('rule')}, margin {paired.get('max_regression'):.0%}"
-    )
-    if paired.get("status") == "void":
-        return ["", f"{head}: **void**: {paired.get('why')}"]
-    lines = [
-        "",
-        head + ":",
-        "",
-        "| figure | reference | candidate | candidate / reference | change | interval | status |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for m in paired.get("metrics") or []:
-        interval = m.get("interval")
-        span = f"{interval[0]:+.0%} … {interval[1]:+.0%}" if interval else m.get("why", "")
-        ratio = f"{m['ratio']:.3f}" if m.get("ratio") is not None else "–"
-        lines.append(
-            f"| {m['metric']} | {m['reference']:.4g} | {m['candidate']:.4g} | {ratio} | "
-            f"{m['change']:+.0%} | {span} | **{m['status']}** |"
-        )
-    return lines
-
-
 def verdict_markdown(doc: dict[str, Any], upload: dict[str, Any]) -> str:
-    lines = [f"## {summary(doc)}", "", "| window | level | outcome | missed |", "|---|---|---|---|"]
-    for w in doc.get("windows", []):
-        missed = ", ".join(f"`{m}`" for m in w.get("missed", [])) or (
-            w.get("abort_reason") or w.get("void_reason") or ""
-        )
-        lines.append(f"| {w['index']} | {w['level']:g}x | **{w['outcome']}** | {missed} |")
-    if doc.get("abort_reason"):
-        lines += ["", f"Aborted: {doc['abort_reason']}"]
-    lines += paired_lines(doc.get("paired") or {})
-    lines += comparison_lines(doc.get("baseline") or {})
-    where = upload.get("location") if upload.get("ok") else upload.get("local_dir")
-    state = (
-        "Artifacts at"
-        if upload.get("ok")
-        else f"Upload failed ({upload.get('error')}); local copy at"
-    )
-    lines += ["", f"{state} `{where}`"]
-    return "\n".join(lines)
+    """The verdict artifact: the same Markdown `agentsession gate --summary` writes
+    (report/gate_summary.py), pointing at where the upload put the run's files, or at the
+    local copy when it failed."""
+    ok = bool(upload.get("ok"))
+    where = upload.get("location") if ok else upload.get("local_dir")
+    error = None if ok else str(upload.get("error") or "no reason given")
+    gate = GateDocument.read(doc, "gate.json")
+    return gate_summary(gate, location=str(where) if where else None, upload_error=error)
 
 
 async def read_gate(run_dir: Path) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """`agentsession gate RUN [--baseline RUN|auto [--history N]] [--max-regression F] [--rule R]
-[--write] [--junit FILE]`: a release gate.
+[--write] [--junit FILE] [--summary FILE]`: a release gate.
 
 Prints the run's gate document (JSON) on stdout and one summary line on stderr; exits 0 on
 pass, 1 on fail, 2 on void or on a run that cannot be read (a baseline that cannot be one
@@ -7,7 +7,10 @@ included). An inconclusive comparison never fails. `--baseline auto` compares ag
 N comparable, non-void runs of the same campaign before this one (judge/baselines.py);
 `--write` stores the comparison in the run's gate.json (its manifest re-sealed); `--junit FILE`
 writes the verdict as JUnit XML for a CI system (judge/junit.py), also when the run cannot be
-judged (one `<error>` case with the gate's line).
+judged (one `<error>` case with the gate's line). `--summary FILE` writes the verdict as
+Markdown (report/gate_summary.py), and when `GITHUB_STEP_SUMMARY` names a file the same
+Markdown is appended to it; a failure to append there is a warning on stderr, never the
+gate's exit code (docs/SPEC.md §6.1).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,10 +38,15 @@ from agentsession_core.judge.gate import (
     with_baseline,
     without_baseline,
 )
+from agentsession_core.judge.gate_document import GateDocument
 from agentsession_core.judge.junit import write_junit, write_unreadable
 from agentsession_core.judge.stored_run import load_run
-from agentsession_core.output.output_file import output_file
+from agentsession_core.output.output_file import append_output, output_file, write_output
 from agentsession_core.output.upload import rewrite_run_file
+from agentsession_core.report.gate_summary import gate_summary, unusable_summary
+
+# GitHub Actions names the job summary's file here; each step appends its Markdown to it.
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
 def fraction(text: str) -> float:
@@ -135,6 +145,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also write the verdict as JUnit XML: a test case per judged window and per "
         "compared figure (docs/SPEC.md §7)",
     )
+    p.add_argument(
+        "--summary",
+        metavar="FILE",
+        help="also write the verdict as Markdown: the verdict line, the judged figures (both "
+        "sides, change, interval, status), the windows and where the report is. When "
+        f"{STEP_SUMMARY_ENV} is set (GitHub Actions) the same Markdown is appended to that "
+        "file, with or without --summary; a failure to append is a warning, and the exit "
+        "code stays the verdict's",
+    )
     p.set_defaults(handler=gate)
 
 
@@ -160,17 +179,40 @@ def settings(params: dict[str, Any], args: argparse.Namespace) -> tuple[float, f
 
 def gate(args: argparse.Namespace) -> int:
     junit = output_file("--junit", args.junit)  # refused before anything is judged
+    markdown = output_file("--summary", args.summary)
     try:
         doc = judged(args)
     except AgentsessionError as exc:
-        if junit is not None:  # a CI reading only the file must not take no verdict for a pass
+        # A CI reading only these files must not take no verdict for a pass.
+        if junit is not None:
             write_unreadable(junit, args.run, str(exc))
+        show_summary(markdown, unusable_summary(args.run, str(exc)))
         raise
     if junit is not None:
         write_junit(junit, doc)
+    show_summary(markdown, gate_summary(GateDocument.read(doc, args.run)))
     print(json.dumps(doc, indent=2, sort_keys=False))
     print(summary(doc), file=sys.stderr)
     return exit_code(doc)
+
+
+def show_summary(path: Path | None, text: str) -> None:
+    """The Markdown at --summary's path (a failure there fails the command, as --junit's
+    does), and appended to the job summary GitHub Actions names, where a failure is only a
+    warning: the job's summary is a view, the exit code is the verdict."""
+    if path is not None:
+        write_output("--summary", path, text)
+    step_summary = os.environ.get(STEP_SUMMARY_ENV, "")
+    if not step_summary.strip():
+        return
+    try:
+        append_output(STEP_SUMMARY_ENV, Path(step_summary).absolute(), text)
+    except AgentsessionError as exc:
+        print(
+            f"agentsession gate: warning: {exc} (the job's summary goes without the verdict; "
+            "the exit code is the verdict's)",
+            file=sys.stderr,
+        )
 
 
 def judged(args: argparse.Namespace) -> dict:

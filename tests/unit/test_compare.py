@@ -110,5 +110,8 @@ def test_the_prefect_verdict_artifact_tabulates_the_comparison():
     doc = with_baseline(slow, StoredRun.of("base", base), 0.2)
     text = verdict_markdown(doc, {"ok": True, "location": "s3://b/r"})
     row = next(line for line in text.splitlines() if line.startswith("| TimeToWake.p50 |"))
-    assert "**regressed**" in row and "2400 / 2400" in row
-    assert "Against 1 baseline run(s), spread assumed:" in text
+    assert row.endswith("| **regressed** |")
+    assert "**Against the baseline**: 1 run(s), run-to-run spread assumed" in text
+    assert "Report: `s3://b/r/report.html`" in text
+    failed = verdict_markdown(doc, {"ok": False, "local_dir": "/runs/r", "error": "denied"})
+    assert "Upload failed (denied); report at `/runs/r/report.html` (the local copy)" in failed
