@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.conftest import ate_args
 from tests.integration.ports import fixed_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -52,7 +53,7 @@ def test_a_worker_killed_mid_cohort_books_a_crash_for_each_ready_actor_it_held(
         extra_args=["--worker-capacity", "4"],
         log_path=tmp_path / "substrate.log",
     ) as sub:
-        args = [sys.executable, "-m", "agentsession_core", "run", "--substrate", sub.url]
+        args = [sys.executable, "-m", "agentsession_core", "run", *ate_args(sub)]
         args += ["--script", "smoke", "--population", "spawn", "--sessions", "9"]
         args += ["--at-once", "true", "--lifecycle-mode", "none", "--think-scale", "0.05"]
         args += ["--cohort-deadline-seconds", "20s", "--hold", "30s"]
@@ -75,6 +76,7 @@ def test_a_worker_killed_mid_cohort_books_a_crash_for_each_ready_actor_it_held(
                 if ready(port):
                     break
                 time.sleep(0.2)
+            # The substrate's worker listing is a JSON-only debug endpoint: the test's look.
             (victim, _) = [w for w in sub.debug_workers()["workers"] if len(w["running"]) == 4]
             os.kill(victim["pid"], signal.SIGKILL)
             run.wait(timeout=240)  # not communicate(): it would race the reader for stderr

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.conftest import ate_args
 
 pytestmark = pytest.mark.timeout(300)
 SESSIONS = 300
@@ -88,7 +89,7 @@ def starve_while_registering(tmp_path: Path) -> Stalled:
         faults=[COUNTS_CREATES],
         log_path=tmp_path / "substrate.log",
     ) as sub:
-        args = [sys.executable, "-m", "agentsession_core", "run", "--substrate", sub.url]
+        args = [sys.executable, "-m", "agentsession_core", "run", *ate_args(sub)]
         args += ["--script", "smoke", "--population", "turnover", "--sessions", str(SESSIONS)]
         # 2.5/s: registering everyone takes 120 s unhindered, far longer than the run takes
         # to fail once starved.

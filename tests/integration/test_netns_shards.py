@@ -22,7 +22,7 @@ from agentsession_core.engine.params import parse
 from agentsession_core.engine.shards.load import ShardedLoad
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.run.run import Run
-from agentsession_core.substrate.http import HttpSubstrate
+from tests.integration.conftest import ate_client, ate_target
 
 from .netns import Hosts, netns_refusal
 
@@ -74,6 +74,7 @@ async def test_a_two_shard_campaign_runs_across_namespaces(hosts: Hosts, tmp_pat
     substrate = hosts.substrate("sub", logs / "substrate.log", workers=6)
     hosts.wait_for_port("sched", SCHEDULER_PORT)
     assert substrate.url == f"http://{hosts.address('sub')}:8080"
+    assert substrate.grpc_url == f"grpc://{hosts.address('sub')}:8081"
     params = parse(
         CampaignParams,
         {
@@ -87,7 +88,7 @@ async def test_a_two_shard_campaign_runs_across_namespaces(hosts: Hosts, tmp_pat
             "window_seconds": 6,
             "thresholds": [],
             "abort": {"rules": []},
-            "target": {"substrate": substrate.url, "request_timeout_seconds": 5},
+            "target": ate_target(substrate, request_timeout_seconds=5),
             "population": {
                 "kind": "turnover",
                 "sessions": 6,
@@ -129,7 +130,7 @@ async def test_a_two_shard_campaign_runs_across_namespaces(hosts: Hosts, tmp_pat
     merged = {"/".join(key): stats.count for key, stats in run.recorder.totals().rows.items()}
     assert merged == summed and summed["rps/TimeToWake"] > 0
     assert status["leaked_actors"] == []
-    client = HttpSubstrate(substrate.url)
+    client = ate_client(substrate)
     try:
         assert [a.name for a in await client.list_actors(status["atespace"])] == []
     finally:
