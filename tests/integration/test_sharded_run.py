@@ -34,6 +34,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ from agentsession_core.run.run import Run
 from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrate
 
-from .conftest import TOKEN
+from .conftest import TOKEN, ate_client, ate_target
 from .dask_cluster import local_scheduler
 from .test_engine_recovery import Substrate, Watch, leftovers
 from .test_judged_run import MonitorSpy
@@ -77,7 +78,9 @@ async def every_worker_up(scheduler: str) -> None:
         await client.wait_for_workers(WORKERS, timeout=60)
 
 
-def campaign_params(url: str, out: Path, scheduler: str, **overrides) -> CampaignParams:
+def campaign_params(
+    target: dict[str, Any], out: Path, scheduler: str, **overrides
+) -> CampaignParams:
     values = {
         "name": "sharded",
         "tag": "test",
@@ -89,7 +92,7 @@ def campaign_params(url: str, out: Path, scheduler: str, **overrides) -> Campaig
         "window_seconds": 30,
         "thresholds": [],
         "abort": {"rules": []},
-        "target": {"substrate": url, "token": TOKEN, "request_timeout_seconds": 5},
+        "target": {"token": TOKEN, "request_timeout_seconds": 5, **target},
         "population": {
             "kind": "turnover",
             "sessions": 4,
@@ -109,8 +112,9 @@ def campaign_params(url: str, out: Path, scheduler: str, **overrides) -> Campaig
     return parse(CampaignParams, values)
 
 
-async def leftover_actors(url: str, atespace: str, token: str | None = TOKEN) -> list[str]:
-    client = HttpSubstrate(url, token=token)
+async def leftover_actors(proc: Any, atespace: str, token: str | None = TOKEN) -> list[str]:
+    """The actors left in `atespace` on a standalone local substrate, asked on the ate wire."""
+    client = ate_client(proc, token=token)
     try:
         return [a.name for a in await client.list_actors(atespace)]
     finally:
@@ -174,12 +178,12 @@ async def until(condition, what: str, *, cap_s: float = 60.0, why=None) -> None:
 
 async def test_three_shards_merge_into_exact_sums(substrate, scheduler, tmp_path):
     params = campaign_params(
-        substrate.url,
+        # With the substrate's own figures.
+        ate_target(substrate, metrics_url=f"{substrate.url}/metrics"),
         tmp_path,
         scheduler,
         population={"kind": "closed", "sessions": 3},
         generator={"shards": 3},
-        target={"metrics_url": f"{substrate.url}/metrics"},  # the substrate's own figures
     )
     run = Run(params, handle_signals=False)
     assert isinstance(run.load, ShardedLoad)
@@ -214,7 +218,7 @@ async def test_three_shards_merge_into_exact_sums(substrate, scheduler, tmp_path
     assert server["sampling"]["failed"] == 0  # the token went along: same origin
     assert server["windows"][0]["figures"]["wakes"]["increase"] > 0
     assert verify_manifest(run_dir) == []
-    assert await leftover_actors(substrate.url, status["atespace"]) == []
+    assert await leftover_actors(substrate, status["atespace"]) == []
 
 
 async def test_a_killed_shard_voids_its_window_names_itself_and_leaks_nothing(
@@ -222,7 +226,7 @@ async def test_a_killed_shard_voids_its_window_names_itself_and_leaks_nothing(
 ):
     # Both shards needed: losing one ends the run (the default carries its sessions on).
     params = campaign_params(
-        substrate.url, tmp_path, scheduler, generator={"shards": 2, "min_shards": 2}
+        ate_target(substrate), tmp_path, scheduler, generator={"shards": 2, "min_shards": 2}
     )
     run = Run(params, handle_signals=False)
     assert isinstance(run.load, ShardedLoad)
@@ -250,7 +254,7 @@ async def test_a_killed_shard_voids_its_window_names_itself_and_leaks_nothing(
     status = status_of(run)
     assert [s["state"] for s in status["shards"]] == ["stopped", "lost"]
     assert status["leaked_actors"] == []
-    assert await leftover_actors(substrate.url, status["atespace"]) == []  # 0 actors leaked
+    assert await leftover_actors(substrate, status["atespace"]) == []  # 0 actors leaked
     gate = json.loads((run.result.run_dir / "gate.json").read_text())
     assert gate["verdict"] == "void" and "shard 1 lost" in gate["reason"], gate["reason"]
     assert verify_manifest(run.result.run_dir) == []
@@ -263,10 +267,9 @@ async def test_an_abort_rule_on_the_merged_stream_trips_once_its_rule_fails(sche
     rule_row, sliding, least = (CONTROL_KIND, "SuspendActor"), 2, 3
     async with LocalSubstrate(workers=4, store=tmp_path / "store") as local:
         params = campaign_params(
-            local.url,
+            ate_target(local, token=None),
             tmp_path,
             scheduler,
-            target={"token": None},
             population={"target_rps": 4},
             abort={
                 "rules": [f"SuspendActor: failure_ratio < 0.5 (min {least})"],
@@ -324,7 +327,7 @@ async def test_two_shards_gauges_and_stats_book_the_same_resident_set(scheduler,
     half second from its tick to the sample, as TimeToWake books it, is one)."""
     faults = ["wake:latency:fixed:100ms"]
     async with LocalSubstrate(workers=8, store=tmp_path / "store", faults=faults) as local:
-        params = campaign_params(local.url, tmp_path, scheduler, target={"token": None})
+        params = campaign_params(ate_target(local, token=None), tmp_path, scheduler)
         run = Run(params, handle_signals=False)
         assert isinstance(run.load, ShardedLoad)
         async with run:
@@ -376,7 +379,7 @@ async def test_a_killed_shard_s_sessions_go_on_on_the_survivor_and_later_windows
     # after it); the generator's health is counted but voids nothing: these windows judge the
     # carry-on, and a saturated second on a loaded machine says nothing of it.
     params = campaign_params(
-        substrate.url,
+        ate_target(substrate),
         tmp_path,
         scheduler,
         hold_minutes=1,
@@ -406,7 +409,7 @@ async def test_a_killed_shard_s_sessions_go_on_on_the_survivor_and_later_windows
             if carried_on is not None and verdicts[-1].start_unix >= carried_on:
                 break
         # The truth on the substrate while the load runs: one actor per session, no other.
-        on_substrate = await leftover_actors(substrate.url, run.atespace)
+        on_substrate = await leftover_actors(substrate, run.atespace)
         campaign.finish()
     print(" ".join(f"{v.outcome}:{v.void_reason}" for v in verdicts if v is not None))
     assert stream.losses and stream.losses[0].back is not None, "its sessions never ran again"
@@ -443,7 +446,7 @@ async def test_a_killed_shard_s_sessions_go_on_on_the_survivor_and_later_windows
     last_window = run.recorder.window_seconds(int(last.start_unix), int(last.end_unix))
     assert last_window.row("rps", "TimeToWake").count > 0
     assert status["leaked_actors"] == [] and run.result.leaks == []
-    assert await leftover_actors(substrate.url, status["atespace"]) == []
+    assert await leftover_actors(substrate, status["atespace"]) == []
     assert verify_manifest(run.result.run_dir) == []
 
 
@@ -469,10 +472,9 @@ async def test_a_sharded_run_replaces_what_a_substrate_restart_lost(
     else:
         target = {"substrate": served.url}
     params = campaign_params(
-        served.url,
+        {**target, "token": None, "protocol": protocol},
         tmp_path,
         scheduler,
-        target={**target, "token": None, "protocol": protocol},
         population={"sessions": 6, "awake": awake, "catch_up_ratio": 1},
     )
 
@@ -582,7 +584,7 @@ async def test_live_control_reaches_every_shard(substrate, scheduler, tmp_path):
     import httpx
 
     params = campaign_params(
-        substrate.url,
+        ate_target(substrate),
         tmp_path,
         scheduler,
         metrics_port=0,
@@ -637,4 +639,4 @@ async def test_live_control_reaches_every_shard(substrate, scheduler, tmp_path):
     assert levels == [1.0, 2.0]  # one turnover_window row per level, the one set by hand too
     status = status_of(run)
     assert [c["name"] for c in status["control"]["changes"]] == ["level", "pause", "stop"]
-    assert await leftover_actors(substrate.url, status["atespace"]) == []
+    assert await leftover_actors(substrate, status["atespace"]) == []
