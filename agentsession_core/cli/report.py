@@ -32,7 +32,7 @@ from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output.output_file import output_file, write_output
 from agentsession_core.output.run_dir import MANIFEST, RunDir
 from agentsession_core.output.run_reader import where
-from agentsession_core.output.run_source import RunSource, open_run
+from agentsession_core.output.stored_files import StoredFiles, open_files
 from agentsession_core.report.data import RunData, number
 from agentsession_core.report.page import REPORT, Comparison, read_run, render
 
@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def report(args: argparse.Namespace) -> int:
-    source = open_run(args.run, endpoint_url=args.endpoint_url)
+    source = open_files(args.run, endpoint_url=args.endpoint_url)
     data = read_run(source)
     if data.gate is not None:
         GateDocument.read(data.gate, where(source.location, "gate.json"))
@@ -119,7 +119,7 @@ def auto_comparison(args: argparse.Namespace, data: RunData) -> Comparison:
             f"{args.history} good, comparable runs before this one become its baseline",
             source="baseline: auto",
         )
-    newest = read_run(open_run(found[-1].location, endpoint_url=args.endpoint_url))
+    newest = read_run(open_files(found[-1].location, endpoint_url=args.endpoint_url))
     runs = (
         f"the last {len(found)} good comparable runs"
         if len(found) > 1
@@ -151,7 +151,7 @@ def read_baseline(location: str, endpoint_url: str | None) -> tuple[RunData, str
     except GateInputError as exc:
         refused = str(exc)
     try:
-        baseline = read_run(open_run(location, endpoint_url=endpoint_url))
+        baseline = read_run(open_files(location, endpoint_url=endpoint_url))
         if baseline.gate is not None:
             GateDocument.read(baseline.gate, where(baseline.location, "gate.json"))
     except AgentsessionError as exc:
@@ -159,7 +159,7 @@ def read_baseline(location: str, endpoint_url: str | None) -> tuple[RunData, str
     return baseline, refused
 
 
-def output_path(source: RunSource, output: str | None) -> Path:
+def output_path(source: StoredFiles, output: str | None) -> Path:
     chosen = output_file("--output", output)
     if chosen is not None:
         return chosen

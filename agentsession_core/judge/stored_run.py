@@ -2,7 +2,9 @@
 and parameters as typed parts — what `agentsession gate`, `gate --baseline`, a campaign's
 `baseline`, `baseline: auto` and history believe of a run, and `ag.load_run` returns.
 
-`load_run` is the one way in. A run is believed only when sealed (output/sealed_run.py):
+`load_run` is the one way in: the location is opened as a run's files
+(output/stored_files.py `open_files`), and a run is believed only when sealed (the same
+module's `check_sealed`, `open_sealed`):
 `verify=True`, every gate's reading, checks every file the manifest lists, hashed;
 `verify="files read"`, history's (docs/SPEC.md §6.4), the same manifest by presence and size,
 hashing only the files it reads (gate.json and campaign.json, and windows.jsonl and
@@ -15,15 +17,15 @@ GateInputError naming the file (exit 2)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import gate_document
 from agentsession_core.judge.gate_document import GateDocument, GateInputError
 from agentsession_core.judge.verdict import WindowVerdict
-from agentsession_core.output import run_reader, sealed_run
+from agentsession_core.output import run_reader
 from agentsession_core.output.run_reader import RunReadError
+from agentsession_core.output.stored_files import check_sealed, open_files, open_sealed
 
 Verify = bool | Literal["files read"]
 
@@ -76,30 +78,22 @@ def load_run(location: str, *, endpoint_url: str | None = None, verify: Verify =
     """The finished run at `location` (a directory, a file:// URL, its gate.json, or an s3://
     prefix), believed as `verify` says (this module's docstring). Without gate.json its gate
     is rebuilt from windows.jsonl and status.json."""
-    location = _normalise(location)
     try:
+        files = open_files(location, endpoint_url=endpoint_url)
+        location = files.location
         if verify == "files read":
-            sealed = sealed_run.open_sealed(location, endpoint_url=endpoint_url)
-            read, read_json = sealed.read, sealed.json
-        else:
-            if verify:
-                sealed_run.check_sealed(location, endpoint_url=endpoint_url)
-
-            def read(name: str) -> bytes | None:
-                return run_reader.read_run_file(location, name, endpoint_url=endpoint_url)
-
-            def read_json(name: str) -> dict[str, Any] | None:
-                return run_reader.read_json_file(location, name, endpoint_url=endpoint_url)
-
-        gate = read_json("gate.json")
+            files = open_sealed(location, endpoint_url=endpoint_url)
+        elif verify:
+            check_sealed(location, endpoint_url=endpoint_url)
+        gate = files.json("gate.json")
         windows_bytes = status = None
         if gate is None or verify != "files read":
-            windows_bytes = read("windows.jsonl")
+            windows_bytes = files.read("windows.jsonl")
             status = run_reader.check_status(
-                read_json("status.json"), run_reader.where(location, "status.json")
+                files.json("status.json"), run_reader.where(location, "status.json")
             )
         campaign = run_reader.check_campaign(
-            read_json("campaign.json"), run_reader.where(location, "campaign.json")
+            files.json("campaign.json"), run_reader.where(location, "campaign.json")
         )
     except GateInputError:
         raise
@@ -138,19 +132,6 @@ def _windows(location: str, data: bytes) -> list[WindowVerdict]:
                 f"{place} line {number}: not a judged window ({type(exc).__name__}: {exc})"
             ) from None
     return out
-
-
-def _normalise(location: str) -> str:
-    if location.startswith("file://"):
-        location = location[len("file://") :]
-    if location.startswith("s3://"):
-        return location.rstrip("/")
-    path = Path(location)
-    if path.name == "gate.json" and not path.is_dir():  # even a FIFO: refused when read
-        path = path.parent
-    if not path.is_dir():
-        raise GateInputError(f"{location}: no such run directory")
-    return str(path)
 
 
 __all__ = ["StoredRun", "Verify", "load_run"]

@@ -14,7 +14,7 @@ goes through here:
   its limit without recursing in Python, then no deeper than MAX_DEPTH levels.
 
 Each refusal is a RunReadError: one line naming the file and what is wrong with it. Whether
-a run is sealed (its manifest, and the files as it lists them) is output/sealed_run.py's.
+a run is sealed (its manifest, and the files as it lists them) is output/stored_files.py's.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 
 from agentsession_core.output.run_reader import check_campaign, check_status, where
-from agentsession_core.output.run_source import RunSource
 from agentsession_core.output.stats_files import (
     AGGREGATED,
     CHANGE_RECORD_TYPE,
@@ -29,6 +28,7 @@ from agentsession_core.output.stats_files import (
     SECOND_PERCENTILES,
     locust_column,
 )
+from agentsession_core.output.stored_files import StoredFiles
 
 Points = list[tuple[float, float]]
 RowKey = tuple[str, str]
@@ -219,7 +219,7 @@ def read_gauges(records: list[dict[str, Any]]) -> dict[str, dict[str, Points]]:
     return out
 
 
-def load_run_data(source: RunSource) -> RunData:
+def load_run_data(source: StoredFiles) -> RunData:
     """Every file the report draws from, read once (a thread's work for an s3 run)."""
     data = RunData(location=source.location, local_dir=source.local_dir)
     data.files = source.names()

@@ -14,7 +14,7 @@ rows; the run's parameters and thresholds; links to the other artifacts. Every c
 one time axis, shades the windows by outcome, marks level changes and draws the thresholds
 that apply to it. Every input is optional: what is missing says "no data".
 
-The package's other modules: data (reading, through output/run_source.py), context (what
+The package's other modules: data (reading, through output/stored_files.py), context (what
 charts share), svg_chart + chart_scale (SVG), charts / tables / params / compare / knee /
 server / wake_split (sections; server_data reads server_summary.json's figures).
 """
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentsession_core.output.run_dir import atomic_write
-from agentsession_core.output.run_source import RunSource, open_run
+from agentsession_core.output.stored_files import StoredFiles, open_files
 from agentsession_core.report import charts, tables
 from agentsession_core.report import params as run_info
 from agentsession_core.report.compare import Comparison, baseline_section
@@ -143,13 +143,13 @@ def render(
     )
 
 
-def read_run(location: str | Path | RunSource, *, endpoint_url: str | None = None) -> RunData:
-    """A run's report data from a directory, an s3:// prefix or a RunSource (file and
+def read_run(location: str | Path | StoredFiles, *, endpoint_url: str | None = None) -> RunData:
+    """A run's report data from a directory, an s3:// prefix or its StoredFiles (file and
     network work: call it from a thread)."""
     source = (
         location
-        if isinstance(location, RunSource)
-        else open_run(str(location), endpoint_url=endpoint_url)
+        if isinstance(location, StoredFiles)
+        else open_files(str(location), endpoint_url=endpoint_url)
     )
     return load_run_data(source)
 

@@ -25,7 +25,7 @@ from agentsession_core.judge.history import (
 )
 from agentsession_core.output.run_dir import RunDir
 from agentsession_core.output.run_reader import RunReadError
-from agentsession_core.output.sealed_run import open_sealed
+from agentsession_core.output.stored_files import open_sealed
 from agentsession_core.report import history_page
 from agentsession_core.report.history_page import render_history
 from tests.unit.test_report import assert_self_contained

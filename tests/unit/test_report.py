@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from agentsession_core.judge.thresholds import parse_thresholds
-from agentsession_core.output.run_source import RunSource, RunSourceError
+from agentsession_core.output.run_reader import RunReadError
+from agentsession_core.output.stored_files import StoredFiles
 from agentsession_core.report.data import load_run_data
 from agentsession_core.report.page import render, render_report, write_report
 from tests.unit.report_run import CODES, THRESHOLDS, build_run
@@ -139,7 +140,7 @@ def test_an_empty_run_says_no_data_everywhere(tmp_path):
     # gate.json is written whole (atomic_write), so a bad one is damage, refused as the
     # gate refuses it, never drawn as "not judged".
     (tmp_path / "gate.json").write_text("{not json")
-    with pytest.raises(RunSourceError, match=r"gate\.json: not valid JSON"):
+    with pytest.raises(RunReadError, match=r"gate\.json: not valid JSON"):
         render_report(tmp_path)
 
 
@@ -158,7 +159,7 @@ def test_artifact_links_are_relative_to_where_the_page_lives(tmp_path):
     elsewhere = render_report(run_dir, out_dir=tmp_path / "out")
     assert 'href="../runs/r/stats_history.csv"' in elsewhere
     # an s3 run's files are named, not linked (a link would leave the page)
-    data = load_run_data(RunSource(str(run_dir)))
+    data = load_run_data(StoredFiles(str(run_dir)))
     data.local_dir, data.location = None, "s3://bucket/runs/r"
     page = render(data)
     assert "<code>stats_history.csv</code>" in page and 'href="stats' not in page

@@ -13,7 +13,7 @@ from agentsession_core.judge.gate_document import GateInputError
 from agentsession_core.judge.stored_run import load_run
 from agentsession_core.output.run_dir import RunDir
 from agentsession_core.output.run_reader import RunReadError, read_json_file, read_run_file
-from agentsession_core.output.sealed_run import check_sealed
+from agentsession_core.output.stored_files import check_sealed
 from tests.unit import gate_runs
 
 

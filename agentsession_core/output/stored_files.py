@@ -1,5 +1,12 @@
-"""Whether a stored run is sealed: its manifest, and the files as the manifest lists them
-(docs/SPEC.md §6, §7). Every read goes through output/run_reader.py.
+"""A stored run's files, wherever they are (a local run directory or an s3:// prefix), and
+whether its manifest seals them (docs/SPEC.md §6, §7). Every read goes through
+output/run_reader.py: regular files only, a cap per file, JSON without NaN or runaway
+nesting.
+
+`open_files` is where a location becomes a run's files: a directory, a file:// URL, a path
+to one of its files (e.g. gate.json) or an s3:// prefix; anything else is refused. The report
+reads a run through `StoredFiles`, so it is rebuilt the same way from a local copy or an
+uploaded one, sealed or not.
 
 `check_sealed` is what a gate believes before anything else: manifest.json present and
 complete, every file it lists present with its size and sha256, and none of the files the
@@ -7,9 +14,11 @@ gate reads present without being listed.
 
 `open_sealed` is history's lighter form of it (docs/SPEC.md §6.4): the same manifest, every
 listed file present with its listed size and none of the gate's files unlisted, but only the
-files it then reads are hashed, from the very bytes it reads (`SealedRun.read`). A history
+files it then reads are hashed, from the very bytes it reads (`SealedFiles.read`). A history
 of 10,000 nights would otherwise hash every night's every file (a real run's are megabytes:
 stats_history, gauges, hold_seconds, report.html) to show figures from its gate.json alone.
+
+Everything is synchronous (boto3): async callers use asyncio.to_thread.
 """
 
 from __future__ import annotations
@@ -36,6 +45,78 @@ from agentsession_core.output.run_reader import (
     where,
 )
 
+
+class StoredFiles:
+    """A run's files at `location` (a directory path, or an s3:// prefix without a trailing
+    slash: `open_files` makes one)."""
+
+    def __init__(self, location: str, endpoint_url: str | None = None) -> None:
+        self.location = location
+        self.endpoint_url = endpoint_url
+
+    @property
+    def is_s3(self) -> bool:
+        return upload.is_s3(self.location)
+
+    @property
+    def local_dir(self) -> Path | None:
+        return None if self.is_s3 else Path(self.location)
+
+    def read(self, name: str) -> bytes | None:
+        """The file's bytes, or None when the run has no such file; bounded and regular
+        files only (output/run_reader.py)."""
+        return read_run_file(self.location, name, endpoint_url=self.endpoint_url)
+
+    def json(self, name: str) -> dict[str, Any] | None:
+        """A JSON object file, strictly: invalid JSON is a RunReadError naming it."""
+        data = self.read(name)
+        if data is None:
+            return None
+        value = parse_json(data, where(self.location, name))
+        if not isinstance(value, dict):
+            raise RunReadError(f"{where(self.location, name)}: expected a JSON object")
+        return value
+
+    def text(self, name: str) -> str | None:
+        data = self.read(name)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def names(self) -> list[str]:
+        """The run's files (relative paths, sorted; temp files left out)."""
+        if self.is_s3:
+            try:
+                keys = upload.list_objects(self.location, endpoint_url=self.endpoint_url)
+            except upload.UploadError as exc:
+                raise RunReadError(f"cannot list {self.location}: {exc}") from None
+            return [k for k in keys if k and not k.endswith(".tmp")]
+        root = Path(self.location)
+        # is_symlink: a link is no file of the run (listing it would link out of the run).
+        return sorted(
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*")
+            if p.is_file() and not p.is_symlink() and not p.name.endswith(".tmp")
+        )
+
+
+def open_files(location: str, *, endpoint_url: str | None = None) -> StoredFiles:
+    """The files of the run at a directory, a file:// URL, a path to one of its files (e.g.
+    gate.json, even one that is no regular file: refused when read) or an s3:// prefix; an
+    unusable location is refused (RunReadError, exit 2)."""
+    if location.startswith("s3://"):
+        try:
+            upload.split_s3(location)
+        except upload.UploadError as exc:
+            raise RunReadError(str(exc)) from None
+        return StoredFiles(location.rstrip("/"), endpoint_url)
+    path = Path(location.removeprefix("file://"))
+    if not path.is_dir() and (path.is_file() or path.name == "gate.json"):
+        path = path.parent
+    if not path.is_dir():
+        raise RunReadError(f"{location}: no such run directory")
+    return StoredFiles(str(path), endpoint_url)
+
+
+# --------------------------------------------------------------------------- sealed
 Entries = list[tuple[str, int, str]]  # (path, size, sha256) as the manifest lists them
 
 
@@ -153,13 +234,12 @@ def _check_s3(location: str, entries: Entries, endpoint_url: str | None) -> str:
     return "bytes" if read_bytes else "checksums"
 
 
-class SealedRun:
+class SealedFiles(StoredFiles):
     """A run whose manifest lists every file present with its size (`open_sealed`); `read`
     returns a file's bytes only when their sha256 is the one the manifest lists."""
 
     def __init__(self, location: str, entries: Entries, endpoint_url: str | None) -> None:
-        self.location = location
-        self.endpoint_url = endpoint_url
+        super().__init__(location, endpoint_url)
         self.listed = {name: (size, digest) for name, size, digest in entries}
 
     def read(self, name: str) -> bytes | None:
@@ -179,29 +259,19 @@ class SealedRun:
             raise RunReadError(f"{place}: altered: sha256 differs from {MANIFEST}")
         return data
 
-    def json(self, name: str) -> dict[str, Any] | None:
-        """A listed JSON object file (see `read`), or None when the manifest lists none."""
-        data = self.read(name)
-        if data is None:
-            return None
-        value = parse_json(data, where(self.location, name))
-        if not isinstance(value, dict):
-            raise RunReadError(f"{where(self.location, name)}: expected a JSON object")
-        return value
 
-
-def open_sealed(location: str, *, endpoint_url: str | None = None) -> SealedRun:
+def open_sealed(location: str, *, endpoint_url: str | None = None) -> SealedFiles:
     """History's check of a sealed run (module docstring): refused (RunReadError, the same
     one line `check_sealed` gives) when the manifest is missing or incomplete, a listed file
     is missing or of another size, or a gate's file is present unlisted; the files are then
-    read through the SealedRun, which hashes each as it is read."""
+    read through the SealedFiles, which hashes each as it is read."""
     manifest = read_json_file(location, MANIFEST, endpoint_url=endpoint_url)
     entries = _entries(location, manifest)
     if upload.is_s3(location):
         _sizes_s3(location.rstrip("/"), entries, endpoint_url)
-        return SealedRun(location.rstrip("/"), entries, endpoint_url)
+        return SealedFiles(location.rstrip("/"), entries, endpoint_url)
     _sizes_local(Path(location), entries)
-    return SealedRun(location, entries, endpoint_url)
+    return SealedFiles(location, entries, endpoint_url)
 
 
 def check_sealed(location: str, *, endpoint_url: str | None = None) -> str:
@@ -217,4 +287,11 @@ def check_sealed(location: str, *, endpoint_url: str | None = None) -> str:
     return "bytes"
 
 
-__all__ = ["Entries", "SealedRun", "check_sealed", "open_sealed"]
+__all__ = [
+    "Entries",
+    "SealedFiles",
+    "StoredFiles",
+    "check_sealed",
+    "open_files",
+    "open_sealed",
+]
