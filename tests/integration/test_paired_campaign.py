@@ -39,9 +39,8 @@ from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, parse
 from agentsession_core.measure.health import GeneratorHealth
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.run.run import Run, run_on_fresh_loop
-from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
-from tests.integration.conftest import TOKEN
+from tests.integration.conftest import TOKEN, ate_client, ate_target
 from tests.integration.ports import fixed_port
 from tests.integration.test_report_browser import screenshot
 
@@ -129,15 +128,15 @@ def ab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The A/B campaign, its generator stalled for 2 s in the second window."""
     out = tmp_path_factory.mktemp("ab")
     with LocalSubstrateProcess(workers=5, faults=[f"wake:latency:fixed:{ADDED_MS}ms"]) as cand:
-        p = CampaignParams(**values(out, "pairedab", target={"substrate": cand.url}))
+        p = CampaignParams(**values(out, "pairedab", target=ate_target(cand)))
         ab = run_on_fresh_loop(stalled_campaign(p))
         status = json.loads((ab["run_dir"] / "status.json").read_text())
-        ab["left_on_candidate"] = asyncio.run(actors_left(cand.url, status))
+        ab["left_on_candidate"] = asyncio.run(actors_left(cand, status))
     return ab
 
 
-async def actors_left(url: str, status: dict[str, Any]) -> int:
-    client = HttpSubstrate(url, None)
+async def actors_left(proc: LocalSubstrateProcess, status: dict[str, Any]) -> int:
+    client = ate_client(proc)
     try:
         return len(await client.list_actors(status["atespace"]))
     finally:
@@ -220,12 +219,12 @@ def test_every_artifact_says_which_arm_and_both_arms_clean_up(ab: dict[str, Any]
 def test_an_unreachable_reference_refuses_the_campaign_in_one_line(
     substrate: LocalSubstrateProcess, tmp_path: Path
 ) -> None:
-    closed = f"http://127.0.0.1:{fixed_port()}"  # nothing listens there
+    closed = f"127.0.0.1:{fixed_port()}"  # nothing listens there
     spec = values(
         tmp_path,
         "pairedrefused",
-        target={"substrate": substrate.url, "token": TOKEN},
-        reference={"substrate": closed},
+        target=ate_target(substrate, token=TOKEN),
+        reference={"substrate": f"grpc://{closed}", "router": f"http://{closed}"},
     )
     result = run_campaign_blocking(CampaignParams(**spec))
     assert result.verdict == "void" and result.run.status == "refused"

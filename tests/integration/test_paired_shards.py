@@ -32,8 +32,8 @@ from agentsession_core.engine.shards.load import ShardedLoad
 from agentsession_core.judge.hold_seconds import HOLD_SECONDS_FILE, parse
 from agentsession_core.output.run_dir import verify_manifest
 from agentsession_core.run.run import Run
-from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.conftest import ate_client, ate_target
 from tests.integration.dask_cluster import local_scheduler
 from tests.integration.test_paired_campaign import only_stalls_saturate
 
@@ -47,7 +47,14 @@ def scheduler() -> Iterator[str]:
         yield address
 
 
-def params(out: Path, name: str, candidate: str, reference: str, scheduler: str, **more: Any):
+def params(
+    out: Path,
+    name: str,
+    candidate: LocalSubstrateProcess,
+    reference: LocalSubstrateProcess,
+    scheduler: str,
+    **more: Any,
+):
     values: dict[str, Any] = {
         "name": name,
         "tag": "test",
@@ -68,8 +75,8 @@ def params(out: Path, name: str, candidate: str, reference: str, scheduler: str,
             "target_rps": 4,
             "registration_quiet_seconds": 0.5,
         },
-        "target": {"substrate": candidate, "request_timeout_seconds": 5},
-        "reference": {"substrate": reference, "request_timeout_seconds": 5},
+        "target": ate_target(candidate, request_timeout_seconds=5),
+        "reference": ate_target(reference, request_timeout_seconds=5),
         "cleanup": {"timeout_seconds": 20, "stop_grace_seconds": 1},
         "generator": {"shards": 2, "cluster": scheduler},
     }
@@ -77,8 +84,8 @@ def params(out: Path, name: str, candidate: str, reference: str, scheduler: str,
     return CampaignParams(**values)
 
 
-async def actors_on(url: str, atespace: str) -> list[str]:
-    client = HttpSubstrate(url, None)
+async def actors_on(proc: LocalSubstrateProcess, atespace: str) -> list[str]:
+    client = ate_client(proc)
     try:
         return [a.name for a in await client.list_actors(atespace)]
     finally:
@@ -108,11 +115,11 @@ async def test_a_paired_campaign_over_two_shards_fails_a_slower_candidate(schedu
         LocalSubstrateProcess(workers=4, faults=fault) as cand,
         LocalSubstrateProcess(workers=4) as ref,
     ):
-        run_dir = await held_campaign(params(tmp_path, "pairshards", cand.url, ref.url, scheduler))
+        run_dir = await held_campaign(params(tmp_path, "pairshards", cand, ref, scheduler))
         status = json.loads((run_dir / "status.json").read_text())
         left = (
-            await actors_on(cand.url, status["atespace"]),
-            await actors_on(ref.url, status["reference"]["atespace"]),
+            await actors_on(cand, status["atespace"]),
+            await actors_on(ref, status["reference"]["atespace"]),
         )
     gate = json.loads((run_dir / "gate.json").read_text())
     assert gate["verdict"] == "fail", gate["reason"]
@@ -141,7 +148,7 @@ async def test_a_lost_shard_s_reference_actors_are_deleted_too(scheduler, tmp_pa
     with LocalSubstrateProcess(workers=4) as cand, LocalSubstrateProcess(workers=4) as ref:
         # Both shards needed: losing one ends the run (no carry-on to wait for).
         generator = {"shards": 2, "min_shards": 2, "cluster": scheduler}
-        p = params(tmp_path, "pairlost", cand.url, ref.url, scheduler, generator=generator)
+        p = params(tmp_path, "pairlost", cand, ref, scheduler, generator=generator)
         run = Run(p, handle_signals=False)
         assert isinstance(run.load, ShardedLoad)
         async with run:
@@ -162,8 +169,8 @@ async def test_a_lost_shard_s_reference_actors_are_deleted_too(scheduler, tmp_pa
         assert run.result is not None
         status = json.loads((run.result.run_dir / "status.json").read_text())
         left = (
-            await actors_on(cand.url, status["atespace"]),
-            await actors_on(ref.url, status["reference"]["atespace"]),
+            await actors_on(cand, status["atespace"]),
+            await actors_on(ref, status["reference"]["atespace"]),
         )
     assert published  # the shard's reference actors, known before it died, are gone too
     assert verdict is not None and verdict.outcome == "void"
