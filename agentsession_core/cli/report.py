@@ -25,13 +25,12 @@ from agentsession_core.errors import AgentsessionError, UsageError
 from agentsession_core.judge.baselines import AUTO, auto_baselines
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.gate import baseline_refusal, gate_document, with_baseline
-from agentsession_core.judge.gate_document import GateDocument, GateInputError
+from agentsession_core.judge.gate_document import Baseline, GateInputError
 from agentsession_core.judge.stored_run import StoredRun, load_run
 from agentsession_core.judge.thresholds import Threshold, parse_thresholds
 from agentsession_core.judge.verdict import WindowVerdict
 from agentsession_core.output.output_file import output_file, write_output
 from agentsession_core.output.run_dir import MANIFEST, RunDir
-from agentsession_core.output.run_reader import where
 from agentsession_core.output.stored_files import StoredFiles, open_files
 from agentsession_core.report.data import RunData, number
 from agentsession_core.report.page import REPORT, Comparison, read_run, render
@@ -63,9 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def report(args: argparse.Namespace) -> int:
     source = open_files(args.run, endpoint_url=args.endpoint_url)
-    data = read_run(source)
-    if data.gate is not None:
-        GateDocument.read(data.gate, where(source.location, "gate.json"))
+    data = read_run(source)  # its gate.json validated: a bad one is refused (exit 2)
     comparison = None
     if args.baseline == AUTO:
         comparison = auto_comparison(args, data)
@@ -114,7 +111,7 @@ def auto_comparison(args: argparse.Namespace, data: RunData) -> Comparison:
     if not found:
         return Comparison(
             None,
-            {"status": "none", "metrics": []},
+            Baseline(status="none"),
             reason="no earlier comparable run of this campaign: up to --history "
             f"{args.history} good, comparable runs before this one become its baseline",
             source="baseline: auto",
@@ -152,8 +149,6 @@ def read_baseline(location: str, endpoint_url: str | None) -> tuple[RunData, str
         refused = str(exc)
     try:
         baseline = read_run(open_files(location, endpoint_url=endpoint_url))
-        if baseline.gate is not None:
-            GateDocument.read(baseline.gate, where(baseline.location, "gate.json"))
     except AgentsessionError as exc:
         raise GateInputError(refused or str(exc)) from None
     return baseline, refused
@@ -180,8 +175,8 @@ def threshold_rules(data: RunData) -> list[Threshold]:
 
 def gate_of(data: RunData) -> dict[str, Any] | None:
     """The run's gate document: gate.json, else rebuilt from windows.jsonl."""
-    if data.gate is not None and "windows" in data.gate:
-        return data.gate
+    if data.gate_json is not None:
+        return data.gate_json
     if not data.windows:
         return None
     try:
@@ -220,7 +215,6 @@ def compare_runs(
         which = "this run" if doc is None else "the baseline"
         return Comparison(
             baseline,
-            {"max_regression": max_regression, "metrics": []},
             reason=f"not judged: {which} has no judged windows",
             refused=refused,
         )
@@ -233,9 +227,10 @@ def compare_runs(
     # A person may look at any two runs side by side; only the gate refuses a baseline, and
     # then the page says so instead of a verdict the gate would never give.
     judged = with_baseline(doc, against or base, max_regression, refuse=False, **options)
+    section = Baseline.model_validate(judged["baseline"]) if judged.get("baseline") else None
     if refused is not None:
-        return Comparison(baseline, judged.get("baseline") or {}, None, None, refused=refused)
-    return Comparison(baseline, judged.get("baseline") or {}, judged["verdict"], judged["reason"])
+        return Comparison(baseline, section, None, None, refused=refused)
+    return Comparison(baseline, section, judged["verdict"], judged["reason"])
 
 
 __all__ = [

@@ -32,7 +32,7 @@ import math
 import re
 import socket
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +40,15 @@ from typing import Any
 
 from agentsession_core.judge.compare import describe_metric
 from agentsession_core.judge.gate import describe_paired
-from agentsession_core.judge.gate_document import JudgedFigure
+from agentsession_core.judge.gate_document import (
+    Baseline,
+    Capacity,
+    GateDocument,
+    JudgedFigure,
+    Paired,
+    RunInfo,
+    Window,
+)
 from agentsession_core.output.output_file import write_output
 
 # Every code point XML 1.0 refuses (C0 controls but tab, newline and return; surrogates;
@@ -50,6 +58,7 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _MESSAGE_LIMIT = 500
 PASSED_COMPARISON = ("improved", "unchanged")
 CAPACITY_PASSED = ("found", "above")
+Describe = Callable[[JudgedFigure], str]
 
 
 def xml_text(value: Any) -> str:
@@ -119,14 +128,9 @@ def _seconds(value: float) -> str:
     return f"{value:.3f}" if math.isfinite(value) and value > 0 else "0.000"
 
 
-def _number(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if ok and math.isfinite(value) else None
-
-
 # --------------------------------------------------------------------------- cases
-def _gate_case(doc: dict[str, Any], classname: str) -> Case:
-    verdict, reason = doc.get("verdict", "void"), str(doc.get("reason") or "")
+def _gate_case(doc: GateDocument, classname: str) -> Case:
+    verdict, reason = doc.verdict, doc.reason or ""
     case = Case("gate", classname, out=f"verdict {verdict}: {reason}")
     if verdict == "fail":
         case.result, case.kind, case.message = "failure", "fail", reason
@@ -135,109 +139,104 @@ def _gate_case(doc: dict[str, Any], classname: str) -> Case:
     return case
 
 
-def _window_case(w: dict[str, Any], classname: str) -> Case:
-    level = _number(w.get("level"))
-    at = f" @{level:g}x" if level is not None else ""
-    start, end = _number(w.get("start_unix")), _number(w.get("end_unix"))
+def _window_case(w: Window, classname: str) -> Case:
+    at = f" @{w.level:g}x" if w.level is not None else ""
+    start, end = w.start_unix, w.end_unix
     seconds = end - start if start is not None and end is not None else 0.0
-    case = Case(f"window {w.get('index')}{at}", classname, seconds)
-    outcome = w.get("outcome")
-    missed = [str(m) for m in w.get("missed") or []]
-    if outcome == "break":
+    case = Case(f"window {w.index}{at}", classname, seconds)
+    missed = w.missed or []
+    if w.outcome == "break":
         case.result, case.kind = "failure", "break"
         case.message = f"missed {'; '.join(missed) or 'a threshold'}"
         case.text = "\n".join(f"missed: {m}" for m in missed) or case.message
-    elif outcome == "aborted":
+    elif w.outcome == "aborted":
         case.result, case.kind = "failure", "aborted"
-        case.message = f"aborted: {w.get('abort_reason') or 'an abort rule tripped'}"
-    elif outcome != "pass":
-        case.result, case.message = "skipped", f"void: {w.get('void_reason') or 'no reason'}"
+        case.message = f"aborted: {w.abort_reason or 'an abort rule tripped'}"
+    elif w.outcome != "pass":
+        case.result, case.message = "skipped", f"void: {w.void_reason or 'no reason'}"
     return case
 
 
-def _figure_case(m: dict[str, Any], prefix: str, classname: str, line: str, against: str) -> Case:
-    status = m.get("status")
-    case = Case(f"{prefix}: {m.get('metric')}", classname, out=f"{status}: {line}")
-    if status == "regressed":
+def _figure_case(
+    m: JudgedFigure, prefix: str, classname: str, describe: Describe, against: str
+) -> Case:
+    line = _line(describe, m)
+    case = Case(f"{prefix}: {m.metric}", classname, out=f"{m.status}: {line}")
+    if m.status == "regressed":
         case.result, case.kind = "failure", "regressed"
         case.message = f"regressed against {against}: {line}"
-    elif status not in PASSED_COMPARISON:
-        # inconclusive (or a status this writer does not know): the gate decides nothing.
+    elif m.status not in PASSED_COMPARISON:
+        # inconclusive (or a figure without a status): the gate decides nothing.
         case.result = "skipped"
-        case.message = f"{status}: {m.get('why') or 'no decision'}"
+        case.message = f"{m.status}: {m.why or 'no decision'}"
     return case
 
 
-def _line(describe: Any, m: dict[str, Any]) -> str:
+def _line(describe: Describe, m: JudgedFigure) -> str:
     try:
-        return str(describe(JudgedFigure.model_validate(m)))
-    except (KeyError, TypeError, ValueError):  # not a judged figure (ValidationError too)
-        return str(m.get("metric"))
+        return describe(m)
+    except (TypeError, ValueError):  # a figure the line cannot be said of (no change)
+        return m.metric
 
 
-def _comparison_cases(section: dict[str, Any] | None, classname: str) -> list[Case]:
-    if not section:
+def _comparison_cases(section: Baseline | None, classname: str) -> list[Case]:
+    if section is None:
         return []
-    metrics = [m for m in section.get("metrics") or [] if isinstance(m, dict)]
-    if section.get("status") != "compared" or not metrics:
-        why = section.get("why") or ", ".join(section.get("differences") or []) or "nothing"
+    if section.status != "compared" or not section.metrics:
+        why = section.why or ", ".join(section.differences or []) or "nothing"
         skipped = Case("baseline comparison", classname, result="skipped")
-        skipped.message = f"{section.get('status')}: {why}"
+        skipped.message = f"{section.status}: {why}"
         return [skipped]
     return [
-        _figure_case(m, "baseline", classname, _line(describe_metric, m), "the baseline")
-        for m in metrics
+        _figure_case(m, "baseline", classname, describe_metric, "the baseline")
+        for m in section.metrics
     ]
 
 
-def _paired_cases(section: dict[str, Any] | None, classname: str) -> list[Case]:
-    if not section:
+def _paired_cases(section: Paired | None, classname: str) -> list[Case]:
+    if section is None:
         return []
-    metrics = [m for m in section.get("metrics") or [] if isinstance(m, dict)]
-    if section.get("status") != "compared" or not metrics:
+    if section.status != "compared" or not section.metrics:
         skipped = Case("paired comparison", classname, result="skipped")
-        skipped.message = f"{section.get('status')}: {section.get('why') or 'nothing compared'}"
+        skipped.message = f"{section.status}: {section.why or 'nothing compared'}"
         return [skipped]
     return [
-        _figure_case(m, "paired", classname, _line(describe_paired, m), "the reference arm")
-        for m in metrics
+        _figure_case(m, "paired", classname, describe_paired, "the reference arm")
+        for m in section.metrics
     ]
 
 
-def _capacity_case(capacity: dict[str, Any] | None, classname: str) -> list[Case]:
-    if not capacity:
+def _capacity_case(capacity: Capacity | None, classname: str) -> list[Case]:
+    if capacity is None:
         return []
-    status, reason = capacity.get("status"), str(capacity.get("reason") or "")
+    status, reason = capacity.status, capacity.reason or ""
     case = Case("capacity search", classname, out=f"{status}: {reason}")
     if status not in CAPACITY_PASSED:
         case.result, case.message = "skipped", f"{status}: {reason}"
     return [case]
 
 
-def suite_of(doc: dict[str, Any]) -> Suite:
+def suite_of(doc: GateDocument) -> Suite:
     """The campaign's suite from a gate document (gate.json, or `gate`'s comparison)."""
-    found = doc.get("run")
-    run: dict[str, Any] = found if isinstance(found, dict) else {}
-    name = str(run.get("name") or "agentsession")
-    tag = run.get("tag")
-    suite_name = f"{name}/{tag}" if tag else name
+    run = doc.run or RunInfo()
+    name = run.name or "agentsession"
+    suite_name = f"{name}/{run.tag}" if run.tag else name
     classname = f"agentsession.{name}"
-    windows = [w for w in doc.get("windows") or [] if isinstance(w, dict)]
     cases = [_gate_case(doc, classname)]
-    cases += [_window_case(w, f"{classname}.windows") for w in windows]
-    cases += _paired_cases(doc.get("paired"), f"{classname}.paired")
-    cases += _comparison_cases(doc.get("baseline"), f"{classname}.baseline")
-    cases += _capacity_case(doc.get("capacity"), f"{classname}.capacity")
-    starts = [s for w in windows if (s := _number(w.get("start_unix"))) is not None]
-    ends = [e for w in windows if (e := _number(w.get("end_unix"))) is not None]
+    cases += [_window_case(w, f"{classname}.windows") for w in doc.windows]
+    cases += _paired_cases(doc.paired, f"{classname}.paired")
+    cases += _comparison_cases(doc.baseline, f"{classname}.baseline")
+    cases += _capacity_case(doc.capacity, f"{classname}.capacity")
+    starts = [w.start_unix for w in doc.windows if w.start_unix is not None]
+    ends = [w.end_unix for w in doc.windows if w.end_unix is not None]
     properties = {
-        "verdict": str(doc.get("verdict")),
-        "reason": str(doc.get("reason") or ""),
-        "run_status": str(doc.get("run_status")),
+        "verdict": doc.verdict,
+        "reason": doc.reason or "",
+        "run_status": str(doc.run_status),
     }
-    for key in ("location", "tag"):
-        if run.get(key) is not None:
-            properties[f"run.{key}"] = str(run[key])
+    for key, value in (("location", run.location), ("tag", run.tag)):
+        if value is not None:
+            properties[f"run.{key}"] = value
     return Suite(
         suite_name,
         cases,
@@ -304,8 +303,10 @@ def junit_xml(suites: Iterable[Suite]) -> bytes:
 def write_junit(path: str | Path, doc: dict[str, Any]) -> Path:
     """The gate document as JUnit XML at `path`, written atomically (a temp file and a
     rename: a CI reading it meanwhile sees the old file or the new one), and only as a
-    regular file (output/output_file.py)."""
-    return write_output("--junit", Path(path), junit_xml([suite_of(doc)]))
+    regular file (output/output_file.py). `doc` is read as its model first (a document
+    that is not a gate document: GateInputError)."""
+    suite = suite_of(GateDocument.read(doc, "the gate document"))
+    return write_output("--junit", Path(path), junit_xml([suite]))
 
 
 def write_unreadable(path: str | Path, where: str, why: str) -> Path:

@@ -13,9 +13,10 @@ shows only why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from agentsession_core.judge.gate_document import Baseline
 from agentsession_core.measure.stats import TIME_TO_WAKE_ROW
 from agentsession_core.report.charts import achieved_points
 from agentsession_core.report.context import (
@@ -24,7 +25,7 @@ from agentsession_core.report.context import (
     section,
 )
 from agentsession_core.report.data import SERVER_SUMMARY, Points, RunData, number
-from agentsession_core.report.judged import Sides, figures_of, judged_table
+from agentsession_core.report.judged import Sides, judged_table
 from agentsession_core.report.knee import capacity_line, capacity_of
 from agentsession_core.report.server_data import (
     fmt_delta,
@@ -45,11 +46,11 @@ THIS_COLOUR = "#c62828"
 @dataclass
 class Comparison:
     """A baseline run and what the gate judged against it (judge.gate.with_baseline's
-    "baseline" section: location, max_regression, metrics). No baseline run: none was found
-    (`--baseline auto` with no earlier good run), and `reason` says so."""
+    "baseline" section: location, max_regression, metrics; None: not judged). No baseline
+    run: none was found (`--baseline auto` with no earlier good run), and `reason` says so."""
 
     baseline: RunData | None
-    judged: dict[str, Any] = field(default_factory=dict)
+    judged: Baseline | None = None
     verdict: str | None = None  # this run's gate verdict with the baseline applied
     reason: str | None = None
     # The line `agentsession gate --baseline` refuses this baseline with: the page then
@@ -74,12 +75,12 @@ def _side_by_side(this: RunData, base: RunData) -> str:
     for label, pick in (
         ("location", lambda d: esc(d.location)),
         ("run", lambda d: meta_line(d)),
-        ("verdict", lambda d: esc(str((d.gate or {}).get("verdict", "not judged")).upper())),
+        ("verdict", lambda d: esc((d.gate.verdict if d.gate else "not judged").upper())),
         ("windows", lambda d: esc(", ".join(str(w.get("outcome")) for w in d.windows) or "–")),
         ("capacity", lambda d: esc(capacity_line(capacity_of(d)))),
     ):
         rows.append(f"<tr><th>{label}</th><td>{pick(base)}</td><td>{pick(this)}</td></tr>")
-    bh, th = (base.gate or {}).get("headline") or {}, (this.gate or {}).get("headline") or {}
+    bh, th = _headline(base), _headline(this)
     for key, digits in (("count", 0), ("failures", 0), ("rps", 2)):
         b, t = (bh.get("requests") or {}).get(key), (th.get("requests") or {}).get(key)
         if b is not None or t is not None:
@@ -88,6 +89,10 @@ def _side_by_side(this: RunData, base: RunData) -> str:
                 f"<td>{fmt(number(t), digits)}</td></tr>"
             )
     return "<h3>The two runs</h3>" + table(["", "baseline", "this run"], rows, "cmp")
+
+
+def _headline(data: RunData) -> dict[str, dict[str, float | None]]:
+    return (data.gate.headline if data.gate else None) or {}
 
 
 def _delta(b: Any, t: Any) -> str:
@@ -179,27 +184,25 @@ def _server(this: RunData, base: RunData) -> str:
 BASELINE_SIDES = Sides("baseline", "this run", "baseline", "current")
 
 
-def judged_deltas(judged: dict[str, Any]) -> str:
+def judged_deltas(judged: Baseline | None) -> str:
     """The gate's baseline comparison: each headline figure's change, its interval, the
     samples on both sides and what the gate made of it (docs/SPEC.md §6.3)."""
-    if judged.get("status") == "not comparable":
-        fields = "".join(f"<li><code>{esc(d)}</code></li>" for d in judged.get("differences") or [])
+    if judged is not None and judged.status == "not comparable":
+        fields = "".join(f"<li><code>{esc(d)}</code></li>" for d in judged.differences or [])
         return (
             "<h3>What the gate judged: not comparable, the runs differ in what changes the "
             f"numbers (baseline → this run)</h3><ul>{fields}</ul>"
         )
-    metrics = figures_of(judged.get("metrics") or [])
-    if not metrics:
+    if judged is None or not judged.metrics:
         return '<p class="nodata">no comparable headline metric</p>'
-    limit = number(judged.get("max_regression"))
-    confidence = number(judged.get("confidence"))
-    spread = esc(judged.get("spread_from") or "assumed")
+    limit, confidence = judged.max_regression, judged.confidence
+    spread = esc(judged.spread_from or "assumed")
     title = (
         f"<h3>What the gate judged: change against the baseline (a regression is worse by "
         f"more than {limit or 0:.0%}, with the whole {confidence or 0.99:.0%} interval "
         f"beyond it; run-to-run spread {spread})</h3>"
     )
-    return title + judged_table(metrics, BASELINE_SIDES)
+    return title + judged_table(judged.metrics, BASELINE_SIDES)
 
 
 def _overlay(ctx: ReportContext, base: RunData) -> str:
@@ -226,11 +229,11 @@ def _overlay(ctx: ReportContext, base: RunData) -> str:
 
 
 def baseline_section(ctx: ReportContext, comparison: Comparison | None) -> str:
-    stored = (ctx.data.gate or {}).get("baseline")
+    stored = ctx.data.gate.baseline if ctx.data.gate else None
     if comparison is None:
-        if not stored:
+        if stored is None:
             return ""
-        intro = f"gate.json was judged against {esc(stored.get('location') or 'a baseline')}"
+        intro = f"gate.json was judged against {esc(stored.location or 'a baseline')}"
         return section("baseline", "Against the baseline", judged_deltas(stored), intro)
     base = comparison.baseline
     if base is None:

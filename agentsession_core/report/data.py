@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from agentsession_core.judge.gate_document import GateDocument
 from agentsession_core.output.run_reader import check_campaign, check_status, where
 from agentsession_core.output.stats_files import (
     AGGREGATED,
@@ -58,7 +59,10 @@ class RunData:
     location: str
     local_dir: Path | None = None
     files: list[str] = field(default_factory=list)
-    gate: dict[str, Any] | None = None
+    # gate.json as its model (None: no gate.json), and as stored: what a comparison judged
+    # here is judged from (judge/gate.py writes the document on from the dict, byte for byte).
+    gate: GateDocument | None = None
+    gate_json: dict[str, Any] | None = None
     status: dict[str, Any] | None = None
     campaign: dict[str, Any] = field(default_factory=dict)
     windows: list[dict[str, Any]] = field(default_factory=list)
@@ -99,7 +103,8 @@ class RunData:
 
     @property
     def name(self) -> str:
-        return str(self.params.get("name") or (self.gate or {}).get("run", {}).get("name") or "run")
+        run = self.gate.run if self.gate is not None else None
+        return str(self.params.get("name") or (run.name if run else None) or "run")
 
     # ------------------------------------------------------------ time
     def span(self) -> tuple[float, float]:
@@ -225,7 +230,9 @@ def load_run_data(source: StoredFiles) -> RunData:
     data.files = source.names()
     # Written atomically, so never torn: a bad one is refused (exit 2) as the gate refuses
     # it, rather than drawn as if the run had none.
-    data.gate = source.json("gate.json")
+    data.gate_json = source.json("gate.json")
+    if data.gate_json is not None:
+        data.gate = GateDocument.read(data.gate_json, where(source.location, "gate.json"))
     data.status = check_status(source.json("status.json"), where(source.location, "status.json"))
     campaign = source.json("campaign.json")
     data.campaign = check_campaign(campaign, where(source.location, "campaign.json")) or {}

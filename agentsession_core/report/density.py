@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentsession_core.judge.gate_document import Capacity, Density, Frontier, NodeResources
 from agentsession_core.report.data import number
 from agentsession_core.report.svg_chart import esc
 from agentsession_core.report.tables import table
 
-# (gate.json key, the table's label); the keys are upstream's column names.
+# (the frontier's field, the table's label); the fields are upstream's column names.
 FIGURES = (
     ("actors", "actors the workers held"),
     ("workers", "workers listed"),
@@ -35,60 +36,57 @@ def _gib(value: Any) -> str:
     return "–" if known is None else f"{known / (1 << 30):.3g} GiB"
 
 
-def _figure_rows(density: dict[str, Any]) -> list[str]:
-    frontier = density.get("frontier") or {}
+def _figure_rows(density: Density) -> list[str]:
+    frontier = density.frontier or Frontier()
     rows = [
-        f"<tr><td>{esc(label)}</td><td>{_num(frontier.get(k))}</td></tr>" for k, label in FIGURES
+        f"<tr><td>{esc(label)}</td><td>{_num(getattr(frontier, k))}</td></tr>"
+        for k, label in FIGURES
     ]
-    node = density.get("node") or {}
-    source = node.get("source") or {}
+    node = density.node or NodeResources()
+    source = node.source or {}
     for key, label, shown in (
-        ("nodes", "nodes", _num(node.get("nodes"))),
-        ("vcpus", "vCPUs per node", _num(node.get("vcpus_per_node"))),
-        ("memory", "memory per node", _gib(node.get("memory_bytes_per_node"))),
+        ("nodes", "nodes", _num(node.nodes)),
+        ("vcpus", "vCPUs per node", _num(node.vcpus_per_node)),
+        ("memory", "memory per node", _gib(node.memory_bytes_per_node)),
     ):
         rows.append(
             f"<tr><td>{label}</td><td>{shown}</td>"
             f'<td class="why">{esc(source.get(key) or "")}</td></tr>'
         )
-    prediction = density.get("prediction") or {}
-    if prediction:
-        close = prediction.get("within_resolution")
+    prediction = density.prediction
+    if prediction is not None:
+        close = prediction.within_resolution
         verdict = "" if close is None else (" (within resolution)" if close else " (outside)")
         rows.append(
-            f"<tr><td>the memory predicts</td><td>{_num(prediction.get('actors'))}</td>"
-            f'<td class="why">{esc(prediction.get("bound"))}-bound: '
-            f"{esc(prediction.get('why'))}</td></tr>"
-            f"<tr><td>found</td><td>{_num(prediction.get('found'))}</td>"
-            f'<td class="why">from {esc(prediction.get("found_from"))}{verdict}</td></tr>'
+            f"<tr><td>the memory predicts</td><td>{_num(prediction.actors)}</td>"
+            f'<td class="why">{esc(prediction.bound)}-bound: {esc(prediction.why)}</td></tr>'
+            f"<tr><td>found</td><td>{_num(prediction.found)}</td>"
+            f'<td class="why">from {esc(prediction.found_from)}{verdict}</td></tr>'
         )
     return rows
 
 
-def _sample_rows(density: dict[str, Any]) -> list[str]:
+def _sample_rows(density: Density) -> list[str]:
     rows = []
-    for s in density.get("samples") or []:
-        if not isinstance(s, dict):
-            continue
-        probe = "first level" if s.get("probe") is None else str(s.get("probe"))
+    for s in density.samples:
+        probe = "first level" if s.probe is None else str(s.probe)
         rows.append(
-            f"<tr><td>{esc(probe)}</td><td>{_num(s.get('level'))}x</td>"
-            f"<td>{_num(s.get('workers'))}</td><td>{_num(s.get('actors'))}</td>"
-            f"<td>{_num(s.get('capacity'))}</td><td>{_num(s.get('actors_per_pod_p50'))}</td>"
-            f"<td>{_num(s.get('actors_per_pod_p90'))}</td>"
-            f"<td>{_num(s.get('actors_per_pod_p99'))}</td>"
-            f'<td class="why">{esc(s.get("error") or "")}</td></tr>'
+            f"<tr><td>{esc(probe)}</td><td>{_num(s.level)}x</td>"
+            f"<td>{_num(s.workers)}</td><td>{_num(s.actors)}</td>"
+            f"<td>{_num(s.capacity)}</td><td>{_num(s.actors_per_pod_p50)}</td>"
+            f"<td>{_num(s.actors_per_pod_p90)}</td><td>{_num(s.actors_per_pod_p99)}</td>"
+            f'<td class="why">{esc(s.error or "")}</td></tr>'
         )
     return rows
 
 
-def density_block(capacity: dict[str, Any]) -> str:
+def density_block(capacity: Capacity) -> str:
     """The density part of the capacity section ("" when gate.json has none)."""
-    density = capacity.get("density")
-    if not isinstance(density, dict):
+    density = capacity.density
+    if density is None:
         return ""
-    head = f"<h3>Density at the frontier</h3><p>{esc(density.get('line') or '')}</p>"
-    if density.get("status") != "measured":
+    head = f"<h3>Density at the frontier</h3><p>{esc(density.line or '')}</p>"
+    if density.status != "measured":
         return head
     samples = _sample_rows(density)
     return (

@@ -7,7 +7,6 @@ it; they differ only in what the sides are called and which fields hold their va
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from agentsession_core.judge.gate_document import JudgedFigure
 from agentsession_core.report.svg_chart import esc
@@ -22,10 +21,6 @@ class Sides:
     this: str  # "this run", "candidate"
     other_field: str
     this_field: str
-
-
-def figures_of(metrics: list[dict[str, Any]] | list[JudgedFigure]) -> list[JudgedFigure]:
-    return [m if isinstance(m, JudgedFigure) else JudgedFigure.model_validate(m) for m in metrics]
 
 
 def _value(m: JudgedFigure, field: str) -> str:
@@ -91,4 +86,4 @@ def judged_table(metrics: list[JudgedFigure], sides: Sides, css: str = "") -> st
     return table(head, rows, css)
 
 
-__all__ = ["Sides", "figures_of", "judged_table"]
+__all__ = ["Sides", "judged_table"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentsession_core.judge.gate_document import Capacity, Probe
 from agentsession_core.report.chart_scale import nice_ticks
 from agentsession_core.report.context import section
 from agentsession_core.report.data import RunData, number
@@ -30,40 +31,37 @@ def _num(value: Any) -> str:
     return "–" if known is None else f"{known:.4g}"
 
 
-def capacity_of(data: RunData) -> dict[str, Any] | None:
-    capacity = (data.gate or {}).get("capacity")
-    return capacity if isinstance(capacity, dict) else None
+def capacity_of(data: RunData) -> Capacity | None:
+    return data.gate.capacity if data.gate else None
 
 
-def capacity_line(capacity: dict[str, Any] | None) -> str:
+def capacity_line(capacity: Capacity | None) -> str:
     """`0.9 swaps/s (3x)`, or the reason there is none: for the report's tables."""
-    if not capacity:
+    if capacity is None:
         return "–"
-    rate, level = number(capacity.get("rate")), number(capacity.get("level"))
+    rate, level = capacity.rate, capacity.level
     if rate is None or level is None:
-        return f"none ({capacity.get('status')}: {capacity.get('reason')})"
-    resolution = number(capacity.get("resolution")) or 0.0
-    return f"{rate:g} {capacity.get('unit') or ''} ({level:g}x, ±{resolution:.0%})"
+        return f"none ({capacity.status}: {capacity.reason})"
+    resolution = capacity.resolution or 0.0
+    return f"{rate:g} {capacity.unit or ''} ({level:g}x, ±{resolution:.0%})"
 
 
-def _points(probes: list[dict[str, Any]], outcome: str | None = None) -> list[tuple[float, float]]:
+def _points(probes: list[Probe], outcome: str | None = None) -> list[tuple[float, float]]:
     out = []
     for p in probes:
-        level, figure = number(p.get("level")), number(p.get("figure"))
-        if level is None or figure is None or (outcome and p.get("outcome") != outcome):
+        if p.figure is None or (outcome and p.outcome != outcome):
             continue
-        out.append((level, figure))
+        out.append((p.level, p.figure))
     return sorted(out)
 
 
-def knee_chart(capacity: dict[str, Any]) -> str:
-    probes = [p for p in capacity.get("probes") or [] if isinstance(p, dict)]
-    anchor = number(capacity.get("anchor_level"))
-    levels = [lv for lv in (number(p.get("level")) for p in probes) if lv is not None]
-    top = nice_ticks(max([*levels, anchor or 0.0, 1.0]) * 1.05)[0]
-    unit = str(capacity.get("figure_unit") or "")
+def knee_chart(capacity: Capacity) -> str:
+    probes = capacity.probes
+    levels = [p.level for p in probes]
+    top = nice_ticks(max([*levels, capacity.anchor_level or 0.0, 1.0]) * 1.05)[0]
+    unit = capacity.figure_unit or ""
     chart = Chart(
-        title=f"knee: {capacity.get('threshold')}",
+        title=f"knee: {capacity.threshold}",
         unit=unit,
         t0=0.0,
         t1=top,
@@ -77,34 +75,32 @@ def knee_chart(capacity: dict[str, Any]) -> str:
         points = _points(probes, outcome)
         if points:
             chart.lines.append(Line(outcome, points, colour, dots=True))
-    slo = number(capacity.get("slo_value"))
+    slo = capacity.slo_value
     if slo is not None:
         chart.rules.append(Rule(slo, "SLO", value=f"SLO {slo:g}{unit}"))
-    level, broke = number(capacity.get("level")), number(capacity.get("broke_at_level"))
+    level, broke = capacity.level, capacity.broke_at_level
     if level is not None:
         chart.marks.append(Mark(level, f"capacity {level:g}x", CAPACITY_COLOUR))
     if broke is not None:
         chart.marks.append(Mark(broke, f"broke {broke:g}x", OUTCOME_COLOURS["broke"]))
     caption = (
-        f"level = × the population's load at 1x ({_num(capacity.get('base_rate'))} "
-        f"{esc(capacity.get('unit') or '')}); the first level held before the search"
+        f"level = × the population's load at 1x ({_num(capacity.base_rate)} "
+        f"{esc(capacity.unit or '')}); the first level held before the search"
     )
     return render_chart(chart, caption)
 
 
-def _probe_rows(capacity: dict[str, Any]) -> list[str]:
+def _probe_rows(capacity: Capacity) -> list[str]:
     rows = []
-    for i, p in enumerate(capacity.get("probes") or []):
-        if not isinstance(p, dict):
-            continue
-        outcome = str(p.get("outcome"))
+    for i, p in enumerate(capacity.probes):
+        outcome = str(p.outcome)
         colour = OUTCOME_COLOURS.get(outcome, "#9e9e9e")
-        missed = "; ".join(str(m) for m in p.get("missed") or []) or p.get("why") or ""
+        missed = "; ".join(p.missed or []) or p.why or ""
         rows.append(
-            f"<tr><td>{i}</td><td>{_num(p.get('level'))}x</td>"
-            f"<td>{_num(p.get('rate'))}</td>"
+            f"<tr><td>{i}</td><td>{_num(p.level)}x</td>"
+            f"<td>{_num(p.rate)}</td>"
             f'<td class="oc" style="color:{colour}">{esc(outcome)}</td>'
-            f'<td>{_num(p.get("figure"))}</td><td class="why">{esc(missed)}</td></tr>'
+            f'<td>{_num(p.figure)}</td><td class="why">{esc(missed)}</td></tr>'
         )
     return rows
 
@@ -113,10 +109,10 @@ def capacity_section(data: RunData) -> str:
     capacity = capacity_of(data)
     if capacity is None:
         return ""
-    unit = esc(capacity.get("unit") or "")
-    figure_unit = esc(capacity.get("figure_unit") or "")
+    unit = esc(capacity.unit or "")
+    figure_unit = esc(capacity.figure_unit or "")
     body = (
-        f"<p><b>{esc(capacity_line(capacity))}</b> — {esc(capacity.get('reason') or '')}</p>"
+        f"<p><b>{esc(capacity_line(capacity))}</b> — {esc(capacity.reason or '')}</p>"
         + knee_chart(capacity)
         + table(
             ["probe", "level", f"rate ({unit})", "outcome", f"figure ({figure_unit})", "missed"],
@@ -126,8 +122,8 @@ def capacity_section(data: RunData) -> str:
         + density_block(capacity)
     )
     intro = (
-        f"capacity search on {esc(capacity.get('dimension'))}: {esc(capacity.get('threshold'))}"
-        f", resolution {_num(capacity.get('resolution'))}"
+        f"capacity search on {esc(capacity.dimension)}: {esc(capacity.threshold)}"
+        f", resolution {_num(capacity.resolution)}"
     )
     return section("capacity", "Capacity", body, intro)
 

@@ -8,12 +8,10 @@ time axis, so a stretch where they part is seen where it happened.
 
 from __future__ import annotations
 
-from typing import Any
-
+from agentsession_core.judge.gate_document import Paired
 from agentsession_core.measure.stats import REFERENCE, TIME_TO_WAKE_ROW, arm_row
 from agentsession_core.report.context import ReportContext, grid, section
-from agentsession_core.report.data import number
-from agentsession_core.report.judged import Sides, figures_of, judged_table
+from agentsession_core.report.judged import Sides, judged_table
 from agentsession_core.report.svg_chart import Line, esc, render_charts
 
 CANDIDATE_COLOUR = "#c62828"
@@ -23,11 +21,10 @@ REFERENCE_COLOUR = "#757575"
 PAIRED_SIDES = Sides("reference", "candidate", "reference", "candidate")
 
 
-def paired_table(paired: dict[str, Any]) -> str:
-    metrics = figures_of(paired.get("metrics") or [])
-    if not metrics:
-        return f'<p class="nodata">{esc(paired.get("why") or "no figure compared")}</p>'
-    return judged_table(metrics, PAIRED_SIDES, "wide")
+def paired_table(paired: Paired) -> str:
+    if not paired.metrics:
+        return f'<p class="nodata">{esc(paired.why or "no figure compared")}</p>'
+    return judged_table(paired.metrics, PAIRED_SIDES, "wide")
 
 
 def _over_time(ctx: ReportContext) -> str:
@@ -46,23 +43,22 @@ def _over_time(ctx: ReportContext) -> str:
 
 
 def paired_section(ctx: ReportContext) -> str:
-    paired = (ctx.data.gate or {}).get("paired")
-    if not paired:
+    paired = ctx.data.gate.paired if ctx.data.gate else None
+    if paired is None:
         return ""
-    limit = number(paired.get("max_regression")) or 0.0
-    confidence = number(paired.get("confidence")) or 0.99
-    dropped = int(number(paired.get("blocks_dropped")) or 0)
-    verdict = esc(str(paired.get("status")))
+    limit = paired.max_regression or 0.0
+    confidence = paired.confidence or 0.99
+    dropped = paired.blocks_dropped or 0
     intro = (
         f"the candidate (target) and the reference arm ran side by side from one generator; "
-        f"judged over {esc(paired.get('blocks'))} paired blocks of "
-        f"{esc(paired.get('block_seconds'))} s ({dropped} dropped from both arms: the "
-        f"generator saturated in them), {esc(paired.get('method'))}; rule "
-        f"<code>{esc(paired.get('rule'))}</code>, a regression is worse by more than "
-        f"{limit:.0%} at {confidence:.0%}; comparison {verdict}"
+        f"judged over {esc(paired.blocks)} paired blocks of "
+        f"{esc(paired.block_seconds)} s ({dropped} dropped from both arms: the "
+        f"generator saturated in them), {esc(paired.method)}; rule "
+        f"<code>{esc(paired.rule)}</code>, a regression is worse by more than "
+        f"{limit:.0%} at {confidence:.0%}; comparison {esc(paired.status)}"
     )
-    if paired.get("status") == "void":
-        intro += f": {esc(paired.get('why'))}"
+    if paired.status == "void":
+        intro += f": {esc(paired.why)}"
     body = paired_table(paired) + "<h3>Over time</h3>" + _over_time(ctx)
     return section("paired", "Candidate against reference", body, intro)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from agentsession_core.judge.gate_document import Ramp
 from agentsession_core.report.chart_scale import fmt_offset
 from agentsession_core.report.context import (
     LATENCY_STATS,
@@ -52,14 +53,14 @@ def table(head: list[str], rows: list[str], cls: str = "") -> str:
 # --------------------------------------------------------------------------- top
 def banner(data: RunData) -> str:
     gate, status = data.gate, data.status or {}
+    verdict: str
     if gate is not None:
-        verdict, colour = str(gate.get("verdict", "void")), None
-        reason = str(gate.get("reason", ""))
+        verdict, colour, reason = gate.verdict, None, gate.reason or ""
     else:
         verdict, colour = "not judged", NOT_JUDGED_COLOUR
         reason = f"no gate.json: a run without judged windows (run {status.get('status', '?')})"
     colour = colour or BANNER_COLOURS.get(verdict, BANNER_COLOURS["void"])
-    abort = (gate or {}).get("abort_reason") or status.get("abort_reason")
+    abort = (gate.abort_reason if gate else None) or status.get("abort_reason")
     extra = f'<div class="sub">stopped: {esc(abort)}</div>' if abort else ""
     return (
         f'<div class="banner" style="background:{colour}"><span class="verdict">'
@@ -84,11 +85,15 @@ def meta_line(data: RunData) -> str:
     return " · ".join(parts)
 
 
+def _gate_headline(data: RunData) -> dict[str, dict[str, float | None]]:
+    return (data.gate.headline if data.gate else None) or {}
+
+
 def _headline(data: RunData) -> dict[str, dict[str, Any]]:
     """The gate's whole-hold headline; for an unjudged run, the whole run's rows."""
-    headline = (data.gate or {}).get("headline")
-    if isinstance(headline, dict) and headline:
-        return headline
+    headline = _gate_headline(data)
+    if headline:
+        return dict(headline)
     out: dict[str, dict[str, Any]] = {}
     for section_name, metric in (
         ("TimeToWake", "rps_TimeToWake"),
@@ -151,7 +156,7 @@ def cards(data: RunData) -> str:
     )
     source = (
         "the first level's hold (gate.json)"
-        if (data.gate or {}).get("headline")
+        if _gate_headline(data)
         else ("the whole run (stats.jsonl)")
     )
     return f'<div class="cards">{body}</div><p class="meta dim">headline figures over {source}</p>'
@@ -284,28 +289,27 @@ def threshold_matrix(ctx: ReportContext) -> str:
 def figures(data: RunData) -> str:
     """gate.json's headline figures with their samples and intervals (docs/SPEC.md §6.2): what
     a comparison with a baseline sets side by side, and which percentiles it cannot judge."""
-    gate = data.gate or {}
-    found = gate.get("figures") or {}
+    gate = data.gate
+    found = (gate.figures if gate else None) or {}
     title = "Headline figures and their uncertainty"
-    if not found:
+    if gate is None or not found:
         why = "no judged window at the first level" if gate else "no gate.json"
-        if gate and not gate.get("figures") and gate.get("schema", 1) < 2:
+        if gate and (gate.schema_version or 1) < 2:
             why = "gate.json schema 1 has no intervals"
         return section("figures", title, f'<p class="nodata">no data: {why}</p>')
     rows = []
     for metric, f in found.items():
-        unit = f.get("unit")
-        show = ms if unit == "ms" else (lambda v: fmt(number(v), 4))
-        low, high = f.get("low"), f.get("high")
+        show = ms if f.unit == "ms" else (lambda v: fmt(number(v), 4))
+        low, high = f.low, f.high
         interval = "–" if low is None or high is None else f"{show(low)} … {show(high)}"
-        beyond = f.get("beyond")
-        judged = "yes" if f.get("estimable", True) else "inconclusive: < 10 samples beyond it"
+        estimable = f.estimable is not False
+        judged = "yes" if estimable else "inconclusive: < 10 samples beyond it"
         rows.append(
-            f"<tr><td>{esc(metric)}</td><td>{show(f.get('value'))}</td><td>{interval}</td>"
-            f"<td>{fmt(f.get('n'))}</td><td>{'–' if beyond is None else fmt(beyond)}</td>"
+            f"<tr><td>{esc(metric)}</td><td>{show(f.value)}</td><td>{interval}</td>"
+            f"<td>{fmt(f.n)}</td><td>{'–' if f.beyond is None else fmt(f.beyond)}</td>"
             f"<td>{esc(judged)}</td></tr>"
         )
-    confidence = number(gate.get("confidence")) or 0.99
+    confidence = gate.confidence or 0.99
     intro = (
         f"Over the first level's judged windows; intervals at {confidence:.0%}, a block "
         "bootstrap over the hold's seconds (hold_seconds.jsonl)."
@@ -318,16 +322,13 @@ def drift_and_ramp(data: RunData) -> str:
     gate = data.gate
     if gate is None:
         return ""
-    ramp = gate.get("ramp") or {}
+    ramp = gate.ramp or Ramp()
     parts = [
-        f"<p>Ramp: last level that held <b>{fmt(ramp.get('last_held_level'), 2)}</b>, "
-        f"first that broke <b>{fmt(ramp.get('first_broken_level'), 2)}</b>.</p>"
+        f"<p>Ramp: last level that held <b>{fmt(ramp.last_held_level, 2)}</b>, "
+        f"first that broke <b>{fmt(ramp.first_broken_level, 2)}</b>.</p>"
     ]
-    drift = gate.get("drift") or {}
-    if drift:
-        rows = [
-            f"<tr><td>{esc(k)}</td><td>{number(v) or 0.0:+.2f}</td></tr>" for k, v in drift.items()
-        ]
+    if gate.drift:
+        rows = [f"<tr><td>{esc(k)}</td><td>{v:+.2f}</td></tr>" for k, v in gate.drift.items()]
         parts.append(
             "<h3>Drift across the first level's windows (ms per window)</h3>"
             + table(["metric", "slope"], rows)

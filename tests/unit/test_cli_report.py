@@ -93,8 +93,9 @@ def test_comparison_is_the_gates(runs):
     current, baseline = runs
     comparison = compare_runs(read_run(current), read_run(baseline), None)
     assert comparison.verdict == "fail" and "regression" not in (comparison.reason or "")
-    metrics = {m["metric"]: m for m in comparison.judged["metrics"]}
-    assert metrics["TimeToWake.p50"]["regression"] and comparison.judged["max_regression"] == 0.2
+    assert comparison.judged is not None
+    metrics = {m.metric: m for m in comparison.judged.metrics}
+    assert metrics["TimeToWake.p50"].regression and comparison.judged.max_regression == 0.2
 
 
 def test_a_baseline_without_windows_is_shown_but_not_judged(runs, tmp_path):

@@ -17,6 +17,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase
 
 from agentsession_core.cli import main
 from agentsession_core.judge.gate import gate_document
+from agentsession_core.judge.gate_document import GateDocument
 from agentsession_core.judge.junit import junit_xml, suite_of, write_junit, xml_text
 from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
 from tests.unit import gate_runs
@@ -201,7 +202,7 @@ def test_hostile_text_is_escaped_and_the_file_stays_valid(tmp_path: Path) -> Non
     )
     doc["windows"][1]["void_reason"] = "saturated \x08 & <>"
     path = tmp_path / "j.xml"
-    path.write_bytes(junit_xml([suite_of(doc)]))
+    path.write_bytes(junit_xml([suite_of(GateDocument.read(doc, "hostile"))]))
     ET.parse(path)  # well-formed
     found = cases(path)
     failure = result(found["window 0 @1x"])

@@ -24,6 +24,7 @@ import orjson
 import pytest
 
 from agentsession_core.cli.report import compare_runs, threshold_rules
+from agentsession_core.judge.gate_document import GateDocument
 from agentsession_core.judge.history import history_document, load_series
 from agentsession_core.judge.junit import junit_xml, suite_of
 from agentsession_core.judge.stored_run import load_run
@@ -155,7 +156,7 @@ def pages(tmp: Path) -> dict[str, bytes]:
     doc["generated_unix"] = 0.0
     out["history"] = render_history(doc).replace(str(ROOT), "ROOT").encode()
     for name, gate in _gates(tmp).items():
-        out[f"junit/{name}"] = junit_xml([suite_of(gate)])
+        out[f"junit/{name}"] = junit_xml([suite_of(GateDocument.read(gate, name))])
     return out
 
 
