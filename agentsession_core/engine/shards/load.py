@@ -182,8 +182,9 @@ class ShardedLoad:
         )
         bg(self.arms.watchdog.run(), "watchdog")
         if self.reference is not None:
-            back = self._substrate_back(REFERENCE)
-            self.reference.watch(lambda: bg(back, "reference-substrate-back"), bg)
+            self.reference.watch(
+                lambda: bg(self._substrate_back(REFERENCE), "reference-substrate-back"), bg
+            )
         self._pump_task = asyncio.create_task(self.pump.run(), name="shard-pump")
 
     async def close(self) -> None:
