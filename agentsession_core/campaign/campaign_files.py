@@ -105,6 +105,7 @@ def write_campaign_files(campaign: Judged) -> dict[str, Any]:
             campaign.params.max_regression,
             night_spread=settings.night_spread,
             rule=settings.rule,
+            false_discovery=settings.false_discovery,
         )
     elif campaign.baseline is not None:  # auto, and no earlier good run yet
         gate = without_baseline(gate, "no earlier comparable run of this campaign passed")
@@ -138,4 +139,5 @@ def _paired(params: CampaignParams, mine: list[dict], theirs: list[dict]) -> dic
         rule=settings.paired_rule,
         seed=params.seed,
         min_beyond=settings.min_beyond,
+        false_discovery=settings.false_discovery,
     )

@@ -25,6 +25,7 @@ from agentsession_core.engine.population_params import KIND_PARAMS, AnyPopulatio
 from agentsession_core.errors import clip
 from agentsession_core.judge.compare import DEFAULT_HISTORY, DEFAULT_NIGHT_SPREAD, MAX_HISTORY
 from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, DecisionRule
+from agentsession_core.judge.false_discovery import DEFAULT_METHOD, Method
 from agentsession_core.judge.paired import (
     DEFAULT_BLOCK_SECONDS,
     DEFAULT_MIN_BLOCKS,
@@ -151,6 +152,12 @@ class GateParams(Section):
         "whole interval beyond max_regression), significant (the interval excludes no change "
         "and the estimate exceeds max_regression) or margin-test (a one-sided test at "
         "max_regression)",
+    )
+    false_discovery: Method = Field(
+        DEFAULT_METHOD,
+        description="how the figures one comparison judges are controlled together: bh "
+        "(Benjamini-Hochberg), by (Benjamini-Yekutieli, under any dependence) or none (each "
+        "figure alone at the confidence)",
     )
     paired_rule: DecisionRule = Field(
         DEFAULT_PAIRED_RULE,

@@ -29,6 +29,7 @@ from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.baselines import AUTO, auto_baselines
 from agentsession_core.judge.compare import DEFAULT_HISTORY, DEFAULT_NIGHT_SPREAD, MAX_HISTORY
 from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, RULES, Rule
+from agentsession_core.judge.false_discovery import DEFAULT_METHOD, METHODS, Method
 from agentsession_core.judge.gate import (
     DEFAULT_MAX_REGRESSION,
     exit_code,
@@ -115,6 +116,14 @@ def add_baseline_args(p: argparse.ArgumentParser, default: str) -> None:
         f"gate.paired_rule, else {DEFAULT_PAIRED_RULE}; docs/SPEC.md §6.3)",
     )
     p.add_argument(
+        "--false-discovery",
+        choices=METHODS,
+        default=None,
+        help="how the figures one comparison judges are controlled together: bh "
+        "(Benjamini-Hochberg), by (Benjamini-Yekutieli) or none (default: the run's "
+        f"gate.false_discovery, else {DEFAULT_METHOD}; docs/SPEC.md §6.3)",
+    )
+    p.add_argument(
         "--night-spread",
         type=fraction,
         default=None,
@@ -177,6 +186,12 @@ def settings(params: dict[str, Any], args: argparse.Namespace) -> tuple[float, f
     )
 
 
+def method_of(params: dict[str, Any], args: argparse.Namespace) -> Method:
+    """The false-discovery control: the flag, else the run's own gate.false_discovery."""
+    chosen = args.false_discovery or (params.get("gate") or {}).get("false_discovery")
+    return chosen if chosen in METHODS else DEFAULT_METHOD
+
+
 def gate(args: argparse.Namespace) -> int:
     junit = output_file("--junit", args.junit)  # refused before anything is judged
     markdown = output_file("--summary", args.summary)
@@ -221,8 +236,10 @@ def judged(args: argparse.Namespace) -> dict:
     run = load_run(args.run)
     doc = run.gate_json
     max_regression, spread, rule, paired_rule = settings(run.params, args)
-    if run.gate.paired and (args.max_regression is not None or args.rule is not None):
-        doc = rejudge_paired(doc, max_regression, paired_rule)  # its intervals kept
+    method = method_of(run.params, args)
+    again = any(x is not None for x in (args.max_regression, args.rule, args.false_discovery))
+    if run.gate.paired and again:
+        doc = rejudge_paired(doc, max_regression, paired_rule, method)  # its intervals kept
     if args.baseline:
         found = (
             auto_baselines(run, history=args.history)
@@ -237,11 +254,12 @@ def judged(args: argparse.Namespace) -> dict:
                 night_spread=spread,
                 confidence=args.confidence,
                 rule=rule,
+                false_discovery=method,
             )
         else:
             doc = without_baseline(doc, "no earlier comparable run of this campaign")
-    elif args.max_regression is not None or args.rule is not None:
-        doc = rejudge_regressions(doc, max_regression, args.rule)
+    elif again:
+        doc = rejudge_regressions(doc, max_regression, args.rule, method)
     if args.write:
         stored = dict(doc)
         stored.pop("location", None)  # where it was read from, not part of the file

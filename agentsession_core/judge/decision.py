@@ -20,6 +20,7 @@ otherwise pass; `unchanged` and `improved` never do.
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Literal
 
@@ -32,6 +33,17 @@ RULES: tuple[Rule, ...] = ("significant", "whole-interval", "margin-test")
 # paired campaign's arms share that spread, and significant keeps its A/A pairs clean.
 DEFAULT_RULE: Rule = "whole-interval"
 DEFAULT_PAIRED_RULE: Rule = "significant"
+
+
+CAPACITY = "capacity.rate"
+HIGHER_IS_BETTER = ("requests.achieved_rps", CAPACITY)
+
+
+def margin_of(metric: str, max_regression: float) -> float:
+    """max_regression on the log scale, on the worse side."""
+    if metric in HIGHER_IS_BETTER:  # worse = lower: a fall of max_regression or more
+        return math.inf if max_regression >= 1 else -math.log(1 - max_regression)
+    return math.log1p(max_regression)
 
 
 def z_two_sided(confidence: float) -> float:
@@ -63,11 +75,14 @@ def classify(
 
 
 __all__ = [
+    "CAPACITY",
     "DEFAULT_PAIRED_RULE",
     "DEFAULT_RULE",
+    "HIGHER_IS_BETTER",
     "RULES",
     "DecisionRule",
     "Rule",
     "classify",
+    "margin_of",
     "z_two_sided",
 ]

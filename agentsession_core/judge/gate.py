@@ -35,6 +35,7 @@ from agentsession_core.judge.compare import (
 from agentsession_core.judge.conditions import differences
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.drift import drift, ramp_result
+from agentsession_core.judge.false_discovery import DEFAULT_METHOD, Method, controlled
 from agentsession_core.judge.gate_document import (
     GATE_SCHEMA,
     Baseline,
@@ -281,6 +282,7 @@ def with_baseline(
     """A copy of a gate document compared against one baseline run or several (oldest
     first), verdict recomputed. A baseline that cannot be one is refused (GateInputError;
     `refuse=False` only to show figures side by side, as the report does); one whose
+    false_discovery: Method = DEFAULT_METHOD,
     conditions differ is `not comparable`."""
     if not (max_regression >= 0 and math.isfinite(max_regression)):
         raise UsageError(f"--max-regression: {max_regression} is not a fraction >= 0")
@@ -329,6 +331,13 @@ def with_baseline(
             "status": "compared",
             **reference.describe(),
             "location": locations[-1] if locations else None,
+        metrics, family = controlled(  # the figures judged together (false_discovery.py)
+            metrics,
+            rule=rule,
+            confidence=level,
+            max_regression=max_regression,
+            method=false_discovery,
+        )
             "max_regression": max_regression,
             "confidence": level,
             "rule": rule,
@@ -336,6 +345,7 @@ def with_baseline(
             "counts": counts(metrics),
             "metrics": metrics,
             "regressions": regressions(metrics),
+            "false_discovery": family,
         }
     out["verdict"], out["reason"] = decide(out)
     return out
@@ -349,7 +359,12 @@ def without_baseline(doc: dict, why: str) -> dict:
     return out
 
 
-def rejudge_regressions(doc: dict, max_regression: float, rule: Rule | None = None) -> dict:
+def rejudge_regressions(
+    doc: dict,
+    max_regression: float,
+    rule: Rule | None = None,
+    false_discovery: Method = DEFAULT_METHOD,
+) -> dict:
     """Re-apply a different max_regression (and decision rule) to the comparison already
     stored in `doc`."""
     stored = doc.get("baseline")
@@ -357,15 +372,24 @@ def rejudge_regressions(doc: dict, max_regression: float, rule: Rule | None = No
         return doc
     level = stored.get("confidence") or doc.get("confidence") or DEFAULT_CONFIDENCE
     rule = rule or stored.get("rule") or DEFAULT_RULE  # stored before rules were named: that one
-    again = rejudged(stored, max_regression=max_regression, confidence=level, rule=rule)
+    again = rejudged(
+        stored,
+        max_regression=max_regression,
+        confidence=level,
+        rule=rule,
+        method=false_discovery,
+    )
     out = dict(doc, baseline=again)
     out["verdict"], out["reason"] = decide(out)
     return out
 
 
-def rejudge_paired(doc: dict, max_regression: float, rule: Rule) -> dict:
+def rejudge_paired(
+    doc: dict, max_regression: float, rule: Rule, false_discovery: Method = DEFAULT_METHOD
+) -> dict:
     """A paired campaign's stored comparison judged again with another margin or rule."""
-    out = dict(doc, paired=paired.rejudge(doc["paired"], max_regression, rule))
+    again = paired.rejudge(doc["paired"], max_regression, rule, false_discovery)
+    out = dict(doc, paired=again)
     out["verdict"], out["reason"] = decide(out)
     return out
 

@@ -82,6 +82,7 @@ class Section(BaseModel):
 
     model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow")
 
+Probability = Annotated[float, Field(ge=0, le=1)]
 
 # --------------------------------------------------------------------------- the run
 class RunInfo(Section):
@@ -148,7 +149,9 @@ class JudgedFigure(Section):
         None, description="per side: current/baseline, or candidate/reference"
     )
     status: ComparisonStatus | None = None
-    why: str | None = Field(None, description="why inconclusive")
+    why: str | None = Field(
+        None, description="why inconclusive, or why a regression is no discovery of its family"
+    )
     regression: bool | None = None
     # the baseline comparison's (judge/compare.py)
     current: float | None = Field(None, description="baseline comparison: this run's value")
@@ -156,6 +159,12 @@ class JudgedFigure(Section):
     spread_log: float | None = Field(None, description="baseline comparison: run-to-run sd")
     half_width_log: float | None = Field(
         None, description="baseline comparison, capacity.rate: its brackets' half width"
+    )
+    p_worse: Probability | None = Field(
+        None, description="the one-sided p-value of the rule's test that it got worse"
+    )
+    p_adjusted: Probability | None = Field(
+        None, description="p_worse adjusted over the family (false_discovery)"
     )
     # the paired comparison's (judge/paired.py)
     candidate: float | None = Field(None, description="paired: the candidate arm's value")
@@ -172,6 +181,15 @@ class Baseline(Section):
     status: Literal["compared", "not comparable", "none"]
     why: str | None = Field(None, description="status none: why there is no baseline")
     locations: list[str | None] | None = None
+class FalseDiscovery(Section):
+    """`false_discovery`: how the figures one comparison judges were controlled together
+    (judge/false_discovery.py)."""
+
+    method: Literal["bh", "by", "none"]
+    family: int = Field(description="the figures judged together (with an interval)")
+    level: Probability = Field(description="the one-sided level each rule decides at")
+
+
     location: str | None = None
     differences: list[str] | None = Field(None, description="not comparable: what differs")
     runs: int | None = None
@@ -186,6 +204,9 @@ class Baseline(Section):
 
 
 class Paired(Section):
+    false_discovery: FalseDiscovery | None = Field(
+        None, description="absent: stored before the family was controlled"
+    )
     """`paired`: a paired campaign's candidate against its reference arm (judge/paired.py)."""
 
     status: Literal["compared", "void"]
@@ -209,6 +230,7 @@ class Paired(Section):
 
 
 # --------------------------------------------------------------------------- capacity
+    false_discovery: FalseDiscovery | None = None
 class Probe(Section):
     """One probe of the capacity search (campaign/capacity.py `ProbeRecord`)."""
 

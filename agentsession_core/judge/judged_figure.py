@@ -18,22 +18,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agentsession_core.judge.decision import Rule, classify, z_two_sided
+from agentsession_core.judge.decision import (
+    CAPACITY,
+    HIGHER_IS_BETTER,
+    Rule,
+    classify,
+    margin_of,
+    z_two_sided,
+)
+from agentsession_core.judge.false_discovery import DEFAULT_METHOD, Method, controlled
 
-CAPACITY = "capacity.rate"
-HIGHER_IS_BETTER = ("requests.achieved_rps", CAPACITY)
 STATUSES = ("regressed", "improved", "unchanged", "inconclusive")
 
 
 def better(metric: str) -> str:
     return "higher" if metric in HIGHER_IS_BETTER else "lower"
-
-
-def margin_of(metric: str, max_regression: float) -> float:
-    """max_regression on the log scale, on the worse side."""
-    if metric in HIGHER_IS_BETTER:  # worse = lower: a fall of max_regression or more
-        return math.inf if max_regression >= 1 else -math.log(1 - max_regression)
-    return math.log1p(max_regression)
 
 
 def as_change(metric: str, d: float) -> float:
@@ -122,21 +121,32 @@ def rejudge_figure(
         confidence=confidence,
         rule=rule,
     )
-    return {**m, "status": status, "regression": status == "regressed"}
+    again = {k: v for k, v in m.items() if k not in ("why", "p_worse", "p_adjusted")}
+    return {**again, "status": status, "regression": status == "regressed"}
 
 
 def rejudged(
-    section: dict[str, Any], *, max_regression: float, confidence: float, rule: Rule
+    section: dict[str, Any],
+    *,
+    max_regression: float,
+    confidence: float,
+    rule: Rule,
+    method: Method = DEFAULT_METHOD,
 ) -> dict[str, Any]:
-    """A stored comparison (gate.json's `baseline` or `paired`) judged again."""
+    """A stored comparison (gate.json's `baseline` or `paired`) judged again, its family
+    controlled again (judge/false_discovery.py)."""
     metrics = [
         rejudge_figure(m, max_regression=max_regression, confidence=confidence, rule=rule)
         for m in section.get("metrics", [])
     ]
+    metrics, family = controlled(
+        metrics, rule=rule, confidence=confidence, max_regression=max_regression, method=method
+    )
     return {
         **section,
         "max_regression": max_regression,
         "rule": rule,
+        "false_discovery": family,
         "metrics": metrics,
         "counts": counts(metrics),
         "regressions": regressions(metrics),

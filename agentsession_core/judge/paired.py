@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, Rule
+from agentsession_core.judge.false_discovery import DEFAULT_METHOD, Method, controlled
 from agentsession_core.judge.hold_seconds import HoldSeconds
 from agentsession_core.judge.judged_figure import (
     HIGHER_IS_BETTER,
@@ -89,8 +90,10 @@ def paired_comparison(
     seed: int = 0,
     resamples: int = RESAMPLES,
     min_beyond: int = PAIRED_MIN_BEYOND,
+    false_discovery: Method = DEFAULT_METHOD,
 ) -> dict[str, Any]:
-    """gate.json's `paired` section: every headline figure both arms have, judged."""
+    """gate.json's `paired` section: every headline figure both arms have, judged, the
+    family controlled for false discoveries (judge/false_discovery.py)."""
     if candidate.seconds != reference.seconds:
         raise ValueError("the arms' hold seconds differ: not a pair")
     positions, total, dropped = kept_blocks(candidate.seconds, saturated, block_seconds)
@@ -145,6 +148,13 @@ def paired_comparison(
                 min_beyond=min_beyond,
             )
         )
+    out["metrics"], out["false_discovery"] = controlled(
+        out["metrics"],
+        rule=rule,
+        confidence=confidence,
+        max_regression=max_regression,
+        method=false_discovery,
+    )
     out["counts"] = counts(out["metrics"])
     out["regressions"] = regressions(out["metrics"])
     return out
@@ -215,10 +225,21 @@ def _compare(
     }
 
 
-def rejudge(section: dict[str, Any], max_regression: float, rule: Rule) -> dict[str, Any]:
+def rejudge(
+    section: dict[str, Any],
+    max_regression: float,
+    rule: Rule,
+    false_discovery: Method = DEFAULT_METHOD,
+) -> dict[str, Any]:
     """A stored paired section judged again with another margin or rule (its intervals kept)."""
     confidence = float(section.get("confidence") or DEFAULT_CONFIDENCE)
-    return rejudged(section, max_regression=max_regression, confidence=confidence, rule=rule)
+    return rejudged(
+        section,
+        max_regression=max_regression,
+        confidence=confidence,
+        rule=rule,
+        method=false_discovery,
+    )
 
 
 __all__ = [
