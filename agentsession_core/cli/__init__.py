@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "agentsession_core.cli.gate",
     "agentsession_core.cli.report",
     "agentsession_core.cli.history",
+    "agentsession_core.cli.baseline",
     "agentsession_core.cli.control",
 )
 # Packages built on the engine add theirs through this entry-point group (the Prefect

@@ -7,6 +7,12 @@ before the one being judged, a run is taken when it can be read, passed (a void 
 the generator, a failed one a regression nobody accepted yet) and shares the judged run's
 conditions (judge/conditions.py), until N are found. A run that cannot be read is skipped with
 a warning naming it, never silently.
+
+An accepted run (judge/acceptance.py, docs/SPEC.md §6.3) is a floor: going back, the first
+comparable run with a believable acceptance is taken although it failed (its failure was the
+change someone accepted) and nothing older is: the comparison is only with runs from the
+accepted one on, so the newest acceptance wins. A record that cannot be believed (altered, or
+not this run's) is said in a warning and the run is judged as if it had none.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import logging
 from typing import Any
 
 from agentsession_core.errors import AgentsessionError
+from agentsession_core.judge.acceptance import AcceptanceError, accepted
 from agentsession_core.judge.conditions import differences
 from agentsession_core.judge.gate import refusal
 from agentsession_core.judge.run_index import RunRef, find_runs, parse_location
@@ -33,7 +40,8 @@ def last_good_runs(
     before_ts: int | None = None,
     endpoint_url: str | None = None,
 ) -> list[StoredRun]:
-    """Up to `history` good, comparable runs, oldest first."""
+    """Up to `history` good, comparable runs, oldest first, none older than the newest
+    comparable accepted run (which is the first of them, `acceptance` set)."""
     found: list[StoredRun] = []
     candidates: list[RunRef] = [
         r
@@ -48,7 +56,23 @@ def last_good_runs(
         except AgentsessionError as exc:
             log.warning("baseline auto: %s skipped: %s", ref.location, exc)
             continue
-        if refusal(run) is not None or differences(conditions, run.conditions):
+        if differences(conditions, run.conditions):
+            continue
+        if ref.accepted is not False:
+            try:
+                run = accepted(run, endpoint_url=endpoint_url)
+            except AcceptanceError as exc:
+                log.warning("baseline auto: %s: its acceptance is ignored: %s", ref.location, exc)
+        if run.acceptance is not None and refusal(run) is None:
+            log.info(
+                "baseline auto: from %s on, accepted by %s: %s",
+                run.location,
+                run.acceptance.by,
+                run.acceptance.reason,
+            )
+            found.append(run)
+            break
+        if refusal(run) is not None:
             continue
         found.append(run)
     return list(reversed(found))

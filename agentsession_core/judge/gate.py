@@ -251,10 +251,14 @@ def gate_document(
 
 def refusal(baseline: StoredBaseline) -> str | None:
     """Why a run cannot serve as a baseline (None when it can): it measured nothing to
-    compare against, or failed itself."""
+    compare against, or failed itself and nobody accepted it (a run read with its
+    acceptance, judge/acceptance.py, carries it as `acceptance`: its failure was an
+    accepted change, docs/SPEC.md §6.3)."""
     gate = baseline.gate
     if gate.run_status == "refused":
         return "it was refused before any load"
+    if gate.verdict == "fail" and getattr(baseline, "acceptance", None) is not None:
+        return None
     if gate.verdict in UNUSABLE_VERDICTS:
         return f"its verdict is {gate.verdict} ({gate.reason or 'no reason'})"
     return None

@@ -12,7 +12,9 @@ that cannot be read is kept, with the reason in `error`: a history that silently
 bad night would look calmer than it was. Each run also carries the figures its own gate
 judged `regressed` (gate.json's `baseline.regressions` and, for a paired campaign,
 `paired.regressions`), so a history too short for a change point still shows which nights
-failed on which figure.
+failed on which figure. An accepted run (judge/acceptance.py) carries its acceptance, and
+a change point at the step it accepted is moved to `accepted_steps`: reported once, when it
+was a change nobody had accepted, never again (docs/SPEC.md §6.4).
 `history_document` is history.json: the runs, the series per metric and the change points.
 
 Everything is synchronous (boto3 for s3://): async callers use asyncio.to_thread.
@@ -28,6 +30,7 @@ from typing import Any
 
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge import changepoints, run_index
+from agentsession_core.judge.acceptance import Acceptance, read_acceptance
 from agentsession_core.judge.figures import Figure, figures_of, headline_metrics, is_latency
 from agentsession_core.judge.gate_document import GateDocument
 from agentsession_core.judge.stored_run import load_run
@@ -50,7 +53,8 @@ class RunRecord:
     """One run of the history: what history.json shows of it, not its files. `error` says
     why it could not be read (then no figures) or what it lacks (campaign.json). `run_ts` is
     the layout's run_ts (unix seconds). `regressions`: the metrics this run's gate judged
-    regressed (against its baselines or, paired, its reference arm), sorted."""
+    regressed (against its baselines or, paired, its reference arm), sorted. `accepted`:
+    its believed acceptance; `acceptance_error`: why a record beside it is not believed."""
 
     location: str
     name: str
@@ -62,6 +66,8 @@ class RunRecord:
     figures: dict[str, Figure] = field(default_factory=dict)
     regressions: list[str] = field(default_factory=list)
     error: str | None = None
+    accepted: Acceptance | None = None
+    acceptance_error: str | None = None
 
     @property
     def judged(self) -> bool:
@@ -79,6 +85,8 @@ class RunRecord:
             "reason": self.reason,
             "error": self.error,
             "regressions": list(self.regressions),
+            "accepted": None if self.accepted is None else self.accepted.to_dict(),
+            "acceptance_error": self.acceptance_error,
             "figures": _figure_dicts(self) if figures is None else figures,
         }
 
@@ -106,23 +114,28 @@ def find_runs(
     """The location of every run directory under `prefix` (a directory, file:// URL or
     s3://bucket/prefix), for one campaign name or all; oldest first by run_ts, then
     run_date, tag and name (judge/run_index.py)."""
+    return [r.location for r in _refs(prefix, name, endpoint_url)]
+
+
+def _refs(prefix: str, name: str | None, endpoint_url: str | None) -> list[run_index.RunRef]:
     prefix = prefix.removeprefix("file://").rstrip("/")
     if upload.is_s3(prefix):
         try:
             upload.split_s3(prefix)
-            return [
-                r.location for r in run_index.find_runs(prefix, name, endpoint_url=endpoint_url)
-            ]
+            return run_index.find_runs(prefix, name, endpoint_url=endpoint_url)
         except upload.UploadError as exc:
             raise HistoryError(f"cannot list {prefix}/runs: {exc}") from None
     if not Path(prefix or ".").is_dir():
         raise HistoryError(f"{prefix}: no such directory")
-    return [r.location for r in run_index.find_runs(prefix or ".", name)]
+    return run_index.find_runs(prefix or ".", name)
 
 
 # --------------------------------------------------------------------------- reading runs
-def load_record(location: str, *, endpoint_url: str | None = None) -> RunRecord:
-    """One run as a RunRecord; never raises for an unreadable run (its `error` says why)."""
+def load_record(
+    location: str, *, endpoint_url: str | None = None, accepted: bool | None = None
+) -> RunRecord:
+    """One run as a RunRecord; never raises for an unreadable run (its `error` says why).
+    `accepted`: whether a listing showed an acceptance beside it (None: look)."""
     ref = run_index.parse_location(location)
     record = (
         RunRecord(location, ref.name, ref.run_date, float(ref.run_ts), ref.tag)
@@ -140,6 +153,11 @@ def load_record(location: str, *, endpoint_url: str | None = None) -> RunRecord:
     record.reason = run.gate.reason or ""
     record.figures = figures_of(run.gate)
     record.regressions = regressions_of(run.gate)
+    if accepted is not False:
+        try:
+            record.accepted = read_acceptance(run.location, endpoint_url=endpoint_url)
+        except AgentsessionError as exc:
+            record.acceptance_error = str(exc)
     if not run.params:  # the gate is still usable; say what is missing
         record.error = "campaign.json: missing or without parameters"
     return record
@@ -150,8 +168,8 @@ def load_series(
 ) -> list[RunRecord]:
     """Every run under `prefix` (see find_runs), read, oldest first."""
     return [
-        load_record(loc, endpoint_url=endpoint_url)
-        for loc in find_runs(prefix, name, endpoint_url=endpoint_url)
+        load_record(ref.location, endpoint_url=endpoint_url, accepted=ref.accepted)
+        for ref in _refs(prefix, name, endpoint_url)
     ]
 
 
@@ -185,26 +203,50 @@ def _series(
     values = [records[i].figures[metric].value for i in usable]
     found = changepoints.change_points(values, log=is_latency(metric))
     unit = next((p["unit"] for p in points if p.get("unit")), "")
-    cps = []
+    spans = accepted_spans(records)
+    cps: list[dict[str, Any]] = []
+    accepted_steps: list[dict[str, Any]] = []
     for c in found:
-        run = records[usable[c.index]]
-        cps.append(
-            {
-                "metric": metric,
-                "location": run.location,
-                "run_ts": run.run_ts if math.isfinite(run.run_ts) else None,
-                "tag": run.tag,
-                **{k: v for k, v in c.to_dict().items() if k != "index"},
-                "night": nights[usable[c.index]],
-            }
-        )
+        at = usable[c.index]
+        run = records[at]
+        cp = {
+            "metric": metric,
+            "location": run.location,
+            "run_ts": run.run_ts if math.isfinite(run.run_ts) else None,
+            "tag": run.tag,
+            **{k: v for k, v in c.to_dict().items() if k != "index"},
+            "night": nights[at],
+        }
+        by = next((a for lo, a in spans if lo < at <= a), None)
+        if by is None:
+            cps.append(cp)
+            continue
+        acceptance = records[by].accepted
+        assert acceptance is not None  # accepted_spans holds accepted runs only
+        accepted_steps.append(dict(cp, accepted_by=records[by].location, reason=acceptance.reason))
     return {
         "metric": metric,
         "unit": unit,
         "points": points,
         "judged_points": len(values),
         "change_points": cps,
+        "accepted_steps": accepted_steps,
     }
+
+
+def accepted_spans(records: list[RunRecord]) -> list[tuple[int, int]]:
+    """Per accepted run of one campaign's records (oldest first), the nights whose step it
+    accepted, as (lo, a): after lo, the last night before it that passed (-1: none), up to
+    a, the accepted run itself. The nights between failed against the level before them,
+    so a step into the accepted level lies there (docs/SPEC.md §6.4)."""
+    spans = []
+    last_pass = -1
+    for i, record in enumerate(records):
+        if record.accepted is not None:
+            spans.append((last_pass, i))
+        if record.judged and record.verdict == "pass":
+            last_pass = i
+    return spans
 
 
 def history_document(
@@ -233,6 +275,12 @@ def history_document(
         for s in c["series"]
         for cp in s["change_points"]
     ]
+    accepted = [
+        dict(cp, name=c["name"])
+        for c in campaigns
+        for s in c["series"]
+        for cp in s["accepted_steps"]
+    ]
     return {
         "schema": HISTORY_SCHEMA,
         "prefix": prefix,
@@ -242,6 +290,7 @@ def history_document(
         "runs": [r.to_dict(f) for r, f in zip(records, figures, strict=True)],
         "campaigns": campaigns,
         "change_points": sorted(everything, key=lambda cp: (cp["night"], cp["metric"])),
+        "accepted_steps": sorted(accepted, key=lambda cp: (cp["night"], cp["metric"])),
     }
 
 
@@ -249,6 +298,7 @@ __all__ = [
     "HISTORY_SCHEMA",
     "HistoryError",
     "RunRecord",
+    "accepted_spans",
     "find_runs",
     "history_document",
     "judged",

@@ -7,9 +7,10 @@ bad one says so."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from agentsession_core.output.run_dir import ACCEPTANCE
 from agentsession_core.output.upload import is_s3, list_objects
 
 _LAYOUT = re.compile(
@@ -26,6 +27,10 @@ class RunRef:
     name: str
     location: str
     prefix: str
+    # Whether the listing showed an acceptance record beside the run (judge/acceptance.py):
+    # known from an s3 listing (so readers ask no store about the others); None: not known
+    # (a local run, where looking is one stat).
+    accepted: bool | None = field(default=None, compare=False)
 
 
 def parse_location(location: str) -> RunRef | None:
@@ -57,10 +62,16 @@ def find_runs(
         base = f"{root}/runs" + (f"/{name}" if name else "")
         depth = 3 if name else 4  # run_date/run_ts/run_tag (under the name)
         dirs = {"/".join(k.split("/")[:depth]) for k in keys if k.count("/") >= depth}
-        locations = [f"{base}/{d}" for d in dirs]
-    else:
-        pattern = f"runs/{campaigns}/run_date=*/run_ts=*/run_tag=*"
-        locations = [str(p) for p in Path(root).glob(pattern) if p.is_dir()]
+        present = set(keys)
+        accepted = {d for d in dirs if f"{d}/{ACCEPTANCE}" in present}
+        refs = [
+            replace(ref, accepted=d in accepted)
+            for d in dirs
+            if (ref := parse_location(f"{base}/{d}")) is not None
+        ]
+        return sorted(refs)
+    pattern = f"runs/{campaigns}/run_date=*/run_ts=*/run_tag=*"
+    locations = [str(p) for p in Path(root).glob(pattern) if p.is_dir()]
     refs = [ref for loc in locations if (ref := parse_location(loc)) is not None]
     return sorted(refs)
 

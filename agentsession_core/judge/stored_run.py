@@ -17,7 +17,7 @@ GateInputError naming the file (exit 2)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import gate_document
@@ -30,6 +30,20 @@ from agentsession_core.output.stored_files import check_sealed, open_files, open
 Verify = bool | Literal["files read"]
 
 
+class Accepted(Protocol):
+    """What a stored run carries of its acceptance (judge/acceptance.py `Acceptance`, which
+    reads the run through this module: declared here so neither imports the other)."""
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def by(self) -> str: ...
+
+    @property
+    def accepted_unix(self) -> float: ...
+
+
 @dataclass(frozen=True)
 class StoredRun:
     """A finished run as a gate believes it. `gate` is gate.json as its model (or the gate
@@ -40,7 +54,8 @@ class StoredRun:
     before gate.json held them, the `conditions` from campaign.json. `windows` are
     windows.jsonl's (empty when the file was not read: history's reading of a run with
     gate.json); `status` is status.json (None: absent or not read), `params` campaign.json's
-    parameters ({} when absent)."""
+    parameters ({} when absent). `acceptance`: the run's believed acceptance, when a reader
+    looked for one (judge/acceptance.py `accepted`; `baseline: auto` does), else None."""
 
     location: str
     gate: GateDocument
@@ -48,6 +63,7 @@ class StoredRun:
     windows: list[WindowVerdict] = field(default_factory=list)
     status: dict[str, Any] | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    acceptance: Accepted | None = None
 
     @classmethod
     def of(
@@ -134,4 +150,4 @@ def _windows(location: str, data: bytes) -> list[WindowVerdict]:
     return out
 
 
-__all__ = ["StoredRun", "Verify", "load_run"]
+__all__ = ["Accepted", "StoredRun", "Verify", "load_run"]

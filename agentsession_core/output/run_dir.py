@@ -35,6 +35,9 @@ from agentsession_core.errors import UsageError
 _log = logging.getLogger("agentsession")
 
 MANIFEST = "manifest.json"
+# An acceptance of the run (judge/acceptance.py, docs/SPEC.md §6.3) sits beside its files but
+# is none of them: the manifest never lists it, so accepting a run leaves its seal as it was.
+ACCEPTANCE = "acceptance.json"
 LOG_FILE = "logs.txt"
 # Room held for manifest.json from the start (about 50 entries; a run writes about 15).
 MANIFEST_RESERVE = 8 * 1024
@@ -263,11 +266,12 @@ class RunDir:
         return handler
 
     def files(self) -> list[str]:
-        """Relative paths of every regular file except the manifest and temp files."""
+        """Relative paths of every regular file except the manifest, an acceptance record
+        and temp files."""
         out = []
         for p in sorted(self.path.rglob("*")):
             rel = p.relative_to(self.path).as_posix()
-            if p.is_file() and rel != MANIFEST and not p.name.endswith(".tmp"):
+            if p.is_file() and rel not in (MANIFEST, ACCEPTANCE) and not p.name.endswith(".tmp"):
                 out.append(rel)
         return out
 

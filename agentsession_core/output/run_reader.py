@@ -29,7 +29,7 @@ import orjson
 
 from agentsession_core.errors import UsageError, clip
 from agentsession_core.output import upload
-from agentsession_core.output.run_dir import MANIFEST
+from agentsession_core.output.run_dir import ACCEPTANCE, MANIFEST
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -38,6 +38,7 @@ MiB = 1024 * KiB
 # stop a reader from spending minutes and gigabytes on something no run wrote.
 CAPS: dict[str, int] = {
     MANIFEST: 1 * MiB,
+    ACCEPTANCE: 1 * MiB,
     "gate.json": 4 * MiB,
     "status.json": 1 * MiB,
     "campaign.json": 4 * MiB,

@@ -360,6 +360,29 @@ def rewrite_run_file(
     _put_verified(client, bucket, f"{prefix}/{MANIFEST}", manifest_bytes, manifest_digest)
 
 
+def put_file(
+    location: str,
+    name: str,
+    data: bytes,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+) -> None:
+    """Put one file beside a run's files (a directory: through a temp file and a rename; an
+    s3:// prefix: sha256-checked on receipt and read back), its manifest left as it is: a
+    file that is no part of the run (an acceptance record, judge/acceptance.py)."""
+    if not is_s3(location):
+        path = Path(location.removeprefix("file://")) / name
+        try:
+            atomic_write(path, data)
+        except OSError as exc:
+            raise UploadError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        return
+    bucket, prefix = split_s3(location.rstrip("/"))
+    client = s3_client(endpoint_url, region)
+    _put_verified(client, bucket, f"{prefix}/{name}", data, hashlib.sha256(data).hexdigest())
+
+
 class NoSuchObject(UploadError):
     """The s3:// key does not exist (a reader treats it as a missing file)."""
 

@@ -9,7 +9,10 @@ ringed (and each run of such nights labelled "regressed"), and each change point
 vertical line labelled with its step; "no data" where no night has the metric. Then the
 change points and the nights as tables (with the figures each night's gate judged
 regressed), each night linking to its report.html (a relative link for a local run; an s3 run
-is named as text, since the page must not point outside itself).
+is named as text, since the page must not point outside itself). An accepted night
+(docs/SPEC.md §6.3) is a dotted green line on each chart labelled "accepted", its reason in
+the nights table, and the steps it accepted in a table of their own; a page without an
+acceptance is drawn exactly as before.
 
 A chart draws at most MAX_DRAWN marks: a campaign of more nights is drawn in bins of
 consecutive nights (a dot at the median of the bin's values, its whisker their range, in
@@ -37,6 +40,7 @@ HISTORY_HTML = "history.html"
 HISTORY_JSON = "history.json"
 VERDICT_COLOURS = {**BANNER_COLOURS, "unreadable": "#6a1b9a"}
 CHANGE_COLOUR = "#e65100"
+ACCEPTED_COLOUR = "#2e7d32"
 REGRESSED_COLOUR = "#ad1457"
 _W, _H = 680, 250
 _LEFT, _RIGHT, _TOP, _BOTTOM = 58, 14, 40, 34
@@ -134,6 +138,7 @@ def _binned(
 
 def _chart(title: str, unit: str, runs: list[dict[str, Any]], series: dict[str, Any]) -> str:
     size = bin_size(len(runs))
+    accepted = [(i // size, run) for i, run in enumerate(runs) if run.get("accepted")]
     if size > 1:
         runs, series = _binned(runs, series, size)
     points = series.get("points") or []
@@ -224,6 +229,17 @@ def _chart(title: str, unit: str, runs: list[dict[str, Any]], series: dict[str, 
             f'class="change-point"/><text x="{cx + dx:.1f}" y="{_TOP - 8}" class="cp" '
             f'text-anchor="{anchor}">{esc(label)}</text>'
         )
+    for night, run in accepted:
+        ax = x(night)
+        why = f"{_night_label(run)} accepted by {run['accepted'].get('by', '')}: "
+        svg.append(
+            f'<line x1="{ax:.1f}" x2="{ax:.1f}" y1="{_TOP}" y2="{_TOP + ph}" '
+            f'stroke="{ACCEPTED_COLOUR}" stroke-width="2" stroke-dasharray="2 3" '
+            f'class="accepted"><title>{esc(why + str(run["accepted"].get("reason", "")))}'
+            f'</title></line><text x="{ax:.1f}" y="{_TOP + ph + 12}" '
+            f'style="font-size:11px;font-weight:600;fill:{ACCEPTED_COLOUR}" '
+            f'text-anchor="middle">accepted</text>'
+        )
     svg.append("</svg>")
     return f'<figure class="chart">{"".join(svg)}</figure>'
 
@@ -250,7 +266,7 @@ def _nights_table(runs: list[dict[str, Any]], out_dir: Path | None) -> str:
             f"<tr><td>{i}</td><td>{esc(_when(run.get('run_ts')))}</td>"
             f"<td>{esc(run.get('tag', ''))}</td>"
             f'<td class="v" style="background:{_colour(verdict)}">{esc(verdict.upper())}</td>'
-            f"<td>{esc(run.get('reason') or '')}</td>"
+            f"<td>{_accepted_note(run)}{esc(run.get('reason') or '')}</td>"
             f'<td class="rg">{esc(", ".join(run.get("regressions") or []))}</td>'
             f"<td>{_link(run['location'], out_dir)}</td>"
             f'<td class="mono">{esc(run["location"])}</td></tr>'
@@ -259,6 +275,40 @@ def _nights_table(runs: list[dict[str, Any]], out_dir: Path | None) -> str:
         '<table class="nights"><tr><th>#</th><th>run_ts</th><th>tag</th><th>verdict</th>'
         "<th>reason</th><th>regressed (its gate)</th><th>report</th><th>location</th></tr>"
         + "".join(rows)
+        + "</table>"
+    )
+
+
+def _accepted_note(run: dict[str, Any]) -> str:
+    """What the nights table says of a night's acceptance, before its reason (nothing for a
+    night without one): the reason is a user's text, escaped like every other."""
+    accepted = run.get("accepted")
+    if accepted:
+        return (
+            f'<b style="color:{ACCEPTED_COLOUR}">accepted</b> '
+            f"{esc(_when(accepted.get('accepted_unix')))} by {esc(accepted.get('by', ''))}: "
+            f"{esc(accepted.get('reason', ''))}<br>"
+        )
+    if run.get("acceptance_error"):
+        return f"<b>acceptance not believed</b>: {esc(run['acceptance_error'])}<br>"
+    return ""
+
+
+def _accepted_table(steps: Sequence[dict[str, Any]]) -> str:
+    """The change points an acceptance accepted: no longer reported as change points."""
+    rows = "".join(
+        f"<tr><td>{esc(cp['metric'])}</td><td>{esc(cp.get('tag', ''))}</td>"
+        f"<td>{fmt_value(cp['before'])} → {fmt_value(cp['after'])}</td>"
+        f"<td>{esc(_step_label(cp))}</td><td>{esc(cp.get('reason', ''))}</td>"
+        f'<td class="mono">{esc(cp.get("accepted_by", ""))}</td></tr>'
+        for cp in steps
+    )
+    return (
+        '<h2>Accepted steps</h2><p class="meta">Steps into the level of an accepted night '
+        "(docs/SPEC.md §6.3): not change points any more.</p>"
+        '<table class="accepted-steps"><tr><th>metric</th><th>first run after</th>'
+        "<th>median before → after</th><th>step</th><th>reason</th><th>accepted run</th></tr>"
+        + rows
         + "</table>"
     )
 
@@ -328,6 +378,8 @@ def render_history(doc: dict[str, Any], *, out_dir: Path | None = None) -> str:
         "<h2>Change points</h2>",
         _change_table(doc.get("change_points") or []),
     ]
+    if doc.get("accepted_steps"):
+        parts.append(_accepted_table(doc["accepted_steps"]))
     for campaign in doc.get("campaigns") or []:
         mine = [r for r in runs if r.get("name") == campaign["name"]]
         parts.append(f"<h2>{esc(campaign['name'])}: per night</h2>")

@@ -64,6 +64,7 @@ def _value(v: Any) -> str:
 
 # What each file of a run directory holds (docs/SPEC.md §7), beside its link.
 FILES = {
+    "acceptance.json": "an accepted change: who, when, why (baseline accept; not in the manifest)",
     "campaign.json": "parameters and versions",
     "density.csv": "the capacity search's density frontier (upstream's column names)",
     "failures.csv": "failures by row and error (Locust)",

@@ -18,6 +18,7 @@ EVERY_COMMAND = {
     "gate",
     "report",
     "history",
+    "baseline",
     "control",
     "campaign",
     "serve",
