@@ -282,11 +282,11 @@ def with_baseline(
     confidence: float | None = None,
     refuse: bool = True,
     rule: Rule = DEFAULT_RULE,
+    false_discovery: Method = DEFAULT_METHOD,
 ) -> dict:
     """A copy of a gate document compared against one baseline run or several (oldest
     first), verdict recomputed. A baseline that cannot be one is refused (GateInputError;
     `refuse=False` only to show figures side by side, as the report does); one whose
-    false_discovery: Method = DEFAULT_METHOD,
     conditions differ is `not comparable`."""
     if not (max_regression >= 0 and math.isfinite(max_regression)):
         raise UsageError(f"--max-regression: {max_regression} is not a fraction >= 0")
@@ -331,10 +331,6 @@ def with_baseline(
         )
         if capacity is not None:
             metrics.append(capacity)
-        out["baseline"] = {
-            "status": "compared",
-            **reference.describe(),
-            "location": locations[-1] if locations else None,
         metrics, family = controlled(  # the figures judged together (false_discovery.py)
             metrics,
             rule=rule,
@@ -342,14 +338,18 @@ def with_baseline(
             max_regression=max_regression,
             method=false_discovery,
         )
+        out["baseline"] = {
+            "status": "compared",
+            **reference.describe(),
+            "location": locations[-1] if locations else None,
             "max_regression": max_regression,
             "confidence": level,
             "rule": rule,
+            "false_discovery": family,
             "night_spread": night_spread,
             "counts": counts(metrics),
             "metrics": metrics,
             "regressions": regressions(metrics),
-            "false_discovery": family,
         }
     out["verdict"], out["reason"] = decide(out)
     return out

@@ -75,6 +75,7 @@ Fraction = Annotated[
     Field(json_schema_extra={"exclusiveMinimum": 0, "exclusiveMaximum": 1}),
 ]
 Interval = Annotated[list[float], Field(min_length=2, max_length=2)]
+Probability = Annotated[float, Field(ge=0, le=1)]
 
 
 class Section(BaseModel):
@@ -82,7 +83,6 @@ class Section(BaseModel):
 
     model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow")
 
-Probability = Annotated[float, Field(ge=0, le=1)]
 
 # --------------------------------------------------------------------------- the run
 class RunInfo(Section):
@@ -153,18 +153,18 @@ class JudgedFigure(Section):
         None, description="why inconclusive, or why a regression is no discovery of its family"
     )
     regression: bool | None = None
+    p_worse: Probability | None = Field(
+        None, description="the one-sided p-value of the rule's test that it got worse"
+    )
+    p_adjusted: Probability | None = Field(
+        None, description="p_worse adjusted over the family (false_discovery)"
+    )
     # the baseline comparison's (judge/compare.py)
     current: float | None = Field(None, description="baseline comparison: this run's value")
     baseline: float | None = Field(None, description="baseline comparison: the baseline's")
     spread_log: float | None = Field(None, description="baseline comparison: run-to-run sd")
     half_width_log: float | None = Field(
         None, description="baseline comparison, capacity.rate: its brackets' half width"
-    )
-    p_worse: Probability | None = Field(
-        None, description="the one-sided p-value of the rule's test that it got worse"
-    )
-    p_adjusted: Probability | None = Field(
-        None, description="p_worse adjusted over the family (false_discovery)"
     )
     # the paired comparison's (judge/paired.py)
     candidate: float | None = Field(None, description="paired: the candidate arm's value")
@@ -174,13 +174,6 @@ class JudgedFigure(Section):
     blocks: int | None = Field(None, description="paired: the blocks judged")
 
 
-class Baseline(Section):
-    """`baseline`: the comparison with a baseline run or history (judge/gate.py
-    `with_baseline`, `without_baseline`)."""
-
-    status: Literal["compared", "not comparable", "none"]
-    why: str | None = Field(None, description="status none: why there is no baseline")
-    locations: list[str | None] | None = None
 class FalseDiscovery(Section):
     """`false_discovery`: how the figures one comparison judges were controlled together
     (judge/false_discovery.py)."""
@@ -190,6 +183,13 @@ class FalseDiscovery(Section):
     level: Probability = Field(description="the one-sided level each rule decides at")
 
 
+class Baseline(Section):
+    """`baseline`: the comparison with a baseline run or history (judge/gate.py
+    `with_baseline`, `without_baseline`)."""
+
+    status: Literal["compared", "not comparable", "none"]
+    why: str | None = Field(None, description="status none: why there is no baseline")
+    locations: list[str | None] | None = None
     location: str | None = None
     differences: list[str] | None = Field(None, description="not comparable: what differs")
     runs: int | None = None
@@ -197,6 +197,9 @@ class FalseDiscovery(Section):
     max_regression: float | None = None
     confidence: Fraction | None = None
     rule: Rule | None = Field(None, description="absent: stored before rules were named")
+    false_discovery: FalseDiscovery | None = Field(
+        None, description="absent: stored before the family was controlled"
+    )
     night_spread: float | None = None
     counts: dict[str, int] | None = None
     metrics: list[JudgedFigure] = []
@@ -204,9 +207,6 @@ class FalseDiscovery(Section):
 
 
 class Paired(Section):
-    false_discovery: FalseDiscovery | None = Field(
-        None, description="absent: stored before the family was controlled"
-    )
     """`paired`: a paired campaign's candidate against its reference arm (judge/paired.py)."""
 
     status: Literal["compared", "void"]
@@ -223,6 +223,7 @@ class Paired(Section):
     max_regression: float | None = None
     confidence: Fraction | None = None
     rule: Rule | None = None
+    false_discovery: FalseDiscovery | None = None
     method: str | None = None
     counts: dict[str, int] | None = None
     metrics: list[JudgedFigure] = []
@@ -230,7 +231,6 @@ class Paired(Section):
 
 
 # --------------------------------------------------------------------------- capacity
-    false_discovery: FalseDiscovery | None = None
 class Probe(Section):
     """One probe of the capacity search (campaign/capacity.py `ProbeRecord`)."""
 
