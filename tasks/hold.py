@@ -68,8 +68,9 @@ async def hold_window(
     name="probe_window", task_run_name="probe-{number}", cache_policy=NO_CACHE, persist_result=False
 )
 async def probe_window(campaign: Campaign, number: int, steps: Steps) -> str | None:
-    """One probe of the capacity search (settle, then a judged window): its outcome (held /
-    broke / void / aborted), None when the search is over."""
+    """One probe of the capacity search (settle, then a judged window; the found level's
+    confirmation and its step down are probes too): its outcome (held / broke / void /
+    aborted), None when the search is over."""
     record = await steps.once(probe_key(number), lambda: campaign.probe(number))
     if record is None:
         return None
@@ -78,8 +79,8 @@ async def probe_window(campaign: Campaign, number: int, steps: Steps) -> str | N
         lambda: acreate_table_artifact(
             result_rows(record.verdict.results),
             description=(
-                f"probe {number} at {record.level:.3g}x ({record.rate:g} {unit}): "
-                f"**{record.outcome}**"
+                f"probe {number}{record.stage_note} at {record.level:.3g}x "
+                f"({record.rate:g} {unit}): **{record.outcome}**"
             ),
         )
     )

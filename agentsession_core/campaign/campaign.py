@@ -303,7 +303,8 @@ class Campaign:
         """Settle at the search's next level, then hold and judge one probe window; None
         when the search is over (its end is in `self.search.end`). A probe that an abort
         rule ends, settling or judged, is `aborted`: the search ends at the last level that
-        held and the campaign's verdict stays the hold's (docs/SPEC.md §6.7)."""
+        held and the campaign's verdict stays the hold's (docs/SPEC.md §6.7). The found
+        level's confirmation and its step down are probes too (`record.stage`)."""
         search = self.search
         if search is None or not self.searching or (level := search.next_level()) is None:
             return None
@@ -328,7 +329,10 @@ class Campaign:
         if stopped is None:  # still at the probe's load: the listing at its end
             await self._sample_density(level, index)
         record = search.record(level, verdict, stopped=stopped)
-        what = f"probe {number} at {level:.3g}x ({record.rate:g} {search.dimension.unit})"
+        what = (
+            f"probe {number}{record.stage_note} at {level:.3g}x "
+            f"({record.rate:g} {search.dimension.unit})"
+        )
         if reason is not None and stopped is None:
             log.error("%s ended early: %s", what, reason)
             search.stop(f"an abort rule tripped at {level:g}x: {reason}")

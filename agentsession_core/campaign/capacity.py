@@ -3,7 +3,9 @@ in the population's unit, and gate.json's `capacity` section (docs/SPEC.md §6.7
 
 The decisions are campaign/search.py's; Campaign.probe holds and judges each probe and
 samples the worker listing at it; this module keeps the record between them and says what it
-found, with the density frontier at the capacity (campaign/density.py).
+found, with the density frontier at the capacity (campaign/density.py), how the found level's
+confirmation went (`confirmed`, `confirmation`) and what bound the capacity (`bound_by`, the
+text a person reads, and `bound_kind`, what a pipeline branches on).
 """
 
 from __future__ import annotations
@@ -14,9 +16,18 @@ from typing import Any
 
 from agentsession_core.campaign.density import DensityFrontier, node_resources
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.search import Probe, ProbeOutcome, SearchEnd, SearchPlan, decide
+from agentsession_core.campaign.search import (
+    NextProbe,
+    Probe,
+    ProbeOutcome,
+    ProbeStage,
+    SearchEnd,
+    SearchPlan,
+    decide,
+)
 from agentsession_core.engine.population_params import TurnoverParams, settings_of
-from agentsession_core.judge.thresholds import LATENCY_STATS, Threshold
+from agentsession_core.judge.gate_document import BoundKind
+from agentsession_core.judge.thresholds import LATENCY_STATS, RATIO_STATS, Threshold
 from agentsession_core.judge.verdict import WindowVerdict
 
 # A probe window's outcome → the search's word for it.
@@ -26,6 +37,7 @@ _PROBE_OUTCOME: dict[str, ProbeOutcome] = {
     "void": "void",
     "aborted": "aborted",
 }
+_FAILURE_STATS = (*RATIO_STATS, "failures")
 
 
 @dataclass(frozen=True)
@@ -64,9 +76,17 @@ class ProbeRecord:
     figure: float | None
     verdict: WindowVerdict
     why: str | None = None  # a void or aborted probe's reason, an SLO not judged
+    stage: ProbeStage = "search"
     # Cut short by the run's own stop (the substrate gone, a signal, a full disk), not by an
     # abort rule: it says nothing of the level, so it never counts as a break (issue 29).
     stopped: bool = False
+
+    @property
+    def stage_note(self) -> str:
+        """What a probe line adds for a probe after the search converged."""
+        return {"confirm": " (the confirmation)", "step-down": " (the step down)"}.get(
+            self.stage, ""
+        )
 
     def to_dict(self) -> dict[str, Any]:
         v = self.verdict
@@ -80,6 +100,7 @@ class ProbeRecord:
             "end_unix": v.end_unix,
             "missed": [r.threshold for r in v.broken],
             "why": self.why,
+            "stage": self.stage,
         }
 
 
@@ -94,6 +115,7 @@ class CapacitySearch:
     probes: list[ProbeRecord] = field(default_factory=list)
     end: SearchEnd | None = None
     density: DensityFrontier | None = None  # the worker listings sampled (set by `of`)
+    pending: NextProbe | None = None  # what next_level asked for: the probe `record` books
 
     @classmethod
     def of(cls, params: CampaignParams, slo: Threshold) -> CapacitySearch:
@@ -139,11 +161,22 @@ class CapacitySearch:
         """The next probe's level; None once the search has ended (self.end says how)."""
         if not self.running:
             return None
-        step = decide(self.plan, self.anchor, [Probe(p.level, p.outcome) for p in self.probes])
+        probes = [Probe(p.level, p.outcome, p.stage) for p in self.probes]
+        step = decide(self.plan, self.anchor, probes)
         if isinstance(step, SearchEnd):
-            self.end = step
+            self.end, self.pending = step, None
             return None
-        return step
+        self.pending = step
+        return step.level
+
+    @property
+    def next_stage(self) -> ProbeStage:
+        """The stage of the probe next_level asked for (search, confirm, step-down)."""
+        return self.pending.stage if self.pending is not None else "search"
+
+    def _stage_of(self, level: float) -> ProbeStage:
+        pending = self.pending
+        return pending.stage if pending is not None and pending.level == level else "search"
 
     def record(
         self, level: float, verdict: WindowVerdict, *, stopped: str | None = None
@@ -154,6 +187,8 @@ class CapacitySearch:
         outcome = _PROBE_OUTCOME[verdict.outcome]
         mine = next((r for r in verdict.results if r.threshold == self.slo.text), None)
         why = verdict.void_reason or verdict.abort_reason
+        stage = self._stage_of(level)
+        self.pending = None
         if stopped is not None:
             record = ProbeRecord(
                 level=level,
@@ -163,6 +198,7 @@ class CapacitySearch:
                 verdict=verdict,
                 why=why or stopped,
                 stopped=True,
+                stage=stage,
             )
             self.probes.append(record)
             self.stop(f"the probe at {level:g}x was cut short, not a break: {stopped}")
@@ -187,6 +223,7 @@ class CapacitySearch:
             figure=mine.observed if mine is not None else None,
             verdict=verdict,
             why=why,
+            stage=stage,
         )
         self.probes.append(record)
         return record
@@ -196,8 +233,13 @@ class CapacitySearch:
         if self.anchor is None and self.not_run is None:
             self.not_run = why
         elif self.end is None and self.not_run is None:
-            held = max([p.level for p in self.probes if p.outcome == "held"] + [self.anchor or 0])
-            self.end = SearchEnd("aborted", held or None, None, why)
+            held = [p.level for p in self.probes if p.outcome == "held"] + [self.anchor or 0]
+            last = self.probes[-1] if self.probes else None
+            if last is not None and last.outcome == "aborted" and not last.stopped:
+                # An abort rule tripped there: that level did not hold, even where it held
+                # before (a confirmation's level), so the capacity lies below it.
+                held = [level for level in held if level < last.level]
+            self.end = SearchEnd("aborted", max(held, default=0) or None, None, why)
 
     # ------------------------------------------------------------ gate.json
     def document(self) -> dict[str, Any]:
@@ -223,6 +265,10 @@ class CapacitySearch:
             "held_level": max(held_levels) if held_levels else None,
             "anchor_level": self.anchor,
             "reason": self.not_run or "the search did not end",
+            "confirmed": None,
+            "confirmation": self._confirmation(),
+            "bound_by": None,
+            "bound_kind": None,
             "probes": [p.to_dict() for p in self.probes],
         }
         end = self.end
@@ -233,17 +279,88 @@ class CapacitySearch:
         if end.status == "aborted" and last and last.outcome == "aborted" and not last.stopped:
             tripped = last.level  # an abort rule tripped there: the level did not hold
             broke_at = tripped if broke_at is None else min(broke_at, tripped)
+        kind, bound_by = self._bound(end, broke_at)
         doc.update(
             status=end.status,
             broke_at_level=broke_at,
             broke_at_rate=dim.load(broke_at) if broke_at is not None else None,
+            confirmed=end.confirmed,
+            bound_by=bound_by,
+            bound_kind=kind,
         )
         held = end.capacity
         if end.status in ("found", "aborted") and held is not None:
-            doc.update(level=held, rate=dim.load(held), reason=self._found(end, held, broke_at))
+            reason = self._found(end, held, broke_at, bound_by)
+            doc.update(level=held, rate=dim.load(held), reason=reason)
         else:
             doc["reason"] = self._unknown(end)
         return self._with_density(doc)
+
+    def _confirmation(self) -> dict[str, Any] | None:
+        """`confirmation`: the found level held once more, and the step down when it broke
+        (`already_held`: the step landed on a level the search had held, not held again)."""
+        confirm = next((p for p in self.probes if p.stage == "confirm"), None)
+        if confirm is None:
+            return None
+        doc = self._probe_summary(confirm)
+        step = next((p for p in self.probes if p.stage == "step-down"), None)
+        end = self.end
+        if step is not None:
+            doc["step_down"] = {**self._probe_summary(step), "already_held": False}
+        elif end is not None and end.confirmed is False and end.capacity is not None:
+            level = end.capacity
+            held = [p for p in self.probes if p.outcome == "held" and p.level == level]
+            doc["step_down"] = {
+                "level": level,
+                "rate": self.dimension.load(level),
+                "index": held[-1].verdict.index if held else None,  # None: the anchor's hold
+                "outcome": "held",
+                "why": "held already: a level is not held a second time",
+                "already_held": True,
+            }
+        else:
+            doc["step_down"] = None
+        return doc
+
+    @staticmethod
+    def _probe_summary(probe: ProbeRecord) -> dict[str, Any]:
+        return {
+            "level": probe.level,
+            "rate": probe.rate,
+            "index": probe.verdict.index,
+            "outcome": probe.outcome,
+            "why": probe.why,
+        }
+
+    def _bound(self, end: SearchEnd, broke_at: float | None) -> tuple[BoundKind | None, str | None]:
+        """What bound the capacity: the rule the lowest broken probe missed (the SLO first),
+        the abort rule that tripped, the generator's saturation, the window's sample floor,
+        max_level, or the run's stop."""
+        last = self.probes[-1] if self.probes else None
+        if end.status == "above":
+            return "max_level", f"max_level {self.params.search.max_level:g}x"
+        if end.status == "void" and last is not None:
+            if last.verdict.void_reason is None:  # judged too thin, not saturated
+                return "samples", f"the SLO's min {self.slo.min_samples} samples"
+            return "generator", "the load generator's saturation"
+        if end.status == "aborted":
+            if last is None or last.stopped or last.outcome != "aborted":
+                return "stopped", end.why  # an outage, a signal: not the substrate's capacity
+            reason = last.verdict.abort_reason or ""  # an abort rule tripped at the last probe
+            tripped = next(
+                (r.text for r in self.params.abort_rules if repr(r.text) in reason), None
+            )
+            return "abort", tripped or reason or None
+        broken = [p for p in self.probes if p.outcome == "broke" and p.level == broke_at]
+        if not broken:
+            return None, None
+        missed = [r.threshold for r in broken[-1].verdict.broken]
+        if self.slo.text in missed or not missed:  # missed, or not judged (no answer)
+            return "slo", self.slo.text
+        rules = {t.text: t for t in self.params.thresholds}
+        first = rules.get(missed[0])
+        failures = first is not None and first.stat in _FAILURE_STATS
+        return ("failures" if failures else "threshold"), missed[0]
 
     def _with_density(self, doc: dict[str, Any]) -> dict[str, Any]:
         """`density`: the worker listing at the frontier — the capacity, or the highest
@@ -262,11 +379,19 @@ class CapacitySearch:
         )
         return doc
 
-    def _found(self, end: SearchEnd, held: float, broke_at: float | None) -> str:
+    def _found(
+        self, end: SearchEnd, held: float, broke_at: float | None, bound_by: str | None
+    ) -> str:
         dim = self.dimension
         line = f"capacity {dim.load(held):g} {dim.unit} ({held:g}x)"
+        if end.status == "found" and end.confirmed:
+            line += ", confirmed: held again"
+        elif end.status == "found":
+            line += f", not confirmed: {end.why}"
         if broke_at is not None:
             line += f"; broke at {dim.load(broke_at):g} {dim.unit} ({broke_at:g}x)"
+            if bound_by is not None and end.status == "found":
+                line += f", bound by {bound_by}"
         if end.status == "aborted":
             line += f"; the search ended early, the capacity is the last level held: {end.why}"
         return line

@@ -53,6 +53,13 @@ Verdict = Literal["pass", "fail", "void"]
 Outcome = Literal["pass", "break", "void", "aborted"]
 ComparisonStatus = Literal["regressed", "improved", "unchanged", "inconclusive"]
 ProbeOutcome = Literal["held", "broke", "void", "aborted"]
+ProbeStage = Literal["search", "confirm", "step-down"]
+# What bound a capacity (campaign/capacity.py `_bound`): the SLO; another judged threshold;
+# a failure rule (failure_ratio, failures); an abort rule; the load generator's saturation;
+# a window too thin for the SLO's min; the search's own max_level; the run's stop.
+BoundKind = Literal[
+    "slo", "threshold", "failures", "abort", "generator", "samples", "max_level", "stopped"
+]
 CapacityStatus = Literal["found", "above", "below", "void", "aborted", "not run"]
 VERDICTS: tuple[str, ...] = get_args(Verdict)
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
@@ -243,6 +250,39 @@ class Probe(Section):
     end_unix: float | None = None
     missed: list[str] | None = None
     why: str | None = None
+    stage: ProbeStage | None = Field(
+        None,
+        description="search (growth, bisection), confirm (the found level held once more) or "
+        "step-down (below a confirmation that broke); absent before confirmations: search",
+    )
+
+
+class StepDown(Section):
+    """`confirmation.step_down`: where the search went when its confirmation broke."""
+
+    level: float
+    rate: float | None = None
+    index: int | None = Field(
+        None,
+        description="the probe's window index (already held: the one that held it; null: "
+        "the anchor's hold)",
+    )
+    outcome: ProbeOutcome | None = None
+    why: str | None = None
+    already_held: bool | None = Field(
+        None, description="the step landed on a level the search held before: not held again"
+    )
+
+
+class Confirmation(Section):
+    """`capacity.confirmation`: the found level held once more (one search window)."""
+
+    level: float
+    rate: float | None = None
+    index: int | None = Field(None, description="the confirmation probe's window index")
+    outcome: ProbeOutcome | None = None
+    why: str | None = None
+    step_down: StepDown | None = None
 
 
 class NodeResources(Section):
@@ -343,6 +383,18 @@ class Capacity(Section):
     held_level: float | None = None
     anchor_level: float | None = None
     reason: str | None = None
+    confirmed: bool | None = Field(
+        None,
+        description="found: true, held again; false, the confirmation broke and the search "
+        "stepped down; null, not confirmed (void or cut short, or no search found)",
+    )
+    confirmation: Confirmation | None = None
+    bound_by: str | None = Field(
+        None,
+        description="what bound the capacity: the missed rule's text (the SLO first), the "
+        "abort rule, the generator's saturation, max_level, or the run's stop",
+    )
+    bound_kind: BoundKind | None = None
     probes: list[Probe] = []
     density: Density | None = None
 
@@ -454,7 +506,9 @@ __all__ = [
     "OUTCOMES",
     "VERDICTS",
     "Baseline",
+    "BoundKind",
     "Capacity",
+    "Confirmation",
     "Density",
     "DensitySample",
     "Figure",
@@ -470,6 +524,7 @@ __all__ = [
     "Probe",
     "Ramp",
     "RunInfo",
+    "StepDown",
     "Window",
     "gate_json_schema",
 ]

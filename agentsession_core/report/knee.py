@@ -1,8 +1,9 @@
 """The capacity section of report.html: the knee curve of a capacity search (gate.json's
 `capacity`, docs/SPEC.md §6.7) — the SLO's figure at each probe's level, each probe marked
 held or broke, the SLO as a rule, the capacity and the level that broke it as marks — and
-the probes as a table, then the density frontier (report/density.py). Nothing when the
-campaign ran no search."""
+the probes as a table, then the density frontier (report/density.py). The found level's
+confirmation and its step down are drawn apart, as dots of their own off the curve (the
+curve is the search's). Nothing when the campaign ran no search."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ OUTCOME_COLOURS = {
     "aborted": "#ef6c00",
 }
 CURVE_COLOUR = "#546e7a"
+CONFIRM_COLOUR = "#6a1b9a"
+STAGE_NAMES = {"confirm": "confirmation", "step-down": "step down"}
 CAPACITY_COLOUR = "#1565c0"
 
 
@@ -55,8 +58,14 @@ def _points(probes: list[Probe], outcome: str | None = None) -> list[tuple[float
     return sorted(out)
 
 
+def _after_search(probe: Probe) -> bool:
+    """The confirmation or its step down (older documents have no stage: the search's)."""
+    return probe.stage in STAGE_NAMES
+
+
 def knee_chart(capacity: Capacity) -> str:
-    probes = capacity.probes
+    probes = [p for p in capacity.probes if not _after_search(p)]
+    after = [p for p in capacity.probes if _after_search(p)]
     levels = [p.level for p in probes]
     top = nice_ticks(max([*levels, capacity.anchor_level or 0.0, 1.0]) * 1.05)[0]
     unit = capacity.figure_unit or ""
@@ -75,6 +84,11 @@ def knee_chart(capacity: Capacity) -> str:
         points = _points(probes, outcome)
         if points:
             chart.lines.append(Line(outcome, points, colour, dots=True))
+    for p in after:
+        points = _points([p])
+        if points:
+            label = f"{STAGE_NAMES[str(p.stage)]}: {p.outcome}"
+            chart.lines.append(Line(label, points, CONFIRM_COLOUR, dots=True))
     slo = capacity.slo_value
     if slo is not None:
         chart.rules.append(Rule(slo, "SLO", value=f"SLO {slo:g}{unit}"))
@@ -96,8 +110,10 @@ def _probe_rows(capacity: Capacity) -> list[str]:
         outcome = str(p.outcome)
         colour = OUTCOME_COLOURS.get(outcome, "#9e9e9e")
         missed = "; ".join(p.missed or []) or p.why or ""
+        stage = STAGE_NAMES.get(str(p.stage))
+        name = f"{i} ({stage})" if stage else str(i)
         rows.append(
-            f"<tr><td>{i}</td><td>{_num(p.level)}x</td>"
+            f"<tr><td>{esc(name)}</td><td>{_num(p.level)}x</td>"
             f"<td>{_num(p.rate)}</td>"
             f'<td class="oc" style="color:{colour}">{esc(outcome)}</td>'
             f'<td>{_num(p.figure)}</td><td class="why">{esc(missed)}</td></tr>'
@@ -111,8 +127,10 @@ def capacity_section(data: RunData) -> str:
         return ""
     unit = esc(capacity.unit or "")
     figure_unit = esc(capacity.figure_unit or "")
+    bound = f"<p>bound by: {esc(capacity.bound_by)}</p>" if capacity.bound_by else ""
     body = (
         f"<p><b>{esc(capacity_line(capacity))}</b> — {esc(capacity.reason or '')}</p>"
+        + bound
         + knee_chart(capacity)
         + table(
             ["probe", "level", f"rate ({unit})", "outcome", f"figure ({figure_unit})", "missed"],

@@ -165,9 +165,11 @@ def assert_found_within_resolution(gate: dict[str, Any], truth: float) -> None:
     assert capacity["unit"] == "swaps/s"
     assert abs(capacity["rate"] - truth) <= capacity["resolution"] * truth, capacity
     assert capacity["broke_at_rate"] > truth >= capacity["rate"]
-    # 3x (0.9/s) held; 6x (1.8/s) broke, and so did the bisection above 1/s: 4.5x, 3.75x.
+    # 3x (0.9/s) held; 6x (1.8/s) broke, and so did the bisection above 1/s: 4.5x, 3.75x;
+    # then 3x held again, its confirmation (test_capacity_confirmation.py).
     outcomes = [(p["level"], p["outcome"]) for p in capacity["probes"]]
-    assert outcomes == [(3, "held"), (6, "broke"), (4.5, "broke"), (3.75, "broke")]
+    assert outcomes == [(3, "held"), (6, "broke"), (4.5, "broke"), (3.75, "broke"), (3, "held")]
+    assert capacity["confirmed"] is True
     # The campaign's verdict is the hold's.
     assert gate["verdict"] == "pass", gate["reason"]
 

@@ -9,7 +9,14 @@ from collections.abc import Callable
 import pytest
 
 from agentsession_core.campaign.params import CampaignParams
-from agentsession_core.campaign.search import Probe, SearchEnd, SearchPlan, decide, most_probes
+from agentsession_core.campaign.search import (
+    NextProbe,
+    Probe,
+    SearchEnd,
+    SearchPlan,
+    decide,
+    most_probes,
+)
 from agentsession_core.engine.params import parse
 from agentsession_core.errors import UsageError
 from agentsession_core.judge.compare import compare_capacity
@@ -21,15 +28,21 @@ PLAN = SearchPlan(start=2.0, factor=2.0, resolution=0.1, max_level=16.0)
 
 
 def search_against(
-    knee: float, plan: SearchPlan = PLAN, anchor: float = 1.0
+    knee: float,
+    plan: SearchPlan = PLAN,
+    anchor: float = 1.0,
+    confirm_knee: float | None = None,
 ) -> tuple[SearchEnd, list[Probe]]:
-    """Run the decisions against a substrate that holds every level below `knee`."""
+    """Run the decisions against a substrate that holds every level below `knee`; after
+    the search converged (its confirmation and step down), every level below
+    `confirm_knee` (default: `knee`): a substrate that got worse while it was searched."""
     probes: list[Probe] = []
     for _ in range(100):
         step = decide(plan, anchor, probes)
         if isinstance(step, SearchEnd):
             return step, probes
-        probes.append(Probe(step, "held" if step < knee else "broke"))
+        limit = knee if step.stage == "search" or confirm_knee is None else confirm_knee
+        probes.append(Probe(step.level, "held" if step.level < limit else "broke", step.stage))
     raise AssertionError("the search did not end")
 
 
@@ -37,7 +50,7 @@ def test_the_search_grows_by_its_factor_then_bisects() -> None:
     end, probes = search_against(5.0)
     assert [p.level for p in probes[:3]] == [2.0, 4.0, 8.0]
     assert [p.level for p in probes[3:5]] == [6.0, 5.0]  # between 4 (held) and 8 (broke)
-    assert end.status == "found"
+    assert end.status == "found" and end.confirmed is True
     assert end.capacity is not None and end.broke_at is not None
     assert end.broke_at - end.capacity <= PLAN.resolution * end.capacity + 1e-9
     assert end.capacity < 5.0 <= end.broke_at
@@ -56,6 +69,7 @@ def test_a_search_that_never_breaks_stops_at_max_level() -> None:
     end, probes = search_against(math.inf, SearchPlan(2.0, 3.0, 0.1, 10.0))
     assert [p.level for p in probes] == [2.0, 6.0, 10.0]  # never past max_level
     assert end.status == "above" and end.broke_at is None
+    assert end.confirmed is None  # nothing converged: nothing to confirm
 
 
 def test_a_first_probe_that_breaks_bisects_down_to_the_held_first_level() -> None:
@@ -85,10 +99,104 @@ def test_whole_loads_end_the_bisection_when_no_count_lies_between() -> None:
     plan = SearchPlan(start=2.0, factor=2.0, resolution=0.01, max_level=3.0, load_of=load)
     probes: list[Probe] = []
     while not isinstance(step := decide(plan, 1.0, probes), SearchEnd):
-        probes.append(Probe(step, "held" if load(step) <= 4 else "broke"))
-    assert step.status == "found" and step.capacity is not None
+        probes.append(Probe(step.level, "held" if load(step.level) <= 4 else "broke", step.stage))
+    assert step.status == "found" and step.capacity is not None and step.confirmed is True
     assert load(step.capacity) == 4 and step.broke_at is not None and load(step.broke_at) == 5
-    assert len(probes) <= 4
+    assert len(probes) <= 5  # the last one the confirmation
+    assert probes[-1].stage == "confirm" and load(probes[-1].level) == 4
+
+
+# --------------------------------------------------------------------------- confirmation
+def test_a_converged_search_holds_the_found_level_again_before_it_ends() -> None:
+    end, probes = search_against(5.0)
+    searched = [p for p in probes if p.stage == "search"]
+    assert probes[-1] == Probe(end.capacity or 0.0, "held", "confirm")
+    assert probes[:-1] == searched  # one confirmation, last, and no step down
+    assert end.capacity == max(p.level for p in searched if p.outcome == "held")
+    assert "confirmed" in end.why
+
+
+def test_a_broken_confirmation_steps_down_once_by_the_resolution() -> None:
+    # Holds below 4.1 while searched (found 4x, the growth's: 4.25 broke), then only below
+    # 3.9: the confirmation at 4 breaks and the step down probes 4 × 0.9 = 3.6, which holds.
+    end, probes = search_against(4.1, confirm_knee=3.9)
+    confirm, step = probes[-2:]
+    assert confirm == Probe(4.0, "broke", "confirm")
+    assert step.stage == "step-down" and step.outcome == "held"
+    assert step.level == pytest.approx(4.0 * (1 - PLAN.resolution))
+    assert end.status == "found" and end.confirmed is False
+    assert end.capacity == step.level and end.broke_at == 4.0
+    assert "the confirmation at 4x broke" in end.why and "stepped down once to 3.6x" in end.why
+
+
+def test_a_broken_confirmation_steps_down_onto_a_level_the_bisection_held() -> None:
+    # Found 4.75 (4.5 held below it): its confirmation breaks, and 4.5 lies within one
+    # resolution below: the capacity, with no further probe.
+    end, probes = search_against(5.0, confirm_knee=4.6)
+    assert probes[-1] == Probe(4.75, "broke", "confirm")
+    assert end.status == "found" and end.confirmed is False
+    assert end.capacity == 4.5 and end.broke_at == 4.75
+    assert "held already: not held a second time" in end.why
+
+
+def test_a_step_down_onto_a_level_already_held_is_not_held_again() -> None:
+    # Resolution 0.5: 4 held, 8 and 6 broke, found 4 (6 − 4 within 0.5 × 4). Its
+    # confirmation breaks; the step down, 4 × 0.5 = 2, is a level the search held: no probe.
+    plan = SearchPlan(start=2.0, factor=2.0, resolution=0.5, max_level=16.0)
+    probes = [Probe(2.0, "held"), Probe(4.0, "held"), Probe(8.0, "broke"), Probe(6.0, "broke")]
+    step = decide(plan, 1.0, probes)
+    assert step == NextProbe(4.0, "confirm")
+    end = decide(plan, 1.0, [*probes, Probe(4.0, "broke", "confirm")])
+    assert isinstance(end, SearchEnd) and end.status == "found" and end.confirmed is False
+    assert end.capacity == 2.0 and end.broke_at == 4.0  # the held 2 ≥ the step's 2
+    assert "stepped down once to 2x, held already: not held a second time" in end.why
+
+
+def test_a_step_down_with_no_lower_count_lands_on_the_last_level_held() -> None:
+    # awake 2: 3 residents (1.5x) is found and its confirmation breaks; 1.5 × 0.9 makes 3
+    # residents again, so the step down is the last level held below: 2 residents, 1x.
+    load: Callable[[float], float] = lambda level: float(round(2 * level))  # noqa: E731
+    plan = SearchPlan(start=2.0, factor=2.0, resolution=0.1, max_level=3.0, load_of=load)
+    probes = [Probe(2.0, "broke"), Probe(1.5, "held"), Probe(1.5, "broke", "confirm")]
+    end = decide(plan, 1.0, probes)
+    assert isinstance(end, SearchEnd) and end.status == "found" and end.confirmed is False
+    assert end.capacity == 1.0 and end.broke_at == 1.5
+
+
+def test_a_step_down_that_breaks_too_ends_at_the_last_level_held_below_it() -> None:
+    end, probes = search_against(4.1, confirm_knee=3.5)
+    assert [p.stage for p in probes[-2:]] == ["confirm", "step-down"]
+    assert [p.outcome for p in probes[-2:]] == ["broke", "broke"]
+    assert end.status == "found" and end.confirmed is False
+    assert end.capacity == 2.0  # the search's held 2x: below the step down's 3.6x
+    assert end.broke_at == probes[-1].level
+    assert "broke too" in end.why
+    assert sum(p.stage == "step-down" for p in probes) == 1  # once, never a second step
+
+
+def test_a_void_confirmation_is_no_break_and_leaves_the_capacity_unconfirmed() -> None:
+    probes = [Probe(2.0, "held"), Probe(4.0, "broke"), Probe(3.0, "held"), Probe(3.5, "held")]
+    probes += [Probe(3.75, "broke")]
+    step = decide(PLAN, 1.0, probes)
+    assert step == NextProbe(3.5, "confirm")
+    end = decide(PLAN, 1.0, [*probes, Probe(3.5, "void", "confirm")])
+    assert isinstance(end, SearchEnd) and end.status == "found"
+    assert end.capacity == 3.5 and end.broke_at == 3.75 and end.confirmed is None
+    assert "void, not a break" in end.why
+
+
+def test_a_confirmation_that_breaks_at_the_anchor_with_nothing_below_is_below() -> None:
+    # The first probe broke and the bisection came back to the anchor: its confirmation
+    # breaks and so does the step down below it.
+    plan = SearchPlan(start=1.05, factor=2.0, resolution=0.1, max_level=4.0)
+    probes = [Probe(1.05, "broke")]
+    assert decide(plan, 1.0, probes) == NextProbe(1.0, "confirm")
+    probes.append(Probe(1.0, "broke", "confirm"))
+    step = decide(plan, 1.0, probes)
+    assert step == NextProbe(pytest.approx(0.9), "step-down")  # type: ignore[arg-type]
+    assert isinstance(step, NextProbe)
+    end = decide(plan, 1.0, [*probes, Probe(step.level, "broke", "step-down")])
+    assert isinstance(end, SearchEnd) and end.status == "below" and end.capacity is None
 
 
 # --------------------------------------------------------------------------- parameters
@@ -120,7 +228,7 @@ def test_bad_search_settings_are_refused_in_one_line_naming_the_field(
         {"factor": 1.0001},
         {"resolution": 1e-300},
         {"factor": 1 + 1e-15, "resolution": 1e-300},
-        {"window_seconds": 86_400, "settle_seconds": 3600},  # 8 probes of 25 h
+        {"window_seconds": 86_400, "settle_seconds": 3600},  # 10 probes of 25 h
     ],
     ids=["hostile", "tiny factor", "tiny resolution", "both at the edge", "long probes"],
 )
@@ -144,16 +252,16 @@ def test_the_search_bound_is_the_probe_formula_times_each_probes_time() -> None:
     # The defaults and the shipped presets' settings fit with room to spare.
     params = parse(CampaignParams, {"search": {"threshold": "TimeToWake: p99 < 2s"}})
     plan = SearchPlan(params.search_start, 2.0, 0.1, 16.0)
-    assert most_probes(plan, 1.0) == 8
-    assert params.search_seconds_at_most() == 8 * (30 + 600)
+    assert most_probes(plan, 1.0) == 10  # 8 to converge, the confirmation, one step down
+    assert params.search_seconds_at_most() == 10 * (30 + 600)
     # Just inside the bound is taken, just past it refused.
     per_probe = 30 + 600
     fits = MAX_SEARCH_SECONDS // per_probe
     assert fits < MAX_PROBES
     ok = {"threshold": "TimeToWake: p99 < 2s", "factor": 2, "max_level": 16}
-    parse(CampaignParams, {"search": {**ok, "resolution": 0.1 / 2 ** (fits - 8 - 1)}})
+    parse(CampaignParams, {"search": {**ok, "resolution": 0.1 / 2 ** (fits - 10 - 1)}})
     with pytest.raises(UsageError, match="make up to"):
-        parse(CampaignParams, {"search": {**ok, "resolution": 0.1 / 2 ** (fits - 8 + 1)}})
+        parse(CampaignParams, {"search": {**ok, "resolution": 0.1 / 2 ** (fits - 10 + 1)}})
 
 
 def test_a_density_search_needs_a_turnover_and_parked_sessions() -> None:
@@ -415,11 +523,151 @@ def test_the_document_gives_capacity_in_the_populations_unit() -> None:
         (3.0, "pass", None),
         (3.5, "pass", None),
         (3.75, "pass", None),
+        (3.75, "pass", None),  # the confirmation
     )
     assert doc["status"] == "found" and doc["unit"] == "swaps/s"
     assert doc["level"] == 3.75 and doc["rate"] == 18.75  # 5 swaps/s at 1x
     assert doc["broke_at_level"] == 4.0 and doc["broke_at_rate"] == 20.0
     assert doc["threshold"] == "TimeToWake: p99 < 2s" and doc["resolution"] == 0.1
+    assert doc["confirmed"] is True
+    assert doc["confirmation"] == {
+        "level": 3.75,
+        "rate": 18.75,
+        "index": 6,
+        "outcome": "held",
+        "why": None,
+        "step_down": None,
+    }
+    assert [p["stage"] for p in doc["probes"]] == ["search"] * 5 + ["confirm"]
+    assert doc["bound_kind"] == "slo" and doc["bound_by"] == "TimeToWake: p99 < 2s"
+    assert "confirmed: held again" in doc["reason"]
+    assert "bound by TimeToWake: p99 < 2s" in doc["reason"]
+    read = GateDocument.read(gate(doc), "here").capacity
+    assert read is not None and read.confirmation is not None and read.bound_kind == "slo"
+
+
+def test_a_broken_confirmation_is_said_with_its_step_down() -> None:
+    doc = recorded_search(
+        (2.0, "pass", None),
+        (4.0, "pass", None),
+        (8.0, "break", None),
+        (6.0, "break", None),
+        (5.0, "break", None),
+        (4.5, "break", None),
+        (4.25, "break", None),
+        (4.0, "break", None),  # the confirmation breaks
+        (3.6, "pass", None),  # 4 × 0.9: nothing held at or above it below 4
+    )
+    assert doc["status"] == "found" and doc["confirmed"] is False
+    assert doc["level"] == 3.6 and doc["broke_at_level"] == 4.0
+    confirmation = doc["confirmation"]
+    assert confirmation["outcome"] == "broke" and confirmation["index"] == 8
+    assert confirmation["step_down"] == {
+        "level": 3.6,
+        "rate": 18.0,
+        "index": 9,
+        "outcome": "held",
+        "why": None,
+        "already_held": False,
+    }
+    assert [p["stage"] for p in doc["probes"]][-2:] == ["confirm", "step-down"]
+    assert "not confirmed: the confirmation at 4x broke" in doc["reason"]
+    assert doc["bound_by"] == "TimeToWake: p99 < 2s"  # what the confirmation missed
+
+
+def test_a_step_down_already_held_names_the_window_that_held_it() -> None:
+    doc = recorded_search(
+        (2.0, "pass", None),
+        (4.0, "break", None),
+        (3.0, "break", None),
+        (2.5, "pass", None),  # window 4
+        (2.75, "pass", None),  # 3 − 2.75 within 0.1 × 2.75: converged
+        (2.75, "break", None),  # the confirmation; its step down (2.475x) is below 2.5x
+    )
+    assert doc["status"] == "found" and doc["confirmed"] is False
+    assert doc["level"] == 2.5 and doc["rate"] == 12.5 and doc["broke_at_level"] == 2.75
+    step = doc["confirmation"]["step_down"]
+    assert step["already_held"] is True and step["level"] == 2.5 and step["index"] == 4
+    assert "stepped down once to 2.5x, held already: not held a second time" in doc["reason"]
+    assert [p["stage"] for p in doc["probes"]][-1] == "confirm"  # no sixth probe
+
+
+def test_what_bound_a_capacity_that_failures_broke_is_the_failure_rule() -> None:
+    from agentsession_core.campaign.capacity import CapacitySearch
+    from agentsession_core.judge.thresholds import parse_threshold
+    from agentsession_core.judge.verdict import ThresholdResult, WindowVerdict
+
+    rule = "TimeToWake: failure_ratio < 0.02"
+    params = parse(
+        CampaignParams,
+        {"thresholds": [rule], "search": {"threshold": "TimeToWake: p99 < 2s"}},
+    )
+    search = CapacitySearch.of(params, parse_threshold("TimeToWake: p99 < 2s"))
+    search.start(1.0, None)
+    levels = [(2.0, True), (4.0, False), (3.0, True), (3.5, True), (3.75, True), (3.75, True)]
+    for index, (level, ok) in enumerate(levels, 1):
+        assert search.next_level() == level
+        slo = ThresholdResult("TimeToWake: p99 < 2s", 900.0, 40, True, "")
+        failures = ThresholdResult(rule, 0.0 if ok else 0.3, 40, ok, "")
+        outcome = "pass" if ok else "break"
+        search.record(level, WindowVerdict(index, level, 0.0, 1.0, outcome, [slo, failures]))
+    assert search.next_level() is None
+    doc = search.document()
+    assert doc["status"] == "found" and doc["confirmed"] is True and doc["level"] == 3.75
+    assert doc["bound_kind"] == "failures" and doc["bound_by"] == rule
+
+
+def test_what_bound_a_search_that_found_nothing_is_said_too() -> None:
+    above = recorded_search(*[(level, "pass", None) for level in (2.0, 4.0, 8.0, 16.0)])
+    assert above["status"] == "above" and above["confirmed"] is None
+    assert above["bound_kind"] == "max_level" and above["bound_by"] == "max_level 16x"
+    assert above["confirmation"] is None
+    saturated = "the load generator was saturated in 5 of 10 s"
+    void = recorded_search((2.0, "pass", None), (4.0, "void", saturated))
+    assert void["bound_kind"] == "generator"
+    assert void["bound_by"] == "the load generator's saturation"
+
+
+def test_a_search_that_never_ran_names_no_bound() -> None:
+    from agentsession_core.campaign.capacity import CapacitySearch
+    from agentsession_core.judge.thresholds import parse_threshold
+
+    params = parse(CampaignParams, {"search": {"threshold": "TimeToWake: p99 < 2s"}})
+    search = CapacitySearch.of(params, parse_threshold("TimeToWake: p99 < 2s"))
+    search.start(None, "the first level (1x) did not hold (break): no search")
+    doc = search.document()
+    assert doc["status"] == "not run" and doc["bound_by"] is None and doc["bound_kind"] is None
+    assert doc["confirmed"] is None and doc["confirmation"] is None
+
+
+def test_a_confirmation_an_abort_rule_ended_puts_the_capacity_below_it() -> None:
+    from agentsession_core.campaign.capacity import CapacitySearch
+    from agentsession_core.judge.thresholds import parse_threshold
+
+    params = parse(
+        CampaignParams,
+        {
+            "abort": {"rules": ["TimeToWake: failure_ratio < 0.5"]},
+            "search": {"threshold": "TimeToWake: p99 < 2s"},
+        },
+    )
+    search = CapacitySearch.of(params, parse_threshold("TimeToWake: p99 < 2s"))
+    search.start(1.0, None)
+    for i, (level, outcome) in enumerate([(2.0, "pass"), (4.0, "break"), (3.0, "pass")], 1):
+        assert search.next_level() == level
+        search.record(level, verdict(i, level, outcome))
+    for i, level in enumerate([3.5, 3.75], 4):
+        assert search.next_level() == level
+        search.record(level, verdict(i, level, "pass"))
+    assert search.next_level() == 3.75 and search.next_stage == "confirm"
+    cut = verdict(6, 3.75, "aborted")
+    cut.abort_reason = "abort rule 'TimeToWake: failure_ratio < 0.5' tripped over the last 3s: x"
+    search.record(3.75, cut)
+    search.stop(f"an abort rule tripped at 3.75x: {cut.abort_reason}")
+    doc = search.document()
+    assert doc["status"] == "aborted" and doc["level"] == 3.5 and doc["broke_at_level"] == 3.75
+    assert doc["bound_kind"] == "abort" and doc["bound_by"] == "TimeToWake: failure_ratio < 0.5"
+    assert doc["confirmation"]["outcome"] == "aborted" and doc["confirmed"] is None
 
 
 def searched_until(stopped: str | None, outcome: str = "aborted") -> dict:

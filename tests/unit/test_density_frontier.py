@@ -297,7 +297,8 @@ def probe_verdict(index: int, level: float, outcome: str) -> WindowVerdict:
 
 async def density_gate(fake: FakeSubstrate) -> dict[str, Any]:
     """A density search (awake 2, 1x held) whose probes sample `fake`: 2x (4 residents)
-    holds, 4x (8) breaks, 3x (6) holds, 3.5x (7) breaks; gate.json as the campaign writes it."""
+    holds, 4x (8) breaks, 3x (6) holds, 3.5x (7) breaks, 3x holds again (the confirmation);
+    gate.json as the campaign writes it."""
     params = parse(
         CampaignParams,
         {
@@ -320,8 +321,8 @@ async def density_gate(fake: FakeSubstrate) -> dict[str, Any]:
     await woken(fake, 2)
     await search.density.sample(fake, level=1.0, probe=None, template_bytes=64 * MI)
     for i, (level, outcome) in enumerate(
-        [(2.0, "pass"), (4.0, "break"), (3.0, "pass"), (3.5, "break")]
-    ):
+        [(2.0, "pass"), (4.0, "break"), (3.0, "pass"), (3.5, "break"), (3.0, "pass")]
+    ):  # the last: the confirmation of 3x
         assert search.next_level() == level
         wanted = int(2 * level)
         held = sum(w.allocated for w in await fake.list_workers())
