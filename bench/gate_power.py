@@ -40,6 +40,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 DEFAULT_DIR = Path("/tmp/gate-power")
 SHARES = (0.2, 0.5, 1.0)
+VOIDS = True  # generator.void_when_saturated of the collected runs (collect --no-void: False)
 WORKERS = 6
 
 
@@ -76,6 +77,8 @@ def campaign_values(
             "registration_quiet_seconds": 2,
         },
         "target": {"protocol": "ate"},
+        # --no-void: judged though the generator saturated (a busy box's runs are the point)
+        "generator": {"void_when_saturated": VOIDS},
     }
 
 
@@ -105,6 +108,8 @@ def one_run(
 
 
 def collect(args: argparse.Namespace) -> int:
+    global VOIDS
+    VOIDS = not args.no_void
     args.dir.mkdir(parents=True, exist_ok=True)
     index_file = args.dir / "collected.json"
     done: list[dict[str, Any]] = json.loads(index_file.read_text()) if index_file.exists() else []
@@ -417,6 +422,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--b-runs", type=int, default=8, help="B runs per added latency")
     c.add_argument("--wake-p50-ms", type=float, default=None)
     c.add_argument("--max-minutes", type=float, default=100.0, help="stop starting runs after")
+    c.add_argument(
+        "--no-void",
+        action="store_true",
+        help="judge runs whose generator saturated (generator.void_when_saturated off): a "
+        "busy box's A/A pairs, as a pipeline beside other work would judge them",
+    )
     c.add_argument(
         "--shares",
         type=lambda text: tuple(float(x) for x in text.split(",")),

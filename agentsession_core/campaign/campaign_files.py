@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from agentsession_core.campaign.params import CampaignParams, WindowPlan
 from agentsession_core.judge.artifacts import windows_jsonl
+from agentsession_core.judge.baselines import AUTO, spread_history
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import gate_document, with_baseline, without_baseline
 from agentsession_core.judge.hold_seconds import (
@@ -106,6 +107,7 @@ def write_campaign_files(campaign: Judged) -> dict[str, Any]:
             night_spread=settings.night_spread,
             rule=settings.rule,
             false_discovery=settings.false_discovery,
+            spread_runs=_spread_runs(campaign),
         )
     elif campaign.baseline is not None:  # auto, and no earlier good run yet
         gate = without_baseline(gate, "no earlier comparable run of this campaign passed")
@@ -114,6 +116,19 @@ def write_campaign_files(campaign: Judged) -> dict[str, Any]:
     if density is not None:  # upstream's density row (docs/SPEC.md §6.7)
         run_dir.write_text(DENSITY_CSV, render_density_csv(density))
     return gate
+
+
+def _spread_runs(campaign: Judged) -> list[StoredRun]:
+    """A single baseline run's history (its campaign's good runs up to it): the run-to-run
+    spread it cannot see alone is measured over them (docs/SPEC.md §6.3)."""
+    params = campaign.params
+    if params.baseline == AUTO or not campaign.baseline or len(campaign.baseline) != 1:
+        return []
+    return spread_history(
+        campaign.baseline[0],
+        history=params.gate.history,
+        endpoint_url=params.upload.endpoint_url,
+    )
 
 
 def _saturated(run: Run, spans: list[tuple[int, int, int]]) -> dict[int, str]:

@@ -144,7 +144,8 @@ class GateParams(Section):
         DEFAULT_NIGHT_SPREAD,
         ge=0,
         le=5,
-        description="run-to-run spread (sd of log figure) assumed for a single-run baseline",
+        description="run-to-run spread (sd of log figure) assumed for a single-run baseline "
+        "with no history of at least 3 runs to measure it over",
     )
     rule: DecisionRule = Field(
         DEFAULT_RULE,

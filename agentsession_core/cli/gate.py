@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from agentsession_core.errors import AgentsessionError
-from agentsession_core.judge.baselines import AUTO, auto_baselines
+from agentsession_core.judge.baselines import AUTO, auto_baselines, spread_history
 from agentsession_core.judge.compare import DEFAULT_HISTORY, DEFAULT_NIGHT_SPREAD, MAX_HISTORY
 from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, RULES, Rule
 from agentsession_core.judge.false_discovery import DEFAULT_METHOD, METHODS, Method
@@ -128,7 +128,8 @@ def add_baseline_args(p: argparse.ArgumentParser, default: str) -> None:
         type=fraction,
         default=None,
         metavar="SD",
-        help="run-to-run spread assumed with a single-run baseline (sd of the log figure; "
+        help="run-to-run spread assumed with a single-run baseline that has no history of "
+        "at least 3 runs to measure it over (sd of the log figure; "
         f"default: the run's gate.night_spread, else {DEFAULT_NIGHT_SPREAD})",
     )
 
@@ -246,6 +247,8 @@ def judged(args: argparse.Namespace) -> dict:
             if args.baseline == AUTO
             else [load_run(args.baseline)]
         )
+        # One baseline run: its campaign's history, for the spread one run cannot see.
+        history = spread_history(found[0], history=args.history) if len(found) == 1 else []
         if found:
             doc = with_baseline(
                 doc,
@@ -255,6 +258,7 @@ def judged(args: argparse.Namespace) -> dict:
                 confidence=args.confidence,
                 rule=rule,
                 false_discovery=method,
+                spread_runs=history,
             )
         else:
             doc = without_baseline(doc, "no earlier comparable run of this campaign")

@@ -20,10 +20,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentsession_core.cli.gate import add_baseline_args, settings
+from agentsession_core.cli.gate import add_baseline_args, method_of, settings
 from agentsession_core.errors import AgentsessionError, UsageError
-from agentsession_core.judge.baselines import AUTO, auto_baselines
+from agentsession_core.judge.baselines import AUTO, auto_baselines, spread_history
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
+from agentsession_core.judge.false_discovery import DEFAULT_METHOD, Method
 from agentsession_core.judge.gate import baseline_refusal, gate_document, with_baseline
 from agentsession_core.judge.gate_document import Baseline, GateInputError
 from agentsession_core.judge.stored_run import StoredRun, load_run
@@ -77,6 +78,9 @@ def report(args: argparse.Namespace) -> int:
             night_spread=spread,
             confidence=args.confidence,
             rule=rule,
+            false_discovery=method_of(data.params, args),
+            history=args.history,
+            endpoint_url=args.endpoint_url,
         )
     out = output_path(source, args.output)
     page = render(data, rules=threshold_rules(data), comparison=comparison, out_dir=out.parent)
@@ -130,6 +134,7 @@ def auto_comparison(args: argparse.Namespace, data: RunData) -> Comparison:
         night_spread=spread,
         confidence=args.confidence,
         rule=rule,
+        false_discovery=method_of(run.params, args),
     )
     comparison.source = (
         f"baseline: auto, drawn beside {newest.location}; judged against {runs} of this "
@@ -201,11 +206,16 @@ def compare_runs(
     night_spread: float | None = None,
     confidence: float | None = None,
     rule: Rule = DEFAULT_RULE,
+    false_discovery: Method = DEFAULT_METHOD,
+    history: int | None = None,
+    endpoint_url: str | None = None,
 ) -> Comparison:
     """What the gate judges of `data` against `baseline`, as data for the report.
     `refused`: the line the gate refuses this baseline with (read_baseline); without it, the
     refusal a readable baseline's own verdict earns. `against`: the runs judged against
-    (oldest first; `--baseline auto`'s), when they are more than the one drawn."""
+    (oldest first; `--baseline auto`'s), when they are more than the one drawn. `history`:
+    one baseline run's history read (up to that many runs) for the spread it cannot see
+    alone, as the gate reads it."""
     if max_regression is None:
         max_regression = number(data.params.get("max_regression"))
         if max_regression is None:
@@ -221,7 +231,13 @@ def compare_runs(
     base = StoredRun.of(baseline.location, base_doc)
     if refused is None:
         refused = baseline_refusal(base)
-    options: dict[str, Any] = {"confidence": confidence, "rule": rule}
+    options: dict[str, Any] = {
+        "confidence": confidence,
+        "rule": rule,
+        "false_discovery": false_discovery,
+    }
+    if against is None and history:
+        options["spread_runs"] = spread_history(base, history=history, endpoint_url=endpoint_url)
     if night_spread is not None:
         options["night_spread"] = night_spread
     # A person may look at any two runs side by side; only the gate refuses a baseline, and

@@ -95,4 +95,28 @@ def auto_baselines(run: StoredRun, *, history: int) -> list[StoredRun]:
     )
 
 
-__all__ = ["AUTO", "auto_baselines", "last_good_runs"]
+def spread_history(
+    baseline: StoredRun, *, history: int, endpoint_url: str | None = None
+) -> list[StoredRun]:
+    """The good comparable runs of a single baseline's own campaign, up to it (itself
+    included), from which the run-to-run spread it cannot see alone is measured
+    (docs/SPEC.md §6.3). [] when the baseline is not in the campaign layout or its tree
+    cannot be listed: the comparison then assumes `gate.night_spread`, and says so."""
+    ref = parse_location(baseline.location)
+    if ref is None:
+        return []
+    try:
+        return last_good_runs(
+            ref.prefix,
+            ref.name,
+            conditions=baseline.conditions,
+            history=history,
+            before_ts=ref.run_ts + 1,
+            endpoint_url=endpoint_url,
+        )
+    except AgentsessionError as exc:
+        log.warning("the baseline's history could not be read (%s): the spread is assumed", exc)
+        return []
+
+
+__all__ = ["AUTO", "auto_baselines", "last_good_runs", "spread_history"]

@@ -64,6 +64,8 @@ class Reference:
     figures: dict[str, dict[str, Any]]
     spread: dict[str, float] = field(default_factory=dict)  # metric → sd of log figure
     spread_from: str = "assumed"
+    # Why no figure can be judged against it (one run and no run-to-run spread to add).
+    blind: str | None = None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -84,22 +86,52 @@ def figures_of(gate: GateDocument) -> dict[str, dict[str, Any]]:
     return {metric: f.to_dict() for metric, f in read_figures(gate).items()}
 
 
-def reference_of(gates: list[GateDocument], *, night_spread: float) -> Reference:
+def _spread(metric: str, nights: list[dict[str, Any]]) -> float:
+    """1.4826 × the median absolute deviation of the nights' log figures."""
+    logs = [_scale(metric, n) for n in nights]
+    middle = statistics.median(logs)
+    return MAD_TO_SD * statistics.median(abs(v - middle) for v in logs)
+
+
+def reference_of(
+    gates: list[GateDocument],
+    *,
+    night_spread: float,
+    history: list[GateDocument] | None = None,
+) -> Reference:
     """`gates`: the baseline runs' gate documents, as read back (oldest first; each with its
-    `location`). One run: its figures, the spread assumed; several: each figure's median
-    across them, with their measured spread once there are MIN_NIGHTS of them (fewer nights
-    say too little about it: the assumed spread then)."""
+    `location`). Several: each figure's median across them, with their measured spread once
+    there are MIN_NIGHTS of them (fewer nights say too little about it: the assumed spread
+    then). One run: its figures, and the spread it cannot see alone measured over
+    `history` (its campaign's good runs up to it) when that holds MIN_NIGHTS runs — times
+    √2, for it is one run against one, not against a median —, else assumed."""
     locations = [g.location or "?" for g in gates]
     per_run = [figures_of(g) for g in gates]
     if len(gates) == 1:
         only = per_run[0]
-        return Reference(locations, only, {m: night_spread for m in only}, "assumed")
+        past = [figures_of(g) for g in history or []]
+        if len(past) < MIN_NIGHTS:
+            # A single run's own interval cannot see how far two runs of one build differ:
+            # without a spread to add, no figure is judged on it alone (docs/SPEC.md §6.3).
+            blind = (
+                "one baseline run, no history to measure the run-to-run spread over and "
+                "gate.night_spread 0: its own interval alone cannot judge a change"
+                if night_spread <= 0
+                else None
+            )
+            assumed = {m: night_spread for m in only}
+            return Reference(locations, only, assumed, "assumed", blind)
+        between: dict[str, float] = {}
+        for metric in only:
+            theirs = [n[metric] for n in past if metric in n]
+            enough = len(theirs) >= MIN_NIGHTS
+            between[metric] = math.sqrt(2) * _spread(metric, theirs) if enough else night_spread
+        source = f"measured over {len(past)} runs of the baseline's history (x sqrt 2)"
+        return Reference(locations, only, between, source)
     figures: dict[str, dict[str, Any]] = {}
     spread: dict[str, float] = {}
     for metric in sorted({m for f in per_run for m in f}):
         nights = [f[metric] for f in per_run if metric in f]
-        logs = [_scale(metric, n) for n in nights]
-        middle = statistics.median(logs)
         ses = [n.get("se_log") for n in nights]
         known = [float(se) for se in ses if se is not None]
         figures[metric] = {
@@ -111,7 +143,7 @@ def reference_of(gates: list[GateDocument], *, night_spread: float) -> Reference
             "nights": len(nights),
         }
         if len(nights) >= MIN_NIGHTS:
-            spread[metric] = MAD_TO_SD * statistics.median(abs(v - middle) for v in logs)
+            spread[metric] = _spread(metric, nights)
         else:
             spread[metric] = night_spread
     measured = len(gates) >= MIN_NIGHTS
@@ -139,7 +171,10 @@ def compare_figure(
     max_regression: float,
     confidence: float,
     rule: Rule = DEFAULT_RULE,
+    blind: str | None = None,
 ) -> dict[str, Any]:
+    """One figure against the baseline's; `blind`: why the baseline cannot judge it (its
+    change is still recorded)."""
     sign = -1.0 if metric in HIGHER_IS_BETTER else 1.0
     d = sign * (_scale(metric, current) - _scale(metric, base))
     out: dict[str, Any] = {
@@ -152,6 +187,7 @@ def compare_figure(
         "log_change": d,
     }
     why = _why_not_estimable("current", current) or _why_not_estimable("baseline", base)
+    why = why or blind
     if why is not None:
         return {**out, **inconclusive(why)}
     se = math.sqrt(float(current["se_log"]) ** 2 + float(base["se_log"]) ** 2 + spread**2)
@@ -206,6 +242,7 @@ def compare(
                 max_regression=max_regression,
                 confidence=confidence,
                 rule=rule,
+                blind=reference.blind,
             )
         )
     return out

@@ -283,11 +283,14 @@ def with_baseline(
     refuse: bool = True,
     rule: Rule = DEFAULT_RULE,
     false_discovery: Method = DEFAULT_METHOD,
+    spread_runs: Sequence[StoredBaseline] = (),
 ) -> dict:
     """A copy of a gate document compared against one baseline run or several (oldest
     first), verdict recomputed. A baseline that cannot be one is refused (GateInputError;
     `refuse=False` only to show figures side by side, as the report does); one whose
-    conditions differ is `not comparable`."""
+    conditions differ is `not comparable`. `spread_runs`: a single baseline's history
+    (judge/baselines.py `spread_history`), over which the run-to-run spread one run cannot
+    see is measured."""
     if not (max_regression >= 0 and math.isfinite(max_regression)):
         raise UsageError(f"--max-regression: {max_regression} is not a fraction >= 0")
     runs = list(baselines) if isinstance(baselines, Sequence) else [baselines]
@@ -312,7 +315,11 @@ def with_baseline(
         }
     else:
         current = GateDocument.model_validate({"verdict": "void", **doc})
-        reference = reference_of([r.gate for r in runs], night_spread=night_spread)
+        reference = reference_of(
+            [r.gate for r in runs],
+            night_spread=night_spread,
+            history=[r.gate for r in spread_runs],
+        )
         metrics = compare(
             figures_of(current),
             reference,

@@ -208,3 +208,19 @@ def test_a_baseline_with_another_rate_is_not_comparable(runs):
     assert doc["baseline"]["status"] == "not comparable", err
     assert doc["baseline"]["differences"] == ["population.target_rps: 2 → 3"]
     assert code == 0 and "baseline not comparable (population.target_rps: 2 → 3)" in err
+
+
+def test_one_baseline_run_without_a_spread_to_add_judges_nothing_on_its_own_interval(runs):
+    """A single baseline run cannot see how far two runs of one build differ. With no
+    history to measure that over and `--night-spread 0`, even a run 600 ms a wake slower is
+    not failed on the two runs' own intervals: every figure is inconclusive, saying why,
+    and the verdict is the windows' (docs/SPEC.md §6.3); with the spread assumed (the
+    default) the same pair fails, as above."""
+    code, doc, err = gate(runs["b"]["dir"], "--baseline", runs["a"]["dir"], "--night-spread", "0")
+    section = doc["baseline"]
+    assert section["runs"] == 1 and section["spread_from"] == "assumed", err
+    statuses = {m["metric"]: m["status"] for m in section["metrics"]}
+    assert statuses and set(statuses.values()) == {"inconclusive"}, statuses
+    wake = by_metric(doc)["TimeToWake.p50"]
+    assert "gate.night_spread 0" in wake["why"] and wake["change"] > 0.2
+    assert code == 0 and doc["verdict"] == "pass" and section["regressions"] == []

@@ -56,15 +56,51 @@ def test_a_p99_from_a_few_hundred_samples_is_inconclusive_and_decides_nothing():
 
 
 def test_a_change_inside_the_run_to_run_spread_is_unchanged():
-    """+30 % is beyond a 20 % budget; with no spread assumed it regresses, with the spread
-    of nights like these (0.15) the interval reaches back under the budget."""
+    """+30 % is beyond a 20 % budget. Against one baseline run with no spread to add, its
+    own interval alone judges nothing (inconclusive, saying why: never a fail); with the
+    spread of nights like these (0.15) the interval reaches back under the budget."""
     base = gate_of(seconds(p50_ms=40, seconds=600, seed=1))
     slower = gate_of(seconds(p50_ms=52, seconds=600, seed=2))
-    tight = with_baseline(slower, StoredRun.of("b", base), 0.2, night_spread=0.0)
+    blind = with_baseline(slower, StoredRun.of("b", base), 0.2, night_spread=0.0)
     loose = with_baseline(slower, StoredRun.of("b", base), 0.2, night_spread=0.15)
-    assert by_metric(tight)["TimeToWake.p50"]["status"] == "regressed"
+    wake = by_metric(blind)["TimeToWake.p50"]
+    assert wake["status"] == "inconclusive" and "gate.night_spread 0" in wake["why"]
+    assert blind["verdict"] == "pass" and blind["baseline"]["regressions"] == []
     assert by_metric(loose)["TimeToWake.p50"]["status"] == "unchanged"
     assert loose["verdict"] == "pass"
+    # Several runs compared together see their own spread: with 0 assumed the same change
+    # is judged against three identical nights, and regresses.
+    nights = [StoredRun.of(f"b{k}", base) for k in range(3)]
+    history = with_baseline(slower, nights, 0.2, night_spread=0.0)
+    assert by_metric(history)["TimeToWake.p50"]["status"] == "regressed"
+
+
+def test_one_baseline_run_takes_the_spread_of_its_own_history():
+    """One baseline run with a history of at least three runs up to it: the spread it
+    cannot see alone is measured over them (x sqrt 2: one run against one), not assumed."""
+    import math
+
+    from agentsession_core.judge.compare import MAD_TO_SD
+
+    base = gate_of(seconds(p50_ms=40, seconds=600, seed=1))
+    slower = gate_of(seconds(p50_ms=52, seconds=600, seed=2))
+    nights = [gate_of(seconds(p50_ms=ms, seconds=600, seed=k)) for k, ms in enumerate((36, 40, 48))]
+    history = [StoredRun.of(f"n{k}", g) for k, g in enumerate(nights)]
+    doc = with_baseline(slower, StoredRun.of("b", base), 0.2, night_spread=0.0, spread_runs=history)
+    section = doc["baseline"]
+    assert section["runs"] == 1 and section["spread_from"].startswith("measured over 3 runs")
+    logs = sorted(math.log(g["figures"]["TimeToWake.p50"]["value"] + 1.0) for g in nights)
+    middle = logs[1]
+    mad = sorted(abs(v - middle) for v in logs)[1]
+    wake = by_metric(doc)["TimeToWake.p50"]
+    assert wake["spread_log"] == pytest.approx(math.sqrt(2) * MAD_TO_SD * mad, rel=1e-6)
+    assert wake["status"] == "unchanged"  # +30 % inside nights that move by about 20 %
+    # Two runs are too few to measure a spread over: the assumed one again.
+    two = with_baseline(
+        slower, StoredRun.of("b", base), 0.2, night_spread=0.1, spread_runs=history[:2]
+    )
+    assert two["baseline"]["spread_from"] == "assumed"
+    assert by_metric(two)["TimeToWake.p50"]["spread_log"] == 0.1
 
 
 def test_history_measures_the_spread_across_nights_robustly():
