@@ -317,15 +317,7 @@ class Run:
         reason = (self.stop_reason() or reason) if reason is not None else None
         return start, end, None if reason == self.control.stop_line else reason
 
-    # ------------------------------------------------------------ live control
-    @property
-    def paused(self) -> bool:
-        return self.control.paused
-
-    def state(self) -> str:
-        """The phase the run is in (setup, preflight, register, fill, hold, stopping …)."""
-        return self.load.phase
-
+    # ------------------------------------------------------------ what it left
     @property
     def leaks(self) -> list[dict[str, str]]:
         """The actors cleanup could not delete (each with the reason; a paired run's
