@@ -13,7 +13,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agentsession_core.engine.engine import Engine
-from agentsession_core.engine.reference_arm import ReferenceArm, SteadyStart, arm_line, as_arm
+from agentsession_core.engine.reference_arm import (
+    ArmOrder,
+    ReferenceArm,
+    SteadyStart,
+    arm_line,
+    as_arm,
+)
 from agentsession_core.errors import AgentsessionError, PreflightError
 from agentsession_core.measure.stats import CANDIDATE, REFERENCE
 
@@ -32,11 +38,14 @@ class Arms:
         self.steady: SteadyStart | None = None
 
     def pair(self, recorder: Recorder) -> None:
-        """Both arms made: their steady loads start in one second, half a second apart."""
+        """Both arms made: their steady loads start in one second and tick half a second
+        apart, taking turns at going first (ArmOrder, from the run's seed)."""
         assert self.candidate is not None and self.reference and self.reference.engine
         self.steady = SteadyStart(recorder)
-        self.candidate.ctx.common_t0 = self.steady.for_arm(CANDIDATE)
-        self.reference.engine.ctx.common_t0 = self.steady.for_arm(REFERENCE)
+        order = ArmOrder(self.candidate.params.seed)
+        for arm, engine in ((CANDIDATE, self.candidate), (REFERENCE, self.reference.engine)):
+            engine.ctx.common_t0 = self.steady.second
+            engine.ctx.tick_phase = order.of(arm)
 
     @property
     def engines(self) -> list[Engine]:

@@ -144,8 +144,12 @@ class RunContext:
     actor_prefix: str = "agent"
     # The first session's id: a lost shard's sessions carried on by a survivor keep theirs.
     first_session: int = 0
-    # When the steady load starts (see steady_start); set by a shard of a sharded run.
+    # When the steady load starts (see steady_start); set by a shard of a sharded run and in
+    # a paired run (both arms start in one second).
     common_t0: Callable[[], Awaitable[int]] | None = None
+    # A paired run's arm: how far into each second of the steady load its tick lies
+    # (engine/reference_arm.py ArmOrder: the arms take turns going first); None: on the second.
+    tick_phase: Callable[[int], int] | None = None
     # The script of each session id (engine/script_mix.py assign) in a mix; None: all run
     # the one script. Ids past its end (a closed population grown by a level) repeat it.
     labels: Sequence[int] | None = None
@@ -174,14 +178,24 @@ class RunContext:
 
     async def steady_start(self) -> int:
         """The intended start of the steady load (the fill is done): the next whole second,
-        or in a sharded run the common t0 the coordinator gives once every shard has filled
-        (a whole second too). It may lie ahead: the populations schedule from it and sleep
-        towards it. On whole seconds, a turnover's ticks lie half a second from the gauges'
-        samples (GAUGE_SAMPLE_AT_NS)."""
+        or in a sharded or paired run the common t0 given once every shard or arm has filled
+        (a whole second too); a paired arm's first tick lies its phase into it (tick_time).
+        It may lie ahead: the populations schedule from it and sleep towards it. On whole
+        seconds, a turnover's ticks lie half a second from the gauges' samples
+        (GAUGE_SAMPLE_AT_NS)."""
         if self.common_t0 is not None:
-            return await self.common_t0()
+            return await self.common_t0() + self._phase(0)
         rec = self.recorder
         return rec.mono_ns_of_second(rec.second_of(now_ns()) + 1)
+
+    def tick_time(self, start_ns: int, tick: int, tick_ns: int) -> int:
+        """The intended time of a ticking population's tick `tick` (from 0) when its first
+        lies at `start_ns` (steady_start): whole ticks on, and a paired arm's tick where the
+        arm order puts it in that second (the same count of ticks in every second)."""
+        return start_ns + tick * tick_ns + self._phase(tick) - self._phase(0)
+
+    def _phase(self, tick: int) -> int:
+        return self.tick_phase(tick) if self.tick_phase is not None else 0
 
     async def wait_until(self, deadline_ns: int) -> bool:
         """Sleep until `deadline_ns` unless the run stops first; True when the deadline was

@@ -8,8 +8,9 @@ ArmRecorder, so its rows are the candidate's names with `:arm=reference`, its se
 with the candidate's exactly, and everything cut from the recorder (windows, hold seconds)
 has both arms. It has its own actors and ledger (its own atespace, so two pools of one
 platform never share names), cleanup, watchdog and server figures. Both arms start their
-steady load in the same second (`SteadyStart`), half a second apart, so the same seconds of
-both arms are a pair and neither arm's requests always go first.
+steady load in the same second (`SteadyStart`) and tick half a second apart, taking turns at
+going first (`ArmOrder`), so the same seconds of both arms are a pair and neither arm's
+requests always go first.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any, TypeVar
 
 from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.engine import Engine, PreflightError
+from agentsession_core.engine.pacing import derive_seed
 from agentsession_core.engine.params import RunParams
 from agentsession_core.engine.server_source import embedded_url, open_server_metrics
 from agentsession_core.engine.target import open_substrate
@@ -79,19 +82,49 @@ def arm_line(arm: str, text: str) -> str:
     return f"{arm} arm: {text}"
 
 
-# Where each arm's schedule lies within its second. Ticks of the two arms at the same instant
-# race: whichever arm's timer fires first sends first and its substrate gets the cores first
+# Where an arm's tick lies within its second. Ticks of the two arms at the same instant race:
+# whichever arm's timer fires first sends first and its substrate gets the cores first
 # (measured: an A/A pilot's candidate, always first, woke 29 % faster at p50). So the arms
-# take turns instead, half a second apart, each a quarter second from the run's own
-# per-second work (the flush just after the whole second, the gauges at the half): the same
-# seconds, neither first.
-ARM_PHASE_NS = {CANDIDATE: 250_000_000, REFERENCE: 750_000_000}
+# tick half a second apart, a quarter second from the run's own per-second work (the flush
+# just after the whole second, the gauges at the half). Those two places are not alike: an
+# A/A candidate always at +0.25 s woke about 4 % slower at p50, and with the arms taking turns
+# whichever went first was the slower, whichever arm it was (bench/RESULTS.md, "the paired
+# arms' order"): the cost belongs to the place, not the arm. So the arms take turns
+# (ArmOrder), and each pays it alike.
+LEAD_NS = 250_000_000
+TRAIL_NS = 750_000_000
+
+
+class ArmOrder:
+    """Which arm ticks first in each second of a paired run's steady load: the seconds go in
+    rounds of two, each arm leading in one second of every round, the round's first leader
+    drawn from the run's seeded stream (so no periodic work of the machine can line up with
+    one arm, and every round holds both orders once). Tick k of each arm lies in second k of
+    the steady load (both start in the same second, SteadyStart): at LEAD_NS into it for the
+    arm that leads, TRAIL_NS for the other. The same seed gives the same order in every
+    process and shard."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def leader(self, second: int) -> str:
+        """The arm that ticks first in the steady load's `second`-th second (from 0)."""
+        round_, half = divmod(second, 2)
+        first = CANDIDATE if derive_seed(self.seed, "arm-order", round_) % 2 == 0 else REFERENCE
+        return first if half == 0 else (REFERENCE if first == CANDIDATE else CANDIDATE)
+
+    def phase_ns(self, arm: str, second: int) -> int:
+        """How far into the steady load's `second`-th second `arm` ticks."""
+        return LEAD_NS if self.leader(second) == arm else TRAIL_NS
+
+    def of(self, arm: str) -> Callable[[int], int]:
+        """RunContext.tick_phase of `arm`: its phase in each second."""
+        return functools.partial(self.phase_ns, arm)
 
 
 class SteadyStart:
-    """Both arms' steady load starts in one second, once both have filled (each
-    RunContext's `common_t0` is `for_arm(arm)`): tick k of one arm lies half a second from
-    tick k of the other (ARM_PHASE_NS)."""
+    """Both arms' steady load starts in one second, once both have filled: each RunContext's
+    `common_t0` is `second`, its `tick_phase` the ArmOrder's (RunContext.steady_start)."""
 
     def __init__(self, recorder: Recorder, arms: int = 2) -> None:
         self.recorder = recorder
@@ -99,13 +132,8 @@ class SteadyStart:
         self.ready = asyncio.Event()
         self.t0 = 0
 
-    def for_arm(self, arm: str) -> Callable[[], Awaitable[int]]:
-        async def start() -> int:
-            return await self._second() + ARM_PHASE_NS[arm]
-
-        return start
-
-    async def _second(self) -> int:
+    async def second(self) -> int:
+        """The whole second (monotonic ns) both arms start in, once both arrived."""
         self.waiting -= 1
         if self.waiting <= 0:
             self._set()
@@ -199,10 +227,12 @@ class ReferenceArm:
 
 
 __all__ = [
-    "ARM_PHASE_NS",
     "CANDIDATE",
+    "LEAD_NS",
     "REFERENCE",
     "REFERENCE_LOG",
+    "TRAIL_NS",
+    "ArmOrder",
     "ReferenceArm",
     "SteadyStart",
     "arm_line",

@@ -80,7 +80,7 @@ class ColdResumePopulation(Population):
         owed = 0.0
         tick = 0
         while not self.ctx.stopping.is_set():
-            intended = t0_ns + tick * self.tick_ns
+            intended = self.ctx.tick_time(t0_ns, tick, self.tick_ns)
             tick += 1
             if not await self.ctx.wait_until(intended):
                 return

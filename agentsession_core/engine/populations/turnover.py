@@ -289,7 +289,7 @@ class TurnoverPopulation(Population):
         while not self.ctx.stopping.is_set():
             # The first tick on t0 itself: a window [t0, t0 + n s) holds n ticks (t0 is a whole
             # second, so a tick on its last edge would fall in the next window).
-            intended = t0_ns + tick * self.tick_ns
+            intended = self.ctx.tick_time(t0_ns, tick, self.tick_ns)
             tick += 1
             if not await self.ctx.wait_until(intended):
                 return

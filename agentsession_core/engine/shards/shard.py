@@ -20,9 +20,9 @@ substrate for the whole run and, when it answers again after an outage, tells ev
 
 In a paired run every shard drives both arms (docs/SPEC.md §6.8): its own engine is the
 candidate's and a second engine, on the same loop and recorder (its rows `:arm=reference`),
-the reference's, with its own ledger and journal. Both start from the coordinator's t0,
-half a second apart (ARM_PHASE_NS), as a single process's arms do, so the same seconds of
-both arms are a pair in every shard and in the merged stream.
+the reference's, with its own ledger and journal. Both start from the coordinator's t0 and
+tick half a second apart in the order the run's seed draws (ArmOrder), as a single process's
+arms do, so the same seconds of both arms are a pair in every shard and in the merged stream.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from agentsession_core.engine.arms import Arms
@@ -44,7 +44,7 @@ from agentsession_core.engine.context import now_ns, one_second
 from agentsession_core.engine.engine import Engine
 from agentsession_core.engine.ledger import ActorLedger
 from agentsession_core.engine.population_params import TurnoverParams
-from agentsession_core.engine.reference_arm import ARM_PHASE_NS, ReferenceArm
+from agentsession_core.engine.reference_arm import ArmOrder, ReferenceArm
 from agentsession_core.engine.shards.split import ShardLevel, ShardPlan
 from agentsession_core.engine.shards.stream import ShardDelta
 from agentsession_core.engine.target import client_for
@@ -164,8 +164,9 @@ class ShardEngine:
         if params.reference is not None:
             arm = self.arms.reference = ReferenceArm(params, recorder, engine.ledger.atespace)
             arm.engine = self._engine_for(arm.params, arm.recorder)
-            engine.ctx.common_t0 = self._t0_for(CANDIDATE)
-            arm.engine.ctx.common_t0 = self._t0_for(REFERENCE)
+            order = ArmOrder(params.seed)  # every shard's the same: one seed
+            engine.ctx.tick_phase = order.of(CANDIDATE)
+            arm.engine.ctx.tick_phase = order.of(REFERENCE)
         self._t0 = self.loop.create_future()
         logger = logging.getLogger("agentsession")
         logger.addHandler(self.logs)
@@ -195,15 +196,6 @@ class ShardEngine:
         engine.ctx.first_session = self.plan.first_session
         engine.ctx.common_t0 = self._wait_for_t0
         return engine
-
-    def _t0_for(self, arm: str) -> Callable[[], Awaitable[int]]:
-        """A paired shard's arm starts its steady load its half second into the common t0's
-        second (ARM_PHASE_NS), as a single process's arms do."""
-
-        async def start() -> int:
-            return await self._wait_for_t0() + ARM_PHASE_NS[arm]
-
-        return start
 
     @property
     def reference(self) -> Engine | None:
