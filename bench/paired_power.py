@@ -48,7 +48,6 @@ KEPT_DIR = Path(__file__).resolve().parent / "data" / "paired-power"
 KEPT_FILES = ("gate.json", "campaign.json", "windows.jsonl")
 WORKERS = 6
 RULES = ("significant", "margin-test", "whole-interval")
-MARGINS = (0.1, 0.2)
 CONFIDENCE = 0.99
 
 
@@ -108,7 +107,57 @@ def one_run(
         "reason": result.reason,
         "seconds": round(time.time() - started, 1),
         "wake_ratio": wake.get("ratio"),
+        # This build's arms take turns at ticking first (engine/reference_arm.py ArmOrder);
+        # runs collected before it lack the key: their candidate always ticked first.
+        "arm_order": "turns",
     }
+
+
+def probe(args: argparse.Namespace) -> int:
+    """One A/A paired run (collect's settings) with the generator loop's lateness sampled
+    every 10 ms and reported by place in the second: where in the second the run's own
+    per-second work (the recorder's flush just after the whole second, the history and
+    status.json written after it, the gauges at the half) keeps the loop busy, against where
+    the arms tick (+0.25 s, +0.75 s)."""
+    import asyncio
+
+    import numpy as np
+
+    from agentsession_core.run.run import Run
+
+    slot_ns = 10_000_000
+    late: dict[int, list[float]] = {}
+    original = Run._report_every_second
+
+    async def sample(recorder: Any) -> None:
+        last = 0
+        while True:
+            now = max(time.monotonic_ns(), last)  # a timer may fire a hair early: next slot
+            second = recorder.mono_ns_of_second(recorder.second_of(now))
+            due = last = second + ((now - second) // slot_ns + 1) * slot_ns
+            await asyncio.sleep((due - time.monotonic_ns()) / 1e9)
+            slot = int((due - second) // slot_ns) % 100
+            late.setdefault(slot, []).append((time.monotonic_ns() - due) / 1e6)
+
+    async def reporting(self: Any, progress: Any) -> None:
+        sampler = asyncio.create_task(sample(self.recorder))
+        try:
+            await original(self, progress)
+        finally:
+            sampler.cancel()
+
+    Run._report_every_second = reporting  # type: ignore[method-assign]
+    run = one_run(args.dir / "runs", "probe", args, args.seed, 0.0, False)
+    print(f"probe run: {run['verdict']}, wake p50 candidate/reference {run['wake_ratio']}")
+    print("loop lateness (ms) of a 10 ms timer by place in the second: mean, p90")
+    for start in range(0, 100, 5):
+        values = [v for slot in range(start, start + 5) for v in late.get(slot, [])]
+        if values:
+            print(
+                f"  +{start * 10:3d}-{start * 10 + 49:3d} ms  mean {np.mean(values):6.2f}  "
+                f"p90 {np.percentile(values, 90):6.2f}  ({len(values)} samples)"
+            )
+    return 0
 
 
 def kept_index(kept: Path | None) -> list[dict[str, Any]]:
@@ -300,8 +349,10 @@ def judge(args: argparse.Namespace) -> int:
         )
     paired_d: dict[str, list[float]] = {}
     paired_se: dict[str, list[float]] = {}
-    for margin in MARGINS:
-        for rule in RULES:
+    margins = [float(m) for m in args.margins.split(",")]
+    rules = args.rules.split(",")
+    for margin in margins:
+        for rule in rules:
             lines.append("")
             lines.append(f"max_regression {margin:.0%}, rule {rule}, confidence {CONFIDENCE:.0%}:")
             for kind in kinds:
@@ -319,7 +370,7 @@ def judge(args: argparse.Namespace) -> int:
                         block_seconds=args.block_seconds,
                         min_beyond=args.min_beyond,
                     )
-                    if margin == MARGINS[0] and rule == RULES[0]:
+                    if margin == margins[0] and rule == rules[0]:
                         for m in section["metrics"]:
                             if m.get("se_log") is not None and m["metric"] == "TimeToWake.p50":
                                 paired_d.setdefault(kind, []).append(m["log_change"])
@@ -367,6 +418,8 @@ def judge(args: argparse.Namespace) -> int:
                         outcomes.append(outcome(judged, regressed))
                     lines.append(f"  {label:11s} {kind:5s} {tally(outcomes)}")
     lines.append("")
+    lines += order_bias(runs, args)
+    lines.append("")
     lines += realised(runs, paired_d)
     lines.append("")
     lines += standard_errors(runs, paired_d, paired_se, args.night_spread)
@@ -404,6 +457,135 @@ def slices(run: dict[str, Any], seconds: int) -> list[dict[str, Any]]:
                 "figures": figures(candidate, confidence=CONFIDENCE, seed=run["seed"]),
             }
         )
+    return out
+
+
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A distribution-free interval for the median of `values` (order statistics, binomial):
+    the widest symmetric pair of order statistics whose coverage is at least `confidence`."""
+    from scipy.stats import binom
+
+    ordered, n = sorted(values), len(values)
+    k = int(binom.ppf((1 - confidence) / 2, n, 0.5))  # P(X <= k - 1) <= alpha / 2
+    while k > 0 and binom.cdf(k - 1, n, 0.5) * 2 > 1 - confidence:
+        k -= 1
+    k = max(k, 1)
+    return ordered[k - 1], ordered[n - k]
+
+
+def order_bias(runs: list[dict], args: argparse.Namespace) -> list[str]:
+    """The order bias of the A/A runs: TimeToWake p50 candidate/reference per run (its paired
+    interval at the judge's confidence, and whether it covers 1; computed however few wakes
+    lie past the p50, which a verdict would call inconclusive), their median with a 95 %
+    interval; and, for runs whose arms took turns at ticking first, the ratio over the
+    seconds in which each arm led (does a bias follow the arm or the place in the second?)."""
+    import math
+
+    import numpy as np
+
+    from agentsession_core.engine.reference_arm import ArmOrder
+    from agentsession_core.judge.paired import kept_blocks, paired_comparison
+    from agentsession_core.judge.uncertainty import Blocks, block_figures
+    from agentsession_core.measure.histogram import GAMMA
+
+    def wake_p50(hold: Any) -> float:
+        figure = block_figures(hold, Blocks(len(hold)))["TimeToWake.p50"][0]
+        return float(figure(np.ones((1, Blocks(len(hold)).count)))[0])
+
+    def log_mean(hold: Any) -> float:
+        """The mean log wake time of these seconds, up to a constant (the slots are
+        log-spaced buckets)."""
+        section = hold.sections["TimeToWake"]
+        counts = section.counts[:, 1:].sum(axis=0)
+        return float((counts * section.slots).sum() / max(1, counts.sum()) * math.log(GAMMA))
+
+    out = [
+        f"A/A order bias: TimeToWake p50 candidate/reference, {CONFIDENCE:.0%} paired intervals:"
+    ]
+    for order in ("always", "turns"):
+        aa = [
+            r
+            for r in runs
+            if r["kind"] == "aa" and (r.get("arm_order") == "turns") == (order == "turns")
+        ]
+        if not aa:
+            continue
+        ratios: list[float] = []
+        covering = 0
+        led: dict[str, list[float]] = {"candidate": [], "reference": []}
+        geo: dict[str, list[float]] = {"candidate": [], "reference": []}
+        for r in aa:
+            section = paired_comparison(
+                r["candidate"],
+                r["reference"],
+                saturated=r["saturated"],
+                max_regression=0.1,
+                confidence=CONFIDENCE,
+                seed=r["seed"],
+                min_blocks=args.min_blocks,
+                block_seconds=args.block_seconds,
+                min_beyond=1,  # a measurement, not a verdict: every run's interval
+            )
+            wake = next((m for m in section["metrics"] if m["metric"] == "TimeToWake.p50"), None)
+            if wake is None or wake.get("ratio_interval") is None:
+                continue
+            ratios.append(wake["ratio"])
+            low, high = wake["ratio_interval"]
+            covering += low <= 1.0 <= high
+            if order != "turns":
+                continue
+            # Second k of the steady load (the level's first window starts on it).
+            first = int(r["gate"]["windows"][0]["start_unix"])
+            arms = ArmOrder(r["seed"])
+            positions, _, _ = kept_blocks(r["candidate"].seconds, r["saturated"], 1)
+            for leader in led:
+                index = np.asarray(
+                    [
+                        i
+                        for i in positions
+                        if arms.leader(r["candidate"].seconds[i] - first) == leader
+                    ],
+                    dtype=np.int64,
+                )
+                c = wake_p50(r["candidate"].subset(index))
+                f = wake_p50(r["reference"].subset(index))
+                led[leader].append(math.log(c + 1.0) - math.log(f + 1.0))
+                geo[leader].append(
+                    log_mean(r["candidate"].subset(index)) - log_mean(r["reference"].subset(index))
+                )
+        if not ratios:
+            continue
+        low, high = median_interval(ratios)
+        out.append(
+            f"  {'arms take turns' if order == 'turns' else 'candidate always first':22s} "
+            f"{len(ratios):3d} runs  median ratio {statistics.median(ratios):.3f} "
+            f"({statistics.median(ratios) - 1:+.1%}), 95 % interval of the median "
+            f"[{low - 1:+.1%}, {high - 1:+.1%}]; intervals covering 1: {covering} of {len(ratios)}"
+        )
+        out.append("      per run: " + " ".join(f"{x - 1:+.1%}" for x in sorted(ratios)))
+        for leader, ds in led.items():
+            if ds:
+                out.append(
+                    f"      seconds the {leader} led: median ratio "
+                    f"{math.exp(statistics.median(ds)):.3f} "
+                    f"({math.expm1(statistics.median(ds)):+.1%}) over {len(ds)} runs"
+                )
+        for figure, split in (("p50", led), ("geometric mean", geo)):
+            if len(split["candidate"]) < 2:
+                continue
+            # Per run, on the log scale: what going first costs (half the difference between
+            # the seconds each arm led) and what being the candidate costs (their mean).
+            pairs = list(zip(split["candidate"], split["reference"], strict=True))
+            for label, effect in (
+                ("going first (either arm)", [(c - r) / 2 for c, r in pairs]),
+                ("being the candidate (either order)", [(c + r) / 2 for c, r in pairs]),
+            ):
+                mean = statistics.mean(effect)
+                se = statistics.stdev(effect) / math.sqrt(len(effect))
+                out.append(
+                    f"      wake {figure:14s}: cost of {label:34s} {math.expm1(mean):+.1%} "
+                    f"(log {mean:+.3f} ± {se:.3f} se over {len(effect)} runs)"
+                )
     return out
 
 
@@ -495,6 +677,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--kept", type=Path, default=None, help="skip the plan's runs already kept here")
     c.add_argument("--kinds", default="", help="run only these kinds of the plan (aa,b20)")
     c.set_defaults(handler=collect)
+    pr = paired.add_parser("probe", help="one A/A run: the loop's lateness by place in the second")
+    pr.add_argument("--dir", type=Path, default=Path("/tmp/paired-probe"))
+    pr.add_argument("--hold", type=float, default=60.0)
+    pr.add_argument("--window", type=float, default=60.0)
+    pr.add_argument("--seed", type=int, default=500)
+    pr.set_defaults(handler=probe)
     k = paired.add_parser("keep", help="keep what judge reads of each run in bench/data/")
     k.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     k.add_argument("--to", type=Path, default=KEPT_DIR)
@@ -512,6 +700,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="judge each run's hold in consecutive parts of this many seconds, each as a run "
         "of that length (e.g. 60: demo-length parts of 10-minute runs)",
     )
+    j.add_argument("--margins", default="0.1,0.2", help="max_regression values to judge at")
+    j.add_argument("--rules", default=",".join(RULES), help="decision rules to judge by")
     j.add_argument("--write-results", action="store_true")
     j.add_argument("--section", default="paired_power", help="RESULTS.md section to write")
     j.add_argument("--title", default="10-minute runs", help="the section's title")
