@@ -371,8 +371,8 @@ def results_body(args: argparse.Namespace, text: str) -> str:
         f"## The gate's power: {args.title} (bench/gate_power.py)\n\n"
         f"Campaigns of the demo preset's first level ({hold}; smoke script, turnover 12 "
         "sessions / 4 awake / 2 swaps/s, ate wire), each against a local substrate started "
-        "for it, one after another on this 2-core VM while other work ran beside them at "
-        "nice 19; A runs unchanged, B runs with `wake:latency:fixed:D` on the substrate, D "
+        f"for it, one after another on this 2-core VM while {args.beside}; A runs unchanged, "
+        "B runs with `wake:latency:fixed:D` on the substrate, D "
         "the given share of the A runs' wake p50 (tag bNN = NN %). Figures recomputed from "
         "each run's hold_seconds.jsonl by this build's gate. `fail:TimeToWake` = the gate "
         "failed the run naming a TimeToWake figure; `void` = the run being judged was void "
@@ -443,6 +443,11 @@ def parser() -> argparse.ArgumentParser:
     j.add_argument("--history", type=int, default=5)
     j.add_argument("--write-results", action="store_true")
     j.add_argument("--section", default="gate_power", help="RESULTS.md section to write")
+    j.add_argument(
+        "--beside",
+        default="other work ran beside them at nice 19",
+        help="what ran beside the runs, as the section says it",
+    )
     j.add_argument("--title", default="demo-length runs", help="the section's title")
     j.set_defaults(handler=judge)
     k = sub.add_parser("keep", help="copy what judge reads of each run into the repository")

@@ -21,7 +21,7 @@ from tests.unit.test_report import assert_self_contained
 @pytest.fixture
 def runs(tmp_path: Path) -> tuple[Path, Path]:
     current, baseline = tmp_path / "runs" / "current", tmp_path / "runs" / "baseline"
-    build_run(current, name="current", slow=3.0)  # wakes three times slower than the baseline's
+    build_run(current, name="current", slow=8.0)  # wakes eight times slower than the baseline's
     build_run(baseline, name="baseline")
     return current, taken(baseline)
 

@@ -94,7 +94,7 @@ def test_worst_headline_takes_the_worse_direction():
 
 def test_a_void_run_stays_void_whatever_the_comparison_says():
     base = gate_runs.gate_of(seconds(p50_ms=40, seconds=600, seed=1))
-    slow = gate_runs.gate_of(seconds(p50_ms=90, seconds=600, seed=2), outcomes=("pass", "void"))
+    slow = gate_runs.gate_of(seconds(p50_ms=200, seconds=600, seed=2), outcomes=("pass", "void"))
     doc = with_baseline(slow, StoredRun.of("base", base), 0.2)
     assert doc["baseline"]["regressions"]  # the figures did move ...
     assert doc["verdict"] == "void"  # ... but a void window's run is never a fail
@@ -217,7 +217,7 @@ def test_cli_exit_codes_and_baseline(tmp_path, capsys):
     assert "no such run directory" in capsys.readouterr().err
 
     base = gate_runs.write_run(tmp_path, 1, seconds(p50_ms=40, seconds=600, seed=1))
-    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=80, seconds=600, seed=2))
+    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=200, seconds=600, seed=2))
     assert main(["gate", str(slow), "--baseline", str(base)]) == 1
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
@@ -231,7 +231,7 @@ def test_cli_exit_codes_and_baseline(tmp_path, capsys):
 
 def test_gate_write_stores_the_comparison_and_the_run_still_verifies(tmp_path, capsys):
     base = gate_runs.write_run(tmp_path, 1, seconds(p50_ms=40, seconds=600, seed=1))
-    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=80, seconds=600, seed=2))
+    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=200, seconds=600, seed=2))
     RunDir(slow).write_manifest()
     assert main(["gate", str(slow), "--baseline", str(base), "--write"]) == 1
     stored = json.loads((slow / "gate.json").read_text())

@@ -51,7 +51,7 @@ def check_rows(rows: list[dict[str, str]], metrics: list[dict[str, Any]], sides:
 
 def test_the_baseline_table_says_what_the_comparison_judged(tmp_path: Path, capsys) -> None:
     base = gate_runs.write_run(tmp_path, 1, seconds(p50_ms=40, seconds=600, seed=1))
-    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=80, seconds=600, seed=2))
+    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=200, seconds=600, seed=2))
     out = tmp_path / "summary.md"
     assert main(["gate", str(slow), "--baseline", str(base), "--summary", str(out)]) == 1
     doc = json.loads(capsys.readouterr().out)
@@ -188,7 +188,7 @@ def test_a_step_summary_that_cannot_be_written_is_a_warning(
     tmp_path, capsys, monkeypatch, kind
 ) -> None:
     run = gate_runs.write_run(tmp_path, 1, seconds(p50_ms=40, seconds=120))
-    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=80, seconds=120, seed=2))
+    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=200, seconds=120, seed=2))
     step = tmp_path / "step"
     target = tmp_path / "elsewhere.md"
     if kind == "directory":

@@ -43,7 +43,7 @@ def result(case: TestCase) -> Any:
 
 def test_a_regression_against_a_baseline_is_a_failed_figure_case(tmp_path: Path, capsys) -> None:
     base = gate_runs.write_run(tmp_path, 1, seconds(p50_ms=40, seconds=600, seed=1))
-    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=80, seconds=600, seed=2))
+    slow = gate_runs.write_run(tmp_path, 2, seconds(p50_ms=200, seconds=600, seed=2))
     out = tmp_path / "junit.xml"
     assert main(["gate", str(slow), "--baseline", str(base), "--junit", str(out)]) == 1
     doc = json.loads(capsys.readouterr().out)

@@ -145,12 +145,14 @@ def pages(tmp: Path) -> dict[str, bytes]:
         out[f"report/{name}"] = _page(_copy(run, tmp / name, None))
     this = _copy(PLAIN, tmp / "beside", None)
     base = _copy(EARLIER[-1], tmp / "base", None)
-    beside = compare_runs(read_run(this), read_run(base), 0.2)
+    beside = compare_runs(read_run(this), read_run(base), 0.2, night_spread=0.1)
     out["report/beside_baseline"] = _page(this, comparison=beside).replace(
         str(base).encode(), b"BASE"
     )
     nights = [load_run(str(run)) for run in EARLIER]
-    auto = compare_runs(read_run(this), read_run(base), None, against=nights, rule="margin-test")
+    auto = compare_runs(
+        read_run(this), read_run(base), None, against=nights, rule="margin-test", night_spread=0.1
+    )
     out["report/beside_auto"] = _page(this, comparison=auto).replace(str(base).encode(), b"BASE")
     doc = history_document(load_series(str(NIGHTS)), prefix="NIGHTS")
     doc["generated_unix"] = 0.0
