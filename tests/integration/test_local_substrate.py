@@ -16,6 +16,14 @@ from agentsession_core.substrate.http import HttpSubstrate
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration.conftest import SHARED_WORKERS, TOKEN
 
+
+@pytest.fixture
+def client(json_client: HttpSubstrate) -> HttpSubstrate:
+    """This module's subject is the JSON wire (its bodies are JSON): its client, whatever
+    the integration fixtures speak by default (conftest.py: ate)."""
+    return json_client
+
+
 GLUTTON = ("benchmark-workloads", "glutton")
 
 

@@ -7,8 +7,17 @@ import asyncio
 import random
 
 import orjson
+import pytest
 
 from agentsession_core.substrate.http import HttpSubstrate
+
+
+@pytest.fixture
+def client(json_client: HttpSubstrate) -> HttpSubstrate:
+    """This module's subject is the JSON wire (its bodies are JSON): its client, whatever
+    the integration fixtures speak by default (conftest.py: ate)."""
+    return json_client
+
 
 ACTORS = 40
 CYCLES = 5

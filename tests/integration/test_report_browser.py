@@ -356,7 +356,10 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_the_knee_curve_of_a_capacity_search_in_chromium(searched, tmp_path):
     capacity = searched["gate"]["capacity"]
-    assert [(p["level"], p["outcome"]) for p in capacity["probes"]] == [(2, "held"), (4, "broke")]
+    probes = [(p["level"], p["outcome"], p.get("stage", "search")) for p in capacity["probes"]]
+    # The search's two probes, then the found level held once more (its confirmation).
+    assert probes == [(2, "held", "search"), (4, "broke", "search"), (2, "held", "confirm")]
+    assert capacity["confirmed"] is True
     page = (searched["run_dir"] / "report.html").read_text()
     assert '<section id="capacity">' in page and '<a href="#capacity">' in page
     assert 'aria-label="knee: TimeToWake: p99 &lt; 2s"' in page
