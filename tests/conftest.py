@@ -38,6 +38,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # pytest-randomly's shuffled order, and every other module after them in its shuffled order.
 LONGEST_FIRST = (
     "test_prefect_api_gone",
+    "test_baseline_accept",
     "test_sharded_run",
     "test_hostile_runs",
     "test_control_hostile",
@@ -57,6 +58,9 @@ LONGEST_FIRST = (
     "test_arm_leaks",
     "test_flow_judging",
     "test_paired_campaign",
+    "test_capacity_confirmation",
+    "test_flow_baseline_accept",
+    "test_gate_summary",
 )
 
 
