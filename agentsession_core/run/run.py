@@ -306,13 +306,13 @@ class Run:
                 or (should_stop() if should_stop else None)
             )
 
-        if stop() is None:
+        reason = stop()
+        if reason is None:
             start, end, reason = await self.load.hold(
                 seconds, level=level, stop=stop, start_ns=start_ns
             )
-        else:
+        else:  # stopped before it began: an empty hold
             start = end = now_ns()
-            reason = stop()
         # The load only saw its stop rule fire; say what set it (a signal, a full disk).
         reason = (self.stop_reason() or reason) if reason is not None else None
         return start, end, None if reason == self.control.stop_line else reason
