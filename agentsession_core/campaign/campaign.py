@@ -30,12 +30,13 @@ from agentsession_core.engine.context import now_ns
 from agentsession_core.engine.population_params import TurnoverParams
 from agentsession_core.errors import AgentsessionError
 from agentsession_core.judge.abort import AbortMonitor
+from agentsession_core.judge.acceptance import load_named_baseline
 from agentsession_core.judge.artifacts import step_window_row
 from agentsession_core.judge.baselines import AUTO, last_good_runs
 from agentsession_core.judge.conditions import conditions
 from agentsession_core.judge.gate import baseline_refusal
 from agentsession_core.judge.gate_document import GateInputError
-from agentsession_core.judge.stored_run import StoredRun, load_run
+from agentsession_core.judge.stored_run import StoredRun
 from agentsession_core.judge.verdict import WindowVerdict, headline, intended_rate, judge_window
 from agentsession_core.measure.health import exhausted_reason
 from agentsession_core.measure.stats import CANDIDATE, Window
@@ -78,7 +79,7 @@ def load_baseline(params: CampaignParams) -> list[StoredRun] | None:
                 history=params.gate.history,
                 endpoint_url=params.upload.endpoint_url,
             )
-        run = load_run(params.baseline, endpoint_url=params.upload.endpoint_url)
+        run = load_named_baseline(params.baseline, endpoint_url=params.upload.endpoint_url)
         line = baseline_refusal(run)
         if line is not None:
             raise GateInputError(line)

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from agentsession_core.errors import AgentsessionError
+from agentsession_core.judge.acceptance import load_named_baseline
 from agentsession_core.judge.baselines import AUTO, auto_baselines, spread_history
 from agentsession_core.judge.compare import DEFAULT_HISTORY, DEFAULT_NIGHT_SPREAD, MAX_HISTORY
 from agentsession_core.judge.decision import DEFAULT_PAIRED_RULE, DEFAULT_RULE, RULES, Rule
@@ -245,7 +246,7 @@ def judged(args: argparse.Namespace) -> dict:
         found = (
             auto_baselines(run, history=args.history)
             if args.baseline == AUTO
-            else [load_run(args.baseline)]
+            else [load_named_baseline(args.baseline)]
         )
         # One baseline run: its campaign's history, for the spread one run cannot see.
         history = spread_history(found[0], history=args.history) if len(found) == 1 else []

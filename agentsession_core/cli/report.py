@@ -22,6 +22,7 @@ from typing import Any
 
 from agentsession_core.cli.gate import add_baseline_args, method_of, settings
 from agentsession_core.errors import AgentsessionError, UsageError
+from agentsession_core.judge.acceptance import AcceptanceError, load_named_baseline
 from agentsession_core.judge.baselines import AUTO, auto_baselines, spread_history
 from agentsession_core.judge.decision import DEFAULT_RULE, Rule
 from agentsession_core.judge.false_discovery import DEFAULT_METHOD, Method
@@ -68,13 +69,14 @@ def report(args: argparse.Namespace) -> int:
     if args.baseline == AUTO:
         comparison = auto_comparison(args, data)
     elif args.baseline:
-        baseline, refused = read_baseline(args.baseline, args.endpoint_url)
+        baseline, stored, refused = read_baseline(args.baseline, args.endpoint_url)
         max_regression, spread, rule, _ = settings(data.params, args)
         comparison = compare_runs(
             data,
             baseline,
             max_regression,
             refused=refused,
+            stored=stored,
             night_spread=spread,
             confidence=args.confidence,
             rule=rule,
@@ -143,20 +145,25 @@ def auto_comparison(args: argparse.Namespace, data: RunData) -> Comparison:
     return comparison
 
 
-def read_baseline(location: str, endpoint_url: str | None) -> tuple[RunData, str | None]:
-    """The baseline as the report draws it, and the line `gate --baseline` refuses it with
-    (None: the gate takes it). One the gate refuses is still drawn when it can be read (a
-    person may compare any two runs), with that line on the page; one that cannot be read
-    at all is refused here with the gate's own line, so the two commands never disagree."""
+def read_baseline(
+    location: str, endpoint_url: str | None
+) -> tuple[RunData, StoredRun | None, str | None]:
+    """The baseline as the report draws it, as the gate reads it (with its acceptance; None
+    when the gate cannot read it), and the line `gate --baseline` refuses it with (None: the
+    gate takes it). One the gate refuses is still drawn when it can be read (a person may
+    compare any two runs), with that line on the page; one that cannot be read at all is
+    refused here with the gate's own line, so the two commands never disagree."""
+    stored: StoredRun | None = None
     try:
-        refused = baseline_refusal(load_run(location, endpoint_url=endpoint_url))
-    except GateInputError as exc:
+        stored = load_named_baseline(location, endpoint_url=endpoint_url)
+        refused = baseline_refusal(stored)
+    except (GateInputError, AcceptanceError) as exc:
         refused = str(exc)
     try:
         baseline = read_run(open_files(location, endpoint_url=endpoint_url))
     except AgentsessionError as exc:
         raise GateInputError(refused or str(exc)) from None
-    return baseline, refused
+    return baseline, stored, refused
 
 
 def output_path(source: StoredFiles, output: str | None) -> Path:
@@ -202,6 +209,7 @@ def compare_runs(
     max_regression: float | None,
     *,
     refused: str | None = None,
+    stored: StoredRun | None = None,
     against: list[StoredRun] | None = None,
     night_spread: float | None = None,
     confidence: float | None = None,
@@ -212,7 +220,8 @@ def compare_runs(
 ) -> Comparison:
     """What the gate judges of `data` against `baseline`, as data for the report.
     `refused`: the line the gate refuses this baseline with (read_baseline); without it, the
-    refusal a readable baseline's own verdict earns. `against`: the runs judged against
+    refusal a readable baseline's own verdict earns. `stored`: the baseline as the gate read
+    it (read_baseline: with its acceptance). `against`: the runs judged against
     (oldest first; `--baseline auto`'s), when they are more than the one drawn. `history`:
     one baseline run's history read (up to that many runs) for the spread it cannot see
     alone, as the gate reads it."""
@@ -228,7 +237,7 @@ def compare_runs(
             reason=f"not judged: {which} has no judged windows",
             refused=refused,
         )
-    base = StoredRun.of(baseline.location, base_doc)
+    base = stored or StoredRun.of(baseline.location, base_doc)
     if refused is None:
         refused = baseline_refusal(base)
     options: dict[str, Any] = {

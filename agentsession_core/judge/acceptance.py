@@ -258,6 +258,14 @@ def accepted(run: StoredRun, *, endpoint_url: str | None = None) -> StoredRun:
     return run if found is None else replace(run, acceptance=found)
 
 
+def load_named_baseline(location: str, *, endpoint_url: str | None = None) -> StoredRun:
+    """A run named as a baseline (`gate --baseline RUN`, a campaign's `baseline: RUN`, the
+    report's), read with its acceptance: a failed run that was accepted is a baseline, as
+    it is to `baseline: auto`. Named explicitly, an acceptance that cannot be believed is
+    refused in its one line (auto skips it with a warning: there it only picks a start)."""
+    return accepted(load_run(location, endpoint_url=endpoint_url), endpoint_url=endpoint_url)
+
+
 def list_acceptances(
     prefix: str, name: str | None = None, *, endpoint_url: str | None = None
 ) -> list[tuple[str, Acceptance | None, str | None]]:
@@ -289,6 +297,7 @@ __all__ = [
     "accepted",
     "default_by",
     "list_acceptances",
+    "load_named_baseline",
     "one_line",
     "read_acceptance",
 ]

@@ -3,7 +3,8 @@ with it: a baseline night against one standalone local substrate over the ate wi
 substrate's `wake:latency` fault slows every wake (an intended change) and the next night,
 with `baseline: auto`, fails against the first; `agentsession baseline accept` (a
 subprocess) accepts it with a reason; a third night, as slow, with `baseline: auto` passes,
-compared with the accepted night alone, and would still fail against the old level. Then
+compared with the accepted night alone (and against it named with `gate --baseline`), and
+would still fail against the old level. Then
 `agentsession history` marks the accepted night with its reason and `agentsession baseline
 list` shows it. Once with the runs in a local `out` directory, once uploaded to an S3 prefix
 (moto's server mode) and read back from there, the acceptance written beside the uploaded
@@ -173,6 +174,11 @@ def the_accepted_night_lets_the_next_one_pass(runs: dict[str, Any]) -> None:
     # Without the acceptance it would have failed: against the old level it still does.
     code = command("gate", after["location"], "--baseline", base["location"], **_ep(runs))
     assert code.returncode == 1 and "TimeToWake.p50" in json.loads(code.stdout)["reason"]
+    # Named explicitly, the accepted night is a baseline too (it failed: without its
+    # acceptance `--baseline` refuses it), and the next night passes against it.
+    named = command("gate", after["location"], "--baseline", slower["location"], **_ep(runs))
+    assert named.returncode == 0, named.stderr[-2000:]
+    assert json.loads(named.stdout)["baseline"]["locations"] == [slower["location"]]
     # The gate still believes the accepted run: its seal is its own files', untouched.
     again = command("gate", slower["location"], **_ep(runs))
     assert again.returncode in (0, 1) and "not listed" not in again.stderr, again.stderr

@@ -196,6 +196,29 @@ def test_an_acceptance_that_cannot_be_believed_is_ignored_with_a_warning(
     assert "its acceptance is ignored" in caplog.text and "altered" in caplog.text
 
 
+def test_an_accepted_run_named_as_the_baseline_is_one(
+    tmp_path: Path, nights: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gate --baseline RUN` and `report --baseline RUN` read the named run's acceptance as
+    `auto` does: refused while it only failed, a baseline once accepted, and refused in the
+    record's own line when that record cannot be believed."""
+    later = night(tmp_path, 4, 118)
+    named = ["gate", str(later), "--baseline", str(nights["slow"])]
+    assert main(named) == 2
+    assert "not a baseline: its verdict is fail" in capsys.readouterr().err
+    accept_run(str(nights["slow"]), REASON)
+    assert main(named) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "pass" and doc["baseline"]["locations"] == [str(nights["slow"])]
+    page = tmp_path / "report.html"
+    assert main(["report", str(later), "--baseline", str(nights["slow"]), "-o", str(page)]) == 0
+    assert "not a baseline" not in page.read_text()
+    record = nights["slow"] / ACCEPTANCE
+    record.write_text(record.read_text().replace("by design", "by hand"))
+    assert main(named) == 2
+    assert "acceptance.json: altered" in capsys.readouterr().err
+
+
 def test_an_accepted_run_of_other_conditions_is_no_floor(
     tmp_path: Path, nights: dict[str, Path]
 ) -> None:
