@@ -1,5 +1,6 @@
-"""`agentsession campaign` runs the campaign flow here; `agentsession serve` serves its
-deployments (nightly on its cron, adhoc on demand) from this box.
+"""`agentsession campaign` runs the campaign flow here; `agentsession serve` serves the
+deployments (nightly on its cron, adhoc on demand, verdict-report on its trigger,
+baseline-accept on demand) from this box.
 
 Without PREFECT_API_URL the flow runs against a temporary local Prefect API (~10-30 s to
 start) that this command starts in a session of its own, so a Ctrl-C in the terminal or a
@@ -92,9 +93,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser(
         "serve",
-        help="serve the nightly and adhoc deployments from this box (Prefect serve)",
-        description="Register the `nightly` (cron, UTC) and `adhoc` deployments with the "
-        "Prefect API in PREFECT_API_URL and run their flow runs here until stopped.",
+        help="serve the deployments of deployments/prefect.yaml from this box (Prefect serve)",
+        description="Register the `nightly` (cron, UTC), `adhoc`, `verdict-report` (with its "
+        "fail trigger) and `baseline-accept` deployments with the Prefect API in "
+        "PREFECT_API_URL and run their flow runs here, one at a time, until stopped.",
     )
     s.add_argument("--cron", help="nightly schedule (default from deployments/prefect.yaml)")
     s.set_defaults(handler=_serve)

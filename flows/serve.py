@@ -1,5 +1,6 @@
 """Serve the deployments of deployments/prefect.yaml from one box, no work pool needed:
-`nightly`, `adhoc` and `verdict-report` (run by its trigger when a verdict is fail).
+`nightly`, `adhoc`, `verdict-report` (run by its trigger when a verdict is fail) and
+`baseline-accept` (accepting an intended change, started by hand).
 
     PREFECT_API_URL=http://127.0.0.1:4200/api python -m flows.serve   # or: agentsession serve
 

@@ -16,6 +16,7 @@ import os
 
 from agentsession_core.judge.acceptance import (
     MAX_REASON,
+    Acceptance,
     accept_run,
     list_acceptances,
 )
@@ -35,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write a sealed acceptance record (acceptance.json) beside RUN, a sealed "
         "and unaltered run (a directory or an s3:// prefix) that passed or failed. From then "
         "on `baseline: auto` compares only with comparable runs from RUN on, RUN itself the "
-        "first of them; history marks it with the reason.",
+        "first of them; history marks it with the reason. The Prefect deployment "
+        "`baseline-accept` does the same.",
     )
     accept.add_argument("run", metavar="RUN", help="the run's directory or s3:// prefix")
     accept.add_argument(
@@ -79,21 +81,29 @@ def _use_endpoint(args: argparse.Namespace) -> None:
         os.environ["AWS_ENDPOINT_URL"] = args.endpoint_url
 
 
-def _when(unix: float) -> str:
+def when(unix: float) -> str:
     return dt.datetime.fromtimestamp(unix, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def accept_lines(done: Acceptance, previous: Acceptance | None) -> list[str]:
+    """What `accept` says of an acceptance it wrote: whose it replaced, what it accepted,
+    where the record is. The `baseline-accept` flow logs the same lines."""
+    lines = []
+    if previous is not None:
+        lines.append(
+            f"replaces the acceptance of {when(previous.accepted_unix)} by {previous.by}: "
+            f"{previous.reason}"
+        )
+    regressed = f"; regressed: {', '.join(done.regressions)}" if done.regressions else ""
+    said = f"accepted {done.location} ({done.verdict}{regressed}) by {done.by}: {done.reason}"
+    return [*lines, said, done.record]
 
 
 def accept_command(args: argparse.Namespace) -> int:
     _use_endpoint(args)
     done, previous = accept_run(args.run, args.reason, by=args.by, endpoint_url=args.endpoint_url)
-    if previous is not None:
-        print(
-            f"replaces the acceptance of {_when(previous.accepted_unix)} by {previous.by}: "
-            f"{previous.reason}"
-        )
-    regressed = f"; regressed: {', '.join(done.regressions)}" if done.regressions else ""
-    print(f"accepted {done.location} ({done.verdict}{regressed}) by {done.by}: {done.reason}")
-    print(done.record)
+    for line in accept_lines(done, previous):
+        print(line)
     return 0
 
 
@@ -119,10 +129,10 @@ def list_command(args: argparse.Namespace) -> int:
             print(f"{location}  NOT BELIEVED: {error}")
             continue
         print(
-            f"{location}  accepted {_when(acceptance.accepted_unix)} by {acceptance.by} "
+            f"{location}  accepted {when(acceptance.accepted_unix)} by {acceptance.by} "
             f"({acceptance.verdict}): {acceptance.reason}"
         )
     return 0
 
 
-__all__ = ["accept_command", "list_command", "register"]
+__all__ = ["accept_command", "accept_lines", "list_command", "register", "when"]

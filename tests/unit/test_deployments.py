@@ -1,5 +1,6 @@
 """deployments/prefect.yaml without a server: entrypoints import, schedules parse,
-parameters validate as CampaignParams and the nightly ones match the preset."""
+parameters validate as CampaignParams and the nightly ones match the preset; the
+`baseline-accept` deployment is ad hoc, with the command's parameters."""
 
 from __future__ import annotations
 
@@ -22,8 +23,11 @@ def document() -> dict:
     return yaml.safe_load(PREFECT_YAML.read_text())
 
 
-def test_nightly_adhoc_and_the_report_are_declared_with_no_pull_step(document):
-    assert {d["name"] for d in document["deployments"]} == {"nightly", "adhoc", "verdict-report"}
+DEPLOYMENTS = {"nightly", "adhoc", "verdict-report", "baseline-accept"}
+
+
+def test_every_deployment_is_declared_with_no_pull_step(document):
+    assert {d["name"] for d in document["deployments"]} == DEPLOYMENTS
     assert document["pull"] == []
 
 
@@ -67,7 +71,7 @@ def test_parameters_validate_and_nightly_matches_its_preset(document):
 
 def test_serve_builds_every_deployment_offline():
     deployments = {d.name: d for d in build_deployments()}
-    assert set(deployments) == {"nightly", "adhoc", "verdict-report"}
+    assert set(deployments) == DEPLOYMENTS
     nightly = deployments["nightly"]
     assert nightly.schedules[0].schedule.cron == "0 2 * * *"
     assert nightly.concurrency_limit == 1
@@ -88,10 +92,12 @@ def test_the_flow_form_is_campaign_params():
 
 
 def test_artifact_keys_are_prefect_keys():
+    from flows.baseline_accept import NO_CAMPAIGN
     from tasks.publish import artifact_key
 
-    for what in ("windows", "report", "hold-progress", "gate"):
+    for what in ("windows", "report", "hold-progress", "gate", "accepted"):
         assert KEY.match(artifact_key(load_preset("nightly").name, what))
+    assert KEY.match(artifact_key(NO_CAMPAIGN, "accepted"))
 
 
 def test_the_form_shows_the_generator_shards_and_cluster():
@@ -157,3 +163,23 @@ def test_the_report_trigger_fires_on_a_failed_verdict_only():
         return ResourceSpecification.model_validate(trigger.match).matches(Resource(resource))
 
     assert [v for v in ("pass", "fail", "void") if matches(labels(v))] == ["fail"]
+
+
+def test_baseline_accept_is_an_ad_hoc_deployment_with_the_commands_parameters():
+    """`baseline-accept` runs only when started (an acceptance is a person's decision), on
+    the load-generator pool, and its form asks what `baseline accept` asks: the run and a
+    reason (required), who and the S3 endpoint (optional)."""
+    spec = deployment_specs()["baseline-accept"]
+    assert spec["entrypoint"] == "flows.baseline_accept.baseline_accept"
+    assert spec["tags"] == ["agentsession", "baseline"]
+    assert spec["work_pool"]["name"] == "loadgen"
+    assert not spec.get("schedules") and not spec.get("triggers") and not spec.get("parameters")
+    accept = {d.name: d for d in build_deployments()}["baseline-accept"]
+    assert accept.schedules in (None, []) and not accept.triggers
+    assert accept.tags == ["agentsession", "baseline"]
+    from flows.baseline_accept import baseline_accept
+
+    schema = baseline_accept.parameters
+    assert set(schema.properties) == {"run", "reason", "by", "endpoint_url"}
+    assert sorted(schema.required) == ["reason", "run"]
+    assert "s3://" in schema.properties["run"]["description"]
