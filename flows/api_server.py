@@ -31,7 +31,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -54,8 +54,12 @@ class ApiServerError(AgentsessionError):
 
 
 @contextlib.contextmanager
-def temporary_api(log_path: Path, *, timeout: float) -> Iterator[str]:
-    """Start the API, yield its URL (`http://127.0.0.1:PORT/api`), stop it on the way out."""
+def temporary_api(
+    log_path: Path, *, timeout: float, env: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """Start the API, yield its URL (`http://127.0.0.1:PORT/api`), stop it on the way out.
+    `env`: the server's environment beside this process's (e.g. a PREFECT_HOME of its own,
+    where its database lives)."""
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(log_path, "ab")  # closed by the `with` below, after the server stops
@@ -67,7 +71,7 @@ def temporary_api(log_path: Path, *, timeout: float) -> Iterator[str]:
         deadline = time.monotonic() + timeout
         for attempt in range(1, START_ATTEMPTS + 1):
             port = _free_port()
-            proc = _spawn(port, log)
+            proc = _spawn(port, log, env or {})
             try:
                 url = f"http://{HOST}:{port}/api"
                 if _wait_healthy(proc, url, deadline):
@@ -95,14 +99,14 @@ def _free_port() -> int:
         return port
 
 
-def _spawn(port: int, log: BinaryIO) -> subprocess.Popen[bytes]:
+def _spawn(port: int, log: BinaryIO, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "flows.api_server", str(port)],
         stdin=subprocess.PIPE,  # the lifeline: EOF when this process is gone
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # out of reach of the terminal's and the group's signals
-        env={**os.environ, **SERVER_ENV},
+        env={**os.environ, **env, **SERVER_ENV},
     )
 
 

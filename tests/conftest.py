@@ -19,6 +19,11 @@ if os.environ.get("PREFECT_HOME", os.environ.get(_OURS)) == os.environ.get(_OURS
     os.environ["PREFECT_HOME"] = os.environ[_OURS] = tempfile.mkdtemp(
         prefix="agentsession-prefect-"
     )
+# One directory for the whole session, the xdist workers' too (they inherit it): what the
+# slow tier makes once and every worker uses (tests/integration/prefect_home.py).
+os.environ.setdefault(
+    "AGENTSESSION_TEST_SHARED_DIR", tempfile.mkdtemp(prefix="agentsession-tests-")
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -30,37 +35,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     longest_first(items)
 
 
-# The slow tier's longest modules, longest first (test-seconds with six xdist workers on two
-# cores, 2026-12-06: test_prefect_api_gone 157 s, test_sharded_run 124 s, …). `--dist
-# loadfile` hands modules to the workers in collection order, and a long module handed out
-# last is the tier's tail: shuffled into the end, the longest one alone ran two minutes past
-# the rest. So these go first (longest-processing-time first), each module's tests still in
-# pytest-randomly's shuffled order, and every other module after them in its shuffled order.
+# The slow tier's longest modules, longest first (seconds of one worker, eight xdist workers
+# on two cores beside a paired benchmark, 2026-12-06: test_run_readers 234 s,
+# test_hostile_runs 190 s, …). `--dist loadfile` hands modules to the workers in collection
+# order, and a long module handed out last is the tier's tail: shuffled into the end, the
+# longest one alone ran two minutes past the rest. So these go first (longest-processing-time
+# first), each module's tests still in pytest-randomly's shuffled order, and every other
+# module after them in its shuffled order.
 LONGEST_FIRST = (
-    "test_prefect_api_gone",
-    "test_baseline_accept",
-    "test_sharded_run",
-    "test_hostile_runs",
-    "test_control_hostile",
     "test_run_readers",
-    "test_engine_recovery",
+    "test_hostile_runs",
+    "test_baseline_accept",
+    "test_control_hostile",
     "test_report_browser",
-    "test_capacity_search",
-    "test_signals_in_terminal",
+    "test_sharded_run",
+    "test_prefect_api_gone",
     "test_worker_pools_cli",
     "test_gate_noise",
-    "test_flow_artifacts",
-    "test_flow_credentials",
-    "test_flow_stops",
-    "test_flow_target_limit",
-    "test_generator_stall",
-    "test_density_search",
-    "test_arm_leaks",
+    "test_engine_recovery",
     "test_flow_judging",
-    "test_paired_campaign",
-    "test_capacity_confirmation",
+    "test_signals_in_terminal",
+    "test_capacity_search",
     "test_flow_baseline_accept",
+    "test_flow_artifacts",
+    "test_flow_stops",
+    "test_arm_leaks",
+    "test_density_search",
+    "test_flow_target_limit",
+    "test_flow_credentials",
+    "test_target_slot_takeover",
+    "test_paired_campaign",
     "test_gate_summary",
+    "test_capacity_confirmation",
+    "test_refusals",
+    "test_history",
+    "test_paired_shards",
 )
 
 

@@ -27,8 +27,6 @@ import math
 import statistics
 from typing import Any, Literal
 
-from scipy.stats import false_discovery_control
-
 from agentsession_core.judge.decision import Rule, margin_of
 
 Method = Literal["bh", "by", "none"]
@@ -66,6 +64,14 @@ def p_worse(m: dict[str, Any], *, rule: Rule, max_regression: float) -> float | 
     return 1.0 - _NORMAL.cdf((d - bar) / se)
 
 
+def _adjusted(ps: list[float], method: Method) -> list[float]:
+    # scipy.stats costs ~0.75 s of CPU to import: only a family with p-values to adjust pays
+    # for it, not every `gate`, `report` or `history` start (uncertainty.py does the same).
+    from scipy.stats import false_discovery_control
+
+    return [float(q) for q in false_discovery_control(ps, method=method)]
+
+
 def controlled(
     metrics: list[dict[str, Any]],
     *,
@@ -79,11 +85,7 @@ def controlled(
     ps = [p_worse(m, rule=rule, max_regression=max_regression) for m in metrics]
     judged = [p for p in ps if p is not None]
     alpha = level(rule, confidence)
-    adjusted = iter(
-        false_discovery_control(judged, method=method).tolist()
-        if judged and method != "none"
-        else judged
-    )
+    adjusted = iter(_adjusted(judged, method) if judged and method != "none" else judged)
     out = []
     for m, p in zip(metrics, ps, strict=True):
         if p is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,10 +20,18 @@ from agentsession_core.substrate.ate.substrate import AteSubstrate
 from agentsession_core.substrate.http import HttpSubstrate
 from agentsession_core.substrate.interface import Substrate
 from local_substrate.launcher import LocalSubstrateProcess
+from tests.integration.prefect_home import seed
 
 TOKEN = "integration-token"
 SMALL_TEMPLATE = ("test", "small")  # 1 MiB limit
 SHARED_WORKERS = 4
+
+
+@pytest.fixture(scope="session", autouse=True)
+def migrated_prefect_home() -> None:
+    """This process's Prefect home (tests/conftest.py) with its database migrated ahead: each
+    `agentsession campaign` a test starts without PREFECT_API_URL starts an API on it."""
+    seed(Path(os.environ["PREFECT_HOME"]))
 
 
 @pytest.fixture(scope="session")

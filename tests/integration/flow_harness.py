@@ -25,21 +25,53 @@ import pytest
 
 from agentsession_core.campaign.params import CampaignParams
 from agentsession_core.engine.params import parse
+from tests.integration.prefect_home import seed
 
-# Prefect's harness starts a server process: about 20 s on a quiet two-core machine, minutes
-# on a crowded one. A cap that only catches a server that never comes up.
+# Each module's API is a server process of its own: about 4 s of CPU on its migrated copy of
+# the database, minutes of waiting on a crowded box. A cap that only catches a server that
+# never comes up.
 SERVER_STARTUP_TIMEOUT_S = 300
 # Every test of these modules, its module's API start included (the first test pays for it).
 TEST_TIMEOUT_S = 600
 
 
 @pytest.fixture(scope="module")
-def prefect_api() -> Iterator[str]:
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Prefect API of the module's own: the server `agentsession campaign` starts
+    (flows/api_server.py, Prefect's API app as its test harness runs it) on a home of its own
+    whose database is migrated ahead (prefect_home.py), this process's settings pointed at it
+    as Prefect's test harness points them."""
+    from prefect.context import _temporary_global_settings_context, get_settings_context
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with prefect_test_harness(server_startup_timeout=SERVER_STARTUP_TIMEOUT_S):
-        yield str(PREFECT_API_URL.value())
+    from flows.api_server import temporary_api
+
+    home = seed(tmp_path_factory.mktemp("prefect-api"))
+    with (
+        temporary_api(
+            home / "api.log", timeout=SERVER_STARTUP_TIMEOUT_S, env={"PREFECT_HOME": str(home)}
+        ) as url,
+        temporary_settings(updates={PREFECT_API_URL: url}),
+        # Also the process-wide settings, for contexts copied before this one was entered.
+        _temporary_global_settings_context(get_settings_context()),
+    ):
+        yield url
+        # What this process still queues for the API goes before the API does (or the next
+        # module's API would get this one's stale events and logs).
+        with contextlib.suppress(RuntimeError):
+            _drain(APILogWorker.instance().drain())
+        _drain(EventsWorker.drain_all())
+
+
+def _drain(result: object) -> None:
+    if inspect.isawaitable(result):  # a drain called from a running loop hands back its wait
+        asyncio.run(_awaited(result))
+
+
+async def _awaited(result: Any) -> None:
+    await result
 
 
 def closed_port() -> int:

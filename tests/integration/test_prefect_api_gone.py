@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.ports import fixed_port
+from tests.integration.prefect_home import seed
 
 pytestmark = pytest.mark.timeout(900)
 SERVER_UP_WITHIN_S = 300  # a hang, not a speed: the API's start on a crowded box
@@ -116,8 +117,7 @@ class Campaign:
 def test_a_campaign_whose_prefect_api_dies_finishes_and_frees_its_target(
     tmp_path: Path,
 ) -> None:
-    home = tmp_path / "prefect-home"
-    home.mkdir()
+    home = seed(tmp_path / "prefect-home")  # its database migrated ahead (prefect_home.py)
     server = PrefectServer(home, fixed_port())
     server.start()
     try:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from flows.api_server import SERVER_ENV
+from tests.integration.prefect_home import seed
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -101,7 +102,7 @@ def stopped(serve: subprocess.Popen[bytes], how: signal.Signals) -> int | None:
 
 
 def test_serve_stops_on_a_signal_when_its_api_went_away(tmp_path: Path) -> None:
-    env = prefect_env(tmp_path / "prefect-home")
+    env = prefect_env(seed(tmp_path / "prefect-home"))  # its database migrated ahead
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     api_log = (tmp_path / "api.log").open("wb")
