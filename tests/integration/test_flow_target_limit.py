@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
+from agentsession_core.judge.stored_run import load_run
+from agentsession_core.report.gate_summary import gate_summary
 from flows.credentials import TOKEN_ENV
 from local_substrate.launcher import LocalSubstrateProcess
 from tests.integration import flow_harness
@@ -29,6 +31,7 @@ from tests.integration.flow_harness import (
     small_campaign,
     verdict_events,
 )
+from tests.unit import gate_runs
 
 pytestmark = pytest.mark.timeout(TEST_TIMEOUT_S)
 prefect_api = flow_harness.prefect_api  # this module's own Prefect API
@@ -54,25 +57,43 @@ async def test_an_operators_limit_is_left_as_it_is(prefect_api):
     assert (fresh.limit, raised.limit) == (1, 3)
 
 
-async def test_the_verdict_report_flow_writes_its_artifact(prefect_api):
-    """What the fail trigger runs: one markdown artifact naming the failure and the files."""
+async def test_the_verdict_report_flow_writes_its_artifact(prefect_api, tmp_path: Path):
+    """What the fail trigger runs: one markdown artifact naming the failure and the files; the
+    gate's own summary when the run can be read where the event says it is."""
     from prefect.artifacts import Artifact
 
     from flows.verdict_report import verdict_report
 
+    gone = tmp_path / "runs" / "gone-bad"  # the files moved away since (nothing there)
     state = await verdict_report(
         campaign="gone-bad",
         tag="n1",
         reason="window 0 at 1x: break",
         regressions=["TimeToWake p99"],
-        location="s3://b/runs/gone-bad",
+        location=str(gone),
         return_state=True,
     )
     assert state.is_completed(), state
     artifact = await Artifact.aget("gone-bad-failed")
     assert artifact is not None and artifact.type == "markdown"
     assert "window 0 at 1x: break" in artifact.data and "TimeToWake p99" in artifact.data
-    assert "s3://b/runs/gone-bad" in artifact.data
+    assert f"`{gone}`" in artifact.data and "The gate's summary is not shown" in artifact.data
+    # A failed run that is there: the artifact is the summary `gate --summary` writes.
+    failed = gate_runs.write_run(
+        tmp_path, 1_000, gate_runs.seconds(p50_ms=40, seconds=60, seed=1), outcomes=("break",)
+    )
+    state = await verdict_report(
+        campaign="nightly",
+        tag="night",
+        reason="window 0: fail",
+        location=str(failed),
+        return_state=True,
+    )
+    assert state.is_completed(), state
+    artifact = await Artifact.aget("nightly-failed")
+    assert artifact is not None
+    assert artifact.data == gate_summary(load_run(str(failed)).gate, location=str(failed))
+    assert "gate: FAIL" in artifact.data and "| --- |" in artifact.data
 
 
 async def apply_report_deployment() -> None:
