@@ -214,10 +214,10 @@ def test_presets_load_and_validate():
     for preset in (nightly, demo):
         assert preset.target.protocol == "ate" and preset.target.wire == "ate"
         assert preset.target.substrate is None
-    # The release gate: candidate and reference side by side, 10 minutes, a 10 % margin.
+    # The release gate: candidate and reference side by side, 10 minutes, a 5 % margin.
     gate = load_preset("release-gate")
     assert gate.paired and gate.reference is not None and gate.reference.wire == "ate"
-    assert gate.hold_seconds == 600 and gate.max_regression == 0.1
+    assert gate.hold_seconds == 600 and gate.max_regression == 0.05
     assert gate.gate.paired_rule == "significant"
 
 
