@@ -419,9 +419,11 @@ async def test_the_substrate_killed_mid_hold_and_restarted_on_the_same_port(
         row = run.recorder.totals().row("grpc", "DeleteActor")
         return row.count - row.failures
 
-    # What the restart lost: the residents' actors, or with the store every actor (the few a
-    # pass finds moving are found as they are next touched).
-    lost_at_least = AWAKE if same_store else SESSIONS - RATE
+    # What the restart lost at the least: with the store, the residents' actors, but for the
+    # RATE a tick was parking when the kill came (a snapshot written before it survives the
+    # restart, and a busy box makes that likely: seen, 6 of 8 lost); without it every actor,
+    # but for the RATE a tick was moving (those are found as they are next touched).
+    lost_at_least = AWAKE - RATE if same_store else SESSIONS - RATE
     try:
         async with run:
             await run.preflight()
