@@ -104,13 +104,8 @@ def accepted_markdown(done: Acceptance, previous: Acceptance | None) -> str:
 
 
 def _summary(acceptance: Acceptance) -> dict[str, Any]:
-    return {
-        "by": acceptance.by,
-        "reason": acceptance.reason,
-        "accepted_unix": acceptance.accepted_unix,
-        "verdict": acceptance.verdict,
-        "regressions": list(acceptance.regressions),
-    }
+    """The record as `baseline list --json` shows it, less its path (the run's own)."""
+    return {k: v for k, v in acceptance.to_dict().items() if k != "record"}
 
 
 @flow(name="baseline-accept", log_prints=False, persist_result=False)
@@ -153,8 +148,7 @@ async def baseline_accept(
     )
     return {
         "location": done.location,
-        **_summary(done),
-        "record": done.record,
+        **done.to_dict(),
         "replaced": None if previous is None else _summary(previous),
     }
 
